@@ -423,14 +423,15 @@ def query_cuts(cs, ct, level, inner, post, tree_lo, status):
 
 
 @njit(**_JIT)
-def bitmask_search(fwd_ptr, fwd_idx, level, inner, post, tree_lo, cs, ct, words):
+def bitmask_search(fwd_ptr, fwd_idx, level, inner, post, tree_lo, cs, ct, words, prune):
     """Answer queries cs[i] ->? ct[i] with one bit per query, 64 * ``words`` queries a pass.
 
     Every vertex carries ``words`` 64-bit words: bit i of ``seen`` says query i has reached it,
     bit i of ``pend`` that it still has to expand it. A bit enters a child only when the child
     passes the level and label cuts for that query's target; a query stops (its bit is dropped
     everywhere) once it is answered, either by meeting its target or by entering a vertex
-    whose tree interval holds the target. Returns bool answers.
+    whose tree interval holds the target. ``prune=False`` turns every cut off (a plain
+    multi-source BFS, the baseline the cuts are measured against). Returns bool answers.
     """
     n = level.shape[0]
     nq = cs.shape[0]
@@ -487,11 +488,11 @@ def bitmask_search(fwd_ptr, fwd_idx, level, inner, post, tree_lo, cs, ct, words)
                         bits ^= low
                         i = wd * 64 + _ctz(low)
                         t = ct[base + i]
-                        if w == t or _tree_reaches(w, t, tree_lo, post):
+                        if w == t or (prune and _tree_reaches(w, t, tree_lo, post)):
                             ans[base + i] = True
                             done[wd] |= low
                             remaining -= 1
-                        elif _may_reach(w, t, level, inner, post):
+                        elif not prune or _may_reach(w, t, level, inner, post):
                             keep |= low
                     if keep != 0:
                         pend[w, wd] |= keep

@@ -1,0 +1,176 @@
+"""Vertex keys -> dense ids 0..n-1 and back.
+
+Keys are whatever the edge table holds: any integer type or strings. Ids follow the sorted
+order of the distinct keys, so they (and everything derived from them: the fingerprint, the
+index file) do not depend on the order of the edge rows.
+
+Integer keys whose range is at most a few times the number of edges get a direct lookup table
+(no sort, one pass); sparse integer keys are sorted and searched; strings go through a hash map.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import EdgeInputError, KeyTypeError
+
+#: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
+DENSE_FACTOR = 4
+
+
+def key_kind(typ: pa.DataType) -> str:
+    """'int' or 'str' for a supported key type; anything else is an error."""
+    if pa.types.is_integer(typ):
+        return "int"
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
+        return "str"
+    if pa.types.is_dictionary(typ):
+        return key_kind(typ.value_type)
+    raise EdgeInputError(
+        f"vertex keys must be integers or strings (VARCHAR), got {typ}; cast the key columns "
+        "first, e.g. CAST(col AS BIGINT) or CAST(col AS VARCHAR)"
+    )
+
+
+def _as_int64(arr: pa.Array) -> np.ndarray:
+    """Integer keys as int64 NumPy (uint64 keys above 2**63 - 1 are refused, not wrapped)."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_uint64(arr.type) and len(arr) and pc.max(arr).as_py() > np.iinfo(np.int64).max:
+        raise EdgeInputError("uint64 vertex keys above 2**63-1 are not supported")
+    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _as_str(arr: pa.Array) -> pa.Array:
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
+
+
+@dataclass
+class VertexIds:
+    """The sorted distinct keys (``keys[i]`` is the key of id i) and a lookup from key to id."""
+
+    keys: pa.Array
+    kind: str
+    _offset: int = 0
+    _table: np.ndarray | None = None  # dense int lookup: id of key (offset + i), or -1
+    _sorted: np.ndarray | None = None  # sparse int lookup: the sorted keys
+    _map: dict | None = field(default=None, repr=False)  # string lookup, built on first use
+
+    @property
+    def n(self) -> int:
+        return len(self.keys)
+
+    @classmethod
+    def from_sorted_keys(cls, keys: pa.Array) -> "VertexIds":
+        """Rebuild the lookup for keys already sorted and distinct (e.g. read from an index)."""
+        kind = key_kind(keys.type)
+        if kind == "str":
+            return cls(_as_str(keys), "str")
+        k = _as_int64(keys)
+        return cls._for_ints(k, int(k.shape[0]))
+
+    @classmethod
+    def _for_ints(cls, sorted_keys: np.ndarray, endpoints: int) -> "VertexIds":
+        keys = pa.array(sorted_keys, pa.int64())
+        if sorted_keys.shape[0] == 0:
+            return cls(keys, "int", _sorted=sorted_keys)
+        lo, hi = int(sorted_keys[0]), int(sorted_keys[-1])
+        if hi - lo + 1 <= DENSE_FACTOR * max(endpoints, sorted_keys.shape[0]) + 1024:
+            table = np.full(hi - lo + 1, -1, np.int32)
+            table[sorted_keys - lo] = np.arange(sorted_keys.shape[0], dtype=np.int32)
+            return cls(keys, "int", _offset=lo, _table=table)
+        return cls(keys, "int", _sorted=sorted_keys)
+
+    def encode(self, arr: pa.Array) -> np.ndarray:
+        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph."""
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        if pa.types.is_null(arr.type):
+            return np.full(len(arr), -1, np.int32)
+        kind = key_kind(arr.type)
+        if kind != self.kind:
+            want = "integer" if self.kind == "int" else "string (VARCHAR)"
+            raise KeyTypeError(
+                f"this index has {want} vertex keys but the query keys are {arr.type}; "
+                f"cast the query columns to the edge table's key type"
+            )
+        valid = None if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
+        if kind == "str":
+            ids = self._encode_str(arr)
+        else:
+            if valid is not None:
+                arr = arr.fill_null(0)
+            ids = self._encode_int(_as_int64(arr))
+        if valid is not None:
+            ids[~valid] = -1
+        return ids
+
+    def _encode_int(self, k: np.ndarray) -> np.ndarray:
+        if self._table is not None:
+            j = k - self._offset
+            inside = (j >= 0) & (j < self._table.shape[0])
+            out = np.full(k.shape[0], -1, np.int32)
+            out[inside] = self._table[j[inside]]
+            return out
+        s = self._sorted
+        pos = np.searchsorted(s, k)
+        pos_c = np.minimum(pos, max(s.shape[0] - 1, 0))
+        hit = (pos < s.shape[0]) & (s[pos_c] == k) if s.shape[0] else np.zeros(k.shape[0], bool)
+        return np.where(hit, pos, -1).astype(np.int32)
+
+    def _encode_str(self, arr: pa.Array) -> np.ndarray:
+        if self._map is None:
+            self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
+        get = self._map.get
+        return np.fromiter((get(x, -1) for x in arr.to_pylist()), np.int32, len(arr))
+
+    def decode(self, ids: np.ndarray) -> pa.Array:
+        """Keys of dense ids."""
+        return self.keys.take(pa.array(ids))
+
+
+def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None):
+    """Dense ids for an edge list: ``(VertexIds, src_ids int32, dst_ids int32)``.
+
+    ``extra`` holds vertices that may have no edge (e.g. the isolated vertices of a .gra
+    file); they get ids too, and answer as isolated vertices.
+    """
+    kind = key_kind(src.type)
+    if key_kind(dst.type) != kind:
+        raise EdgeInputError(
+            f"source and destination keys have different types ({src.type} vs {dst.type}); "
+            "cast both to one integer type or both to VARCHAR"
+        )
+    if kind == "str":
+        parts = [_as_str(src), _as_str(dst)] + ([_as_str(extra)] if extra is not None else [])
+        allk = pa.chunked_array(parts).combine_chunks()
+        keys = pc.unique(allk)
+        keys = keys.take(pc.sort_indices(keys))
+        src_ids = pc.index_in(_as_str(src), value_set=keys).to_numpy(zero_copy_only=False)
+        dst_ids = pc.index_in(_as_str(dst), value_set=keys).to_numpy(zero_copy_only=False)
+        return VertexIds(keys, "str"), src_ids.astype(np.int32), dst_ids.astype(np.int32)
+    s = _as_int64(src)
+    d = _as_int64(dst)
+    e = _as_int64(extra) if extra is not None else np.empty(0, np.int64)
+    endpoints = s.shape[0] + d.shape[0] + e.shape[0]
+    if endpoints == 0:
+        ids = VertexIds._for_ints(np.empty(0, np.int64), 0)
+        return ids, np.empty(0, np.int32), np.empty(0, np.int32)
+    lo = min(int(x.min()) for x in (s, d, e) if x.shape[0])
+    hi = max(int(x.max()) for x in (s, d, e) if x.shape[0])
+    if hi - lo + 1 <= DENSE_FACTOR * endpoints + 1024:
+        present = np.zeros(hi - lo + 1, np.bool_)
+        for x in (s, d, e):
+            present[x - lo] = True
+        table = np.cumsum(present, dtype=np.int32) - 1
+        sorted_keys = np.flatnonzero(present).astype(np.int64) + lo
+        table[~present] = -1
+        ids = VertexIds(pa.array(sorted_keys, pa.int64()), "int", _offset=lo, _table=table)
+        return ids, table[s - lo], table[d - lo]
+    sorted_keys = np.unique(np.concatenate([s, d, e]))
+    ids = VertexIds._for_ints(sorted_keys, endpoints)
+    return ids, ids._encode_int(s), ids._encode_int(d)

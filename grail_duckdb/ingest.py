@@ -1,0 +1,112 @@
+"""Edge input -> two Arrow key columns (src, dst), checked.
+
+Accepted inputs: a pyarrow Table or RecordBatch (columns named by ``src``/``dst``), a DuckDB
+relation, or two array-likes (pyarrow, NumPy, lists). A .gra file read by
+:mod:`grail_duckdb.readers` carries its vertex count in the table's schema metadata
+(``grail.vertices``) so that vertices without edges exist in the index too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import EdgeInputError
+from .ids import key_kind
+
+#: schema metadata key (set by the .gra reader): the keys 0..n-1 all are vertices
+VERTEX_COUNT_META = b"grail.vertices"
+
+
+@dataclass
+class EdgeColumns:
+    src: pa.Array
+    dst: pa.Array
+    extra_vertices: pa.Array | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.src)
+
+
+def _to_array(x, name: str) -> pa.Array:
+    if isinstance(x, pa.ChunkedArray):
+        return x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
+    if isinstance(x, pa.Array):
+        return x
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind in "US":
+            return pa.array(x.astype(str).tolist(), pa.string())
+        return pa.array(x)
+    try:
+        return pa.array(x)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+        raise EdgeInputError(f"cannot read the {name} keys as a column: {exc}") from exc
+
+
+def _from_table(table: pa.Table, src: str, dst: str) -> EdgeColumns:
+    missing = [c for c in (src, dst) if c not in table.column_names]
+    if missing:
+        raise EdgeInputError(
+            f"edge table has no column {', '.join(repr(c) for c in missing)}; its columns are "
+            f"{table.column_names}; pass src=... and dst=... to name the endpoint columns"
+        )
+    extra = None
+    meta = table.schema.metadata or {}
+    if VERTEX_COUNT_META in meta:
+        extra = pa.array(np.arange(int(meta[VERTEX_COUNT_META]), dtype=np.int64))
+    return EdgeColumns(_to_array(table.column(src), "source"),
+                       _to_array(table.column(dst), "destination"), extra)
+
+
+def edge_columns(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst") -> EdgeColumns:
+    """Normalise any accepted edge input into checked Arrow key columns.
+
+    >>> e = edge_columns([1, 2], [2, 3])
+    >>> e.rows, e.src.type
+    (2, DataType(int64))
+    """
+    if dst is not None:
+        cols = EdgeColumns(_to_array(edges, "source"), _to_array(dst, "destination"))
+    elif isinstance(edges, pa.RecordBatch):
+        cols = _from_table(pa.Table.from_batches([edges]), src_col, dst_col)
+    elif isinstance(edges, pa.Table):
+        cols = _from_table(edges, src_col, dst_col)
+    elif hasattr(edges, "fetch_arrow_table") or hasattr(edges, "arrow"):
+        fetch = getattr(edges, "fetch_arrow_table", None) or edges.arrow
+        table = fetch()
+        if isinstance(table, pa.RecordBatchReader):
+            table = table.read_all()
+        cols = _from_table(table, src_col, dst_col)
+    else:
+        raise EdgeInputError(
+            f"cannot read edges from {type(edges).__name__}; pass a pyarrow Table, a DuckDB "
+            "relation, or two arrays (src, dst)"
+        )
+    return _checked(cols)
+
+
+def _checked(cols: EdgeColumns) -> EdgeColumns:
+    if len(cols.src) != len(cols.dst):
+        raise EdgeInputError(
+            f"source and destination columns differ in length ({len(cols.src)} vs {len(cols.dst)})"
+        )
+    for arr in (cols.src, cols.dst):
+        if pa.types.is_null(arr.type) and len(arr):
+            raise EdgeInputError(f"{len(arr)} edge rows have a NULL endpoint; remove them first")
+    if len(cols.src) == 0 and pa.types.is_null(cols.src.type):
+        cols = EdgeColumns(pa.array([], pa.int64()), pa.array([], pa.int64()), cols.extra_vertices)
+    bad = int(cols.src.null_count) + int(cols.dst.null_count)
+    if bad:
+        both = np.logical_or(
+            cols.src.is_null().to_numpy(zero_copy_only=False),
+            cols.dst.is_null().to_numpy(zero_copy_only=False),
+        )
+        raise EdgeInputError(
+            f"{int(both.sum())} edge rows have a NULL endpoint; an edge needs both ends: filter "
+            "them out (WHERE src IS NOT NULL AND dst IS NOT NULL) before building the index"
+        )
+    key_kind(cols.src.type)
+    key_kind(cols.dst.type)
+    return cols

@@ -1,0 +1,80 @@
+"""The one interface to the hot loops, implemented by both backends.
+
+:class:`CpuKernels` wraps the Numba twins in :mod:`.cpu`; ``GpuKernels`` (in :mod:`.gpu`) wraps
+the CUDA sources in the repository's ``kernels/*.cu``. Pipeline modules (csr, condensation,
+labels, search) call only these methods, with arrays of the backend's own array module, so each
+algorithm is written once and runs on either backend with identical results.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import cpu
+
+
+class CpuKernels:
+    """Kernels over NumPy arrays; see the docstrings of :mod:`grail_duckdb.kernels.cpu`."""
+
+    name = "cpu"
+    xp = np
+
+    # --- CSR -------------------------------------------------------------------------------
+    def csr(self, src, dst, n):
+        return cpu.csr_from_edges(src, dst, n)
+
+    def dedupe_rows(self, ptr, idx):
+        return cpu.dedupe_rows(ptr, idx)
+
+    # --- condensation ----------------------------------------------------------------------
+    def trim(self, fwd, rev, alive):
+        return int(cpu.trim(fwd.indptr, fwd.indices, rev.indptr, rev.indices, alive))
+
+    def reach_within_colour(self, g, seeds, colour):
+        return cpu.reach_within_colour(g.indptr, g.indices, seeds, colour)
+
+    def propagate_max_colour(self, g, colour):
+        cpu.propagate_max_colour(g.indptr, g.indices, colour)
+
+    def rank_by_first_occurrence(self, label):
+        out, k = cpu.rank_by_first_occurrence(label)
+        return out, int(k)
+
+    def condensed_edges(self, g, comp):
+        return cpu.condensed_edges(g.indptr, g.indices, comp)
+
+    # --- labels ----------------------------------------------------------------------------
+    def topological_levels(self, fwd, rev):
+        level, order, seen = cpu.topological_levels(fwd.indptr, fwd.indices, rev.indptr)
+        if seen != fwd.n:
+            raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
+        return level, order
+
+    def tree_parents(self, rev, level):
+        return cpu.tree_parents(rev.indptr, rev.indices, level)
+
+    def subtree_sizes(self, parent, order):
+        return cpu.subtree_sizes(parent, order)
+
+    def post_orders(self, parent, order, size, d, seed):
+        return cpu.post_orders(parent, order, size, d, seed)
+
+    def min_post(self, fwd, order, post):
+        return cpu.min_post(fwd.indptr, fwd.indices, order, post)
+
+    # --- queries ---------------------------------------------------------------------------
+    def query_cuts(self, cs, ct, level, inner, post, tree_lo):
+        status = np.zeros(cs.shape[0], np.int8)
+        cpu.query_cuts(cs, ct, level, inner, post, tree_lo, status)
+        return status
+
+    def bitmask_search(self, fwd, level, inner, post, tree_lo, cs, ct, words=1, prune=True):
+        return cpu.bitmask_search(fwd.indptr, fwd.indices, level, inner, post, tree_lo,
+                                  cs, ct, words, prune)
+
+    def edge_hash_sum(self, src, dst):
+        return int(cpu.edge_hash_sum(src, dst))
+
+
+#: status codes returned by ``query_cuts``
+UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT = (
+    cpu.UNDECIDED, cpu.SAME_COMPONENT, cpu.LEVEL_CUT, cpu.LABEL_CUT, cpu.TREE_CUT)

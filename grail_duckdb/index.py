@@ -125,7 +125,7 @@ class GrailIndex:
         return GrailIndex(
             ids=self.ids, comp=move(self.comp), n_components=self.n_components,
             dag=CSR(move(self.dag.indptr), move(self.dag.indices)),
-            labels=Labels(move(lab.level), move(lab.post), move(lab.inner), move(lab.tree_lo)),
+            labels=Labels(**{name: move(a) for name, a in lab.arrays().items()}),
             seed=self.seed, edge_rows=self.edge_rows, fingerprint=self.fingerprint,
             backend=target, build_seconds=dict(self.build_seconds))
 

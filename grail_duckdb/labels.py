@@ -6,7 +6,9 @@ GRAIL GPU paper (grail-gpu-reachability-computation2020), Section 4, Algorithms 
    topological level above, so the tree is the same on every backend);
 2. subtree sizes, bottom-up;
 3. post-order ranks, top-down, for d sibling orders (d randomized label pairs);
-4. inner ranks (min-post), bottom-up over **every** DAG child.
+4. intervals, bottom-up over **every** DAG child: the smallest and the largest post rank
+   among a vertex and its descendants (the paper's tree is a DFS tree, whose own rank is
+   always the largest; ours is not, so the upper bound is propagated as well).
 
 Per component we also keep its topological level (a negative cut: an edge always goes one
 level down or more) and the exact interval of its spanning-tree descendants (a positive cut).
@@ -21,13 +23,18 @@ from .condensation import Condensation
 @dataclass(frozen=True)
 class Labels:
     level: object  # int32[C]: longest path from a root
-    post: object  # int32[C, d]: post-order rank per label (column 0 also orders the tree)
     inner: object  # int32[C, d]: min post rank over the vertex and its DAG descendants
-    tree_lo: object  # int32[C]: first post rank (label 0) of the vertex's tree subtree
+    outer: object  # int32[C, d]: max post rank over the vertex and its DAG descendants
+    tree_post: object  # int32[C]: post rank in the spanning tree (label 0's sibling order)
+    tree_lo: object  # int32[C]: smallest tree_post in the vertex's tree subtree
 
     @property
     def d(self) -> int:
-        return int(self.post.shape[1])
+        return int(self.inner.shape[1])
+
+    def arrays(self) -> dict:
+        return {"level": self.level, "inner": self.inner, "outer": self.outer,
+                "tree_post": self.tree_post, "tree_lo": self.tree_lo}
 
 
 def grail_labels(k, cond: Condensation, d: int, seed: int, timer=None) -> Labels:
@@ -42,7 +49,8 @@ def grail_labels(k, cond: Condensation, d: int, seed: int, timer=None) -> Labels
     tick("labels: subtree sizes (pass 2)")
     post = k.post_orders(parent, order, size, d, seed)
     tick("labels: post orders (pass 3)")
-    inner = k.min_post(cond.dag, order, post)
-    tick("labels: min-post (pass 4)")
-    tree_lo = (post[:, 0] - size + 1).astype(post.dtype)
-    return Labels(level, post, inner, tree_lo)
+    inner, outer = k.interval_bounds(cond.dag, order, post)
+    tick("labels: intervals (pass 4)")
+    tree_post = post[:, 0].copy()
+    tree_lo = (tree_post - size + 1).astype(post.dtype)
+    return Labels(level, inner, outer, tree_post, tree_lo)

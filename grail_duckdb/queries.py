@@ -117,7 +117,7 @@ def _answer_ids(index, sid, did, words, use_cuts):
     ct = comp[xp.asarray(did)]
     lab = index.labels
     if use_cuts:
-        status = k.query_cuts(cs, ct, lab.level, lab.inner, lab.post, lab.tree_lo)
+        status = k.query_cuts(cs, ct, lab)
         counts = np.bincount(_host(xp, status).astype(np.int64), minlength=5)
         stats.same_component = int(counts[K.SAME_COMPONENT])
         stats.level_cut = int(counts[K.LEVEL_CUT])
@@ -134,8 +134,7 @@ def _answer_ids(index, sid, did, words, use_cuts):
     if stats.searched:
         qs, qt = cs[todo], ct[todo]
         order = xp.argsort(qs, kind="stable")  # queries from one source share a pass
-        found = k.bitmask_search(index.dag, lab.level, lab.inner, lab.post, lab.tree_lo,
-                                 qs[order], qt[order], words, use_cuts)
+        found = k.bitmask_search(index.dag, lab, qs[order], qt[order], words, use_cuts)
         hit = xp.zeros_like(found)
         hit[order] = found
         answer[todo] = hit

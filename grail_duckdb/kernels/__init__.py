@@ -58,18 +58,19 @@ class CpuKernels:
     def post_orders(self, parent, order, size, d, seed):
         return cpu.post_orders(parent, order, size, d, seed)
 
-    def min_post(self, fwd, order, post):
-        return cpu.min_post(fwd.indptr, fwd.indices, order, post)
+    def interval_bounds(self, fwd, order, post):
+        return cpu.interval_bounds(fwd.indptr, fwd.indices, order, post)
 
     # --- queries ---------------------------------------------------------------------------
-    def query_cuts(self, cs, ct, level, inner, post, tree_lo):
+    def query_cuts(self, cs, ct, lab):
         status = np.zeros(cs.shape[0], np.int8)
-        cpu.query_cuts(cs, ct, level, inner, post, tree_lo, status)
+        cpu.query_cuts(cs, ct, lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post,
+                       status)
         return status
 
-    def bitmask_search(self, fwd, level, inner, post, tree_lo, cs, ct, words=1, prune=True):
-        return cpu.bitmask_search(fwd.indptr, fwd.indices, level, inner, post, tree_lo,
-                                  cs, ct, words, prune)
+    def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
+        return cpu.bitmask_search(dag.indptr, dag.indices, lab.level, lab.inner, lab.outer,
+                                  lab.tree_lo, lab.tree_post, cs, ct, words, prune)
 
     def edge_hash_sum(self, src, dst):
         return int(cpu.edge_hash_sum(src, dst))

@@ -358,14 +358,18 @@ def post_orders(parent, order, size, d, seed):
 
 
 @njit(**_JIT)
-def min_post(fwd_ptr, fwd_idx, order, post):
-    """Step 4 (Algorithm 6): inner rank = min post rank over v and every DAG descendant.
+def interval_bounds(fwd_ptr, fwd_idx, order, post):
+    """Step 4 (Algorithm 6): per label, the smallest and the largest post rank over v and
+    every DAG descendant of v: the interval [inner, outer].
 
-    The minimum runs over all DAG children, not only tree children: this is what makes
-    [inner, post] contain the label of every vertex v reaches.
+    The bounds run over all DAG children, not only tree children. The paper's tree is a DFS
+    tree, where the largest is always v's own rank; ours comes from breadth-first levels, so a
+    non-tree edge may lead to a larger rank and the outer bound is propagated too. Either way
+    u reaches w only if [inner(w), outer(w)] lies inside [inner(u), outer(u)].
     """
     n, d = post.shape
     inner = post.copy()
+    outer = post.copy()
     for i in range(n - 1, -1, -1):
         v = order[i]
         for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
@@ -373,7 +377,9 @@ def min_post(fwd_ptr, fwd_idx, order, post):
             for j in range(d):
                 if inner[w, j] < inner[v, j]:
                     inner[v, j] = inner[w, j]
-    return inner
+                if outer[w, j] > outer[v, j]:
+                    outer[v, j] = outer[w, j]
+    return inner, outer
 
 
 # --------------------------------------------------------------------------------------------
@@ -383,24 +389,24 @@ UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT = 0, 1, 2, 3, 4
 
 
 @njit(**_JIT)
-def _may_reach(u, t, level, inner, post):
+def _may_reach(u, t, level, inner, outer):
     """The negative cuts: False when u certainly does not reach t (u != t)."""
     if level[u] >= level[t]:
         return False
-    for j in range(post.shape[1]):
-        if inner[t, j] < inner[u, j] or post[t, j] > post[u, j]:
+    for j in range(inner.shape[1]):
+        if inner[t, j] < inner[u, j] or outer[t, j] > outer[u, j]:
             return False
     return True
 
 
 @njit(**_JIT)
-def _tree_reaches(u, t, tree_lo, post):
+def _tree_reaches(u, t, tree_lo, tree_post):
     """The positive cut: t lies in u's spanning-tree interval (label 0's post order)."""
-    return tree_lo[u] <= post[t, 0] and post[t, 0] <= post[u, 0]
+    return tree_lo[u] <= tree_post[t] and tree_post[t] <= tree_post[u]
 
 
 @njit(**_JIT)
-def query_cuts(cs, ct, level, inner, post, tree_lo, status):
+def query_cuts(cs, ct, level, inner, outer, tree_lo, tree_post, status):
     """Classify each (component, component) query: status code per query (see module consts).
 
     Negative ids (unknown vertices) are left to the caller and untouched here.
@@ -414,16 +420,17 @@ def query_cuts(cs, ct, level, inner, post, tree_lo, status):
             status[q] = SAME_COMPONENT
         elif level[u] >= level[t]:
             status[q] = LEVEL_CUT
-        elif not _may_reach(u, t, level, inner, post):
+        elif not _may_reach(u, t, level, inner, outer):
             status[q] = LABEL_CUT
-        elif _tree_reaches(u, t, tree_lo, post):
+        elif _tree_reaches(u, t, tree_lo, tree_post):
             status[q] = TREE_CUT
         else:
             status[q] = UNDECIDED
 
 
 @njit(**_JIT)
-def bitmask_search(fwd_ptr, fwd_idx, level, inner, post, tree_lo, cs, ct, words, prune):
+def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, cs, ct, words,
+                   prune):
     """Answer queries cs[i] ->? ct[i] with one bit per query, 64 * ``words`` queries a pass.
 
     Every vertex carries ``words`` 64-bit words: bit i of ``seen`` says query i has reached it,
@@ -488,11 +495,11 @@ def bitmask_search(fwd_ptr, fwd_idx, level, inner, post, tree_lo, cs, ct, words,
                         bits ^= low
                         i = wd * 64 + _ctz(low)
                         t = ct[base + i]
-                        if w == t or (prune and _tree_reaches(w, t, tree_lo, post)):
+                        if w == t or (prune and _tree_reaches(w, t, tree_lo, tree_post)):
                             ans[base + i] = True
                             done[wd] |= low
                             remaining -= 1
-                        elif not prune or _may_reach(w, t, level, inner, post):
+                        elif not prune or _may_reach(w, t, level, inner, outer):
                             keep |= low
                     if keep != 0:
                         pend[w, wd] |= keep

@@ -295,64 +295,76 @@ def subtree_sizes(parent, order):
 
 
 @njit(**_JIT)
-def sibling_key(v, label, seed):
-    """Rank of vertex v among its siblings in label ``label`` (lower goes first).
+def order_params(n_blocks, label, seed):
+    """Parameters of label ``label``'s vertex order: (mask, a1, c, a2, shift, xor), uint64."""
+    bits = 1
+    while (np.uint64(1) << np.uint64(bits)) < np.uint64(max(n_blocks, 2)):
+        bits += 1
+    mask = (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+    h = mix64(np.uint64(seed) * np.uint64(64) + np.uint64(label))
+    a1 = (mix64(h) & mask) | np.uint64(1)
+    c = mix64(h + np.uint64(1)) & mask
+    a2 = (mix64(h + np.uint64(2)) & mask) | np.uint64(1)
+    xor = mix64(h + np.uint64(3)) & np.uint64(ORDER_BLOCK - 1)
+    return mask, a1, c, a2, np.uint64(max(bits // 2, 1)), xor
 
-    The high 32 bits are a hash of (v, label, seed), the low 32 bits v itself, so keys never
-    tie and every backend sorts siblings into the same order.
+
+#: vertices are permuted in blocks of this many consecutive ids (cache lines stay whole)
+ORDER_BLOCK = 64
+
+
+@njit(**_JIT)
+def permuted_block(b, n_blocks, mask, a1, c, a2, shift):
+    """The block at rank b of a pseudo-random permutation of 0..n_blocks-1.
+
+    A bijection of the k-bit integers (multiply by an odd number, add, xor-shift, multiply,
+    xor-shift), cycle-walked until it lands below n_blocks: a permutation that needs no table
+    and no sort, computed identically by the CUDA twin.
     """
-    h = mix64(np.uint64(v) ^ mix64(np.uint64(seed) * np.uint64(64) + np.uint64(label)))
-    return ((h >> np.uint64(32)) << np.uint64(32)) | np.uint64(v)
+    x = np.uint64(b)
+    while True:
+        x = (x * a1 + c) & mask
+        x ^= x >> shift
+        x = (x * a2) & mask
+        x ^= x >> shift
+        if x < np.uint64(n_blocks):
+            return np.int64(x)
 
 
 @njit(**_JIT)
 def post_orders(parent, order, size, d, seed):
     """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders.
 
-    Siblings (children of one tree parent; roots are the children of a virtual root) are
-    ordered by ``sibling_key``. A vertex's post rank is the number of vertices finished before
+    In label j, siblings (children of one tree parent; roots are the children of a virtual
+    root) are ordered as they appear in label j's pseudo-random vertex order: blocks of
+    ORDER_BLOCK consecutive ids in the order ``permuted_block``, and inside a block ids xored
+    with a per-label constant. A vertex's post rank is the number of vertices finished before
     its subtree starts (the sizes of earlier siblings along its root path) plus its own size.
     Returns post[C, d] int32.
     """
     n = parent.shape[0]
     post = np.empty((n, d), np.int32)
-    # start[v, j]: vertices finished before v's subtree begins, for label j
-    start = np.zeros((n, d), np.int64)
-    # children of each tree node sorted by key: bucket the vertices by parent (CSR of the tree)
-    tptr = np.zeros(n + 2, np.int64)
-    for v in range(n):
-        tptr[parent[v] + 2] += 1
-    for i in range(n + 1):
-        tptr[i + 1] += tptr[i]
-    fill = tptr[:-1].copy()
-    kids = np.empty(n, np.int32)
-    for v in range(n):
-        p = parent[v] + 1
-        kids[fill[p]] = v
-        fill[p] += 1
-    keys = np.empty(n, np.uint64)
-    excl = np.empty(n, np.int64)
+    start = np.zeros(n, np.int64)  # vertices finished before v's subtree begins
+    excl = np.empty(n, np.int64)  # sizes of v's earlier siblings
+    acc = np.empty(n + 1, np.int64)
+    n_blocks = (n + ORDER_BLOCK - 1) // ORDER_BLOCK
     for j in range(d):
-        for v in range(n):
-            keys[v] = sibling_key(v, j, seed)
-        # exclusive prefix of sibling sizes in key order, per parent (virtual root = slot 0)
-        for p in range(n + 1):
-            lo = tptr[p]
-            hi = tptr[p + 1]
-            if hi - lo == 1:
-                excl[kids[lo]] = 0
-                continue
-            seg = kids[lo:hi]
-            srt = seg[np.argsort(keys[seg])]
-            acc = 0
-            for v in srt:
-                excl[v] = acc
-                acc += size[v]
+        mask, a1, c, a2, shift, xor = order_params(n_blocks, j, seed)
+        acc[:] = 0
+        for b in range(n_blocks):
+            base = permuted_block(b, n_blocks, mask, a1, c, a2, shift) * ORDER_BLOCK
+            for o in range(ORDER_BLOCK):
+                v = base + np.int64(np.uint64(o) ^ xor)
+                if v >= n:
+                    continue
+                p = parent[v] + 1
+                excl[v] = acc[p]
+                acc[p] += size[v]
         for i in range(n):
             v = order[i]
             p = parent[v]
-            s = excl[v] + (start[p, j] if p >= 0 else 0)
-            start[v, j] = s
+            s = excl[v] + (start[p] if p >= 0 else 0)
+            start[v] = s
             post[v, j] = s + size[v]
     return post
 

@@ -1,0 +1,894 @@
+"""The bench command: one run that measures the engine beside the alternatives a user has.
+
+``python -m grail_duckdb bench [--datasets ...] [--queries N] [--backend cpu|gpu|all] [--out DIR]``
+(or ``python -m grail_duckdb.bench ...``). For every workload (a dataset by name, an edge file,
+or a seeded generator ``gen:citation:N``, ``gen:random:N:DEGREE``, ``gen:rmat:SCALE[:FACTOR]``)
+and every backend it measures:
+
+* the index build, phase by phase, the peak host memory of the build (resident set size sampled
+  from ``/proc/self/statm`` every 2 ms by a thread, minus the size when the build started) and,
+  on a GPU, the high-water mark of CuPy's memory pool; the save and load time and the size of
+  the index file;
+* the time for two query sets, reported apart: uniform random pairs (almost all unreachable)
+  and reachable pairs (random walks), with the statistics of which cut settled each query;
+* GTEPS of the traversal primitive: single-source traversals of the condensed DAG from 64 random
+  roots with the kernels' ``reach_within_colour`` (a worklist on the CPU);
+* the baselines, in the same process: NetworkX ``has_path`` and SciPy BFS per pair and DuckDB's
+  recursive CTE with ``USING KEY`` (on a prefix sized to ``--budget`` seconds, scaled up and
+  marked as sampled), the engine's own search with every cut off (the plain multi-source
+  bitmask BFS), and the SQL paths: the scalar ``reaches``, the whole-column ``reaches_pairs``
+  and an identity arrow UDF (DuckDB's floor for any Python UDF).
+
+It writes ``bench.md`` (Markdown tables: absolute times and the ratio to the best baseline, the
+machine named), ``bench.json`` (every figure) and ``bench.png`` (throughput per method, log
+scale) into ``--out``, and prints progress lines on stderr. ``--quick`` runs small generated
+graphs and a few queries (the CI smoke test).
+
+One thread: the Numba kernels are compiled without ``parallel=True``, so they run on the calling
+thread whatever ``NUMBA_NUM_THREADS`` says; DuckDB is set to ``--threads`` (default 1).
+Warm-up (Numba loading or compiling, CuPy modules) runs before any timed region; timings under
+a second are the best of three runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from . import bench_baselines as bl
+from .csr import CSR
+
+DEFAULT_DATASETS = ["citeseer", "uniprot", "cit-HepTh"]
+QUICK_DATASETS = ["gen:citation:20000", "gen:random:5000:4", "gen:rmat:12"]
+QUICK_QUERIES = 2000
+QUICK_BUDGET = 0.3
+QUERY_SETS = ("random", "reachable")
+
+#: the design's "figures to beat" (original authors' code, 2-core machine, one thread, 100K
+#: queries): build / reachable ("positive") / random, in milliseconds
+FIGURES_TO_BEAT = {
+    "citeseer": {"GRAIL C++ (d=2)": (406, 104, 10.1), "BFL": (58, 11.7, 0.61),
+                 "O'Reach": (272, 3.4, 1.6)},
+    "uniprot": {"GRAIL C++ (d=2)": (474, 95, 6.5), "BFL": (45, 6.0, 0.58),
+                "O'Reach": (713, 2.4, 1.6)},
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# command line
+# ----------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Register the bench options on ``parser`` (the ``bench`` subcommand of the CLI)."""
+    parser.add_argument("--datasets", nargs="+", metavar="WORKLOAD", default=None,
+                        help="dataset names (see grail_duckdb.datasets), edge files, or "
+                             "gen:citation:N, gen:random:N:DEGREE, gen:rmat:SCALE[:FACTOR] "
+                             f"(default: {' '.join(DEFAULT_DATASETS)})")
+    parser.add_argument("--queries", type=int, default=None,
+                        help="pairs per query set (default 100000; --quick: 2000)")
+    parser.add_argument("--backend", choices=("cpu", "gpu", "all"), default="all",
+                        help="where the index is built and searched; 'all' = every backend "
+                             "this machine has (default)")
+    parser.add_argument("--out", default="bench-out", help="folder for bench.md, bench.json, "
+                        "bench.png (default: bench-out)")
+    parser.add_argument("--labels", type=int, default=5, help="GRAIL label pairs d (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of generators, queries, "
+                        "labels and roots (default 0)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds each per-pair baseline may run per query set; it runs on "
+                             "as many pairs as fit and is scaled up (default 10; --quick: 0.3)")
+    parser.add_argument("--roots", type=int, default=64,
+                        help="roots of the single-source traversals for GTEPS (default 64)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="DuckDB threads for the SQL paths and the CTE (default 1)")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="measure the engine only (no NetworkX, SciPy, CTE, SQL rows)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small generated graphs, few queries: the smoke test (< 1 min)")
+    return parser
+
+
+def settings(args) -> dict:
+    """The effective settings of a run (``--quick`` fills in what was not given)."""
+    quick = bool(args.quick)
+    return {
+        "datasets": list(args.datasets or (QUICK_DATASETS if quick else DEFAULT_DATASETS)),
+        "queries": int(args.queries or (QUICK_QUERIES if quick else 100_000)),
+        "backend": args.backend,
+        "out": str(args.out),
+        "labels": int(args.labels),
+        "seed": int(args.seed),
+        "budget": float(args.budget if args.budget is not None
+                        else (QUICK_BUDGET if quick else 10.0)),
+        "roots": int(args.roots),
+        "threads": int(args.threads),
+        "baselines": not args.no_baselines,
+        "quick": quick,
+    }
+
+
+def command_line(s: dict) -> str:
+    """The command that reproduces a run with these settings (quoted for a POSIX shell)."""
+    words = ["python", "-m", "grail_duckdb", "bench", "--datasets", *s["datasets"],
+             "--queries", str(s["queries"]), "--backend", s["backend"], "--labels",
+             str(s["labels"]), "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
+             "--roots", str(s["roots"]), "--threads", str(s["threads"]), "--out", s["out"]]
+    if not s["baselines"]:
+        words.append("--no-baselines")
+    return shlex.join(words)
+
+
+def run(args) -> int:
+    """Run the bench with parsed ``args``; 0 on success, 2 on a bad workload or backend."""
+    from .errors import GrailError
+
+    s = settings(args)
+    say = Progress()
+    try:
+        backends = resolve_backends(s["backend"])
+        report = run_bench(s, backends, say)
+    except (GrailError, BenchInputError) as exc:
+        print(f"grail_duckdb bench: {exc}", file=sys.stderr)
+        return 2
+    out = Path(s["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(report, indent=2, default=_json_default))
+    (out / "bench.md").write_text(to_markdown(report))
+    plot(report, out / "bench.png")
+    say(f"wrote {out / 'bench.md'}, {out / 'bench.json'}, {out / 'bench.png'}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python -m grail_duckdb.bench``: the bench on its own, without the rest of the CLI."""
+    parser = argparse.ArgumentParser(prog="python -m grail_duckdb.bench",
+                                     description=__doc__.split("\n\n")[0])
+    return run(add_arguments(parser).parse_args(argv))
+
+
+class BenchInputError(ValueError):
+    """A workload spec or option the bench cannot use."""
+
+
+class Progress:
+    """Progress lines on stderr, each stamped with the seconds since the bench started."""
+
+    def __init__(self, stream=None):
+        self.t0 = time.perf_counter()
+        self.stream = stream or sys.stderr
+
+    def __call__(self, message: str) -> None:
+        print(f"[bench {time.perf_counter() - self.t0:7.1f}s] {message}", file=self.stream,
+              flush=True)
+
+
+def resolve_backends(which: str) -> list[str]:
+    """'cpu' / 'gpu' / 'all' -> the backends to run ('all': the GPU too when there is one)."""
+    from . import backend
+
+    if which == "all":
+        return ["cpu", "gpu"] if backend.gpu_available() else ["cpu"]
+    return [backend.resolve(which)]
+
+
+# ----------------------------------------------------------------------------------------------
+# workloads
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class Workload:
+    name: str
+    spec: str
+    edges: pa.Table  # columns src, dst
+
+
+def load_workload(spec: str, seed: int = 0) -> Workload:
+    """A workload spec -> its edge table: ``gen:...`` generators, an edge file, or a dataset."""
+    if spec.startswith("gen:"):
+        return Workload(spec[4:], spec, _generated(spec, seed))
+    if os.path.exists(spec):
+        from .readers import read_edges
+
+        return Workload(Path(spec).name, spec, _src_dst(read_edges(spec)))
+    from . import datasets
+
+    try:
+        table = datasets.load_dataset(spec)
+    except (KeyError, FileNotFoundError, LookupError) as exc:
+        raise BenchInputError(f"unknown workload {spec!r}: not a file, not gen:..., and not a "
+                              f"dataset ({exc})") from exc
+    return Workload(spec, spec, _src_dst(table))
+
+
+def _generated(spec: str, seed: int) -> pa.Table:
+    """Edges of ``gen:citation:N``, ``gen:random:N:DEGREE`` or ``gen:rmat:SCALE[:FACTOR]``."""
+    from . import generators as gen
+
+    parts = spec.split(":")
+    try:
+        kind, nums = parts[1], [float(p) for p in parts[2:]]
+        if kind == "citation" and len(nums) == 1:
+            return _src_dst(gen.citation_dag(int(nums[0]), seed=seed))
+        if kind == "random" and len(nums) == 2:
+            return _src_dst(gen.random_dag(int(nums[0]), nums[1], seed=seed))
+        if kind == "rmat" and len(nums) in (1, 2):
+            factor = int(nums[1]) if len(nums) == 2 else 16
+            return _src_dst(gen.rmat(int(nums[0]), factor, seed=seed))
+    except (IndexError, ValueError):
+        pass
+    raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N, "
+                          "gen:random:N:DEGREE or gen:rmat:SCALE[:EDGE_FACTOR]")
+
+
+def _src_dst(table: pa.Table) -> pa.Table:
+    """The first two columns named src and dst (schema metadata, e.g. a vertex count, kept)."""
+    if table.column_names[:2] != ["src", "dst"]:
+        table = table.select([0, 1]).rename_columns(["src", "dst"])
+    return table
+
+
+def query_sets(edges: pa.Table, keys: pa.Array, count: int, seed: int) -> dict[str, pa.Table]:
+    """The two query sets: uniform random pairs of vertices, and reachable pairs."""
+    from . import workloads
+
+    return {"random": workloads.random_pairs(keys, count, seed=seed),
+            "reachable": workloads.reachable_pairs(edges, count, seed=seed)}
+
+
+# ----------------------------------------------------------------------------------------------
+# measuring
+# ----------------------------------------------------------------------------------------------
+def _rss_bytes() -> int:
+    """Current resident set size (Linux: /proc/self/statm; elsewhere the peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return _max_rss_bytes()
+
+
+def _max_rss_bytes() -> int:
+    """The process's high-water resident set size (``getrusage``; KiB on Linux)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+class PeakMemory:
+    """Peak host RSS (and CuPy pool bytes, on a GPU) while a block runs, sampled by a thread.
+
+    ``growth`` is the peak minus the RSS when the block began: what the block itself needed.
+    Sampling every ``interval`` seconds can miss a shorter spike; the kernels release the GIL,
+    so the sampler keeps running while they work.
+    """
+
+    def __init__(self, gpu: bool = False, interval: float = 0.002):
+        self.gpu = gpu
+        self.interval = interval
+        self.pool = None
+        if gpu:
+            import cupy
+
+            self.pool = cupy.get_default_memory_pool()
+
+    def _sample(self) -> None:
+        self.peak = max(self.peak, _rss_bytes())
+        if self.pool is not None:
+            self.gpu_peak = max(self.gpu_peak, int(self.pool.total_bytes()))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "PeakMemory":
+        if self.pool is not None:
+            self.pool.free_all_blocks()
+        self.start = _rss_bytes()
+        self.peak = self.start
+        self.gpu_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def as_dict(self) -> dict:
+        return {"rss_start_bytes": self.start, "rss_peak_bytes": self.peak,
+                "rss_growth_bytes": self.peak - self.start,
+                "gpu_pool_peak_bytes": self.gpu_peak if self.pool is not None else None}
+
+
+def _sync(idx) -> None:
+    """Wait for the device (a no-op on the CPU) so a timer sees finished work."""
+    sync = getattr(idx.kernels, "synchronize", None)
+    if sync is not None:
+        sync()
+
+
+def warm_up(backend: str) -> None:
+    """Load (or compile) every kernel the timed regions use, on int and string keys."""
+    import grail_duckdb as gd
+
+    src = [0, 1, 2, 2, 3, 5]
+    dst = [1, 2, 0, 3, 4, 6]
+    for keys in (src, [str(x) for x in src]):
+        other = dst if isinstance(keys[0], int) else [str(x) for x in dst]
+        idx = gd.build_index(keys, other, backend=backend)
+        idx.reaches_with_stats(keys, other)
+        idx.reaches_with_stats(keys, other, use_cuts=False)
+    bench_traversal(idx, pa.table({"src": keys, "dst": other}), roots=2, seed=0)
+
+
+def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, dict]:
+    """Build the index (best of three when under a second); phases, memory, save, load."""
+    import grail_duckdb as gd
+
+    def build():
+        return gd.build_index(edges, labels=s["labels"], seed=s["seed"], backend=backend)
+
+    with PeakMemory(gpu=backend == "gpu") as mem:
+        seconds, idx = bl.best_of(build, repeat=1)
+    if seconds < bl.SHORT_SECONDS:
+        for _ in range(2):
+            again = build()
+            if sum(again.build_seconds.values()) < sum(idx.build_seconds.values()):
+                idx = again
+    phases = dict(idx.build_seconds)
+    out = {"summary": idx.summary(), "phases_seconds": phases,
+           "total_seconds": sum(phases.values()), "memory": mem.as_dict(),
+           "max_rss_bytes_process": _max_rss_bytes()}
+    say(f"  build {backend}: {out['total_seconds'] * 1e3:.0f} ms "
+        f"({', '.join(f'{k} {v * 1e3:.0f}' for k, v in phases.items())}); "
+        f"peak RSS +{mem.peak - mem.start >> 20} MiB")
+    out["persistence"] = bench_persistence(idx)
+    if out["persistence"].get("save_seconds") is not None:
+        p = out["persistence"]
+        say(f"  save {p['save_seconds'] * 1e3:.0f} ms, load {p['load_seconds'] * 1e3:.0f} ms, "
+            f"{p['size_bytes'] / 2**20:.1f} MiB on disk")
+    return idx, out
+
+
+def bench_persistence(idx) -> dict:
+    """Time ``idx.save`` (the persistence phase) and ``load_index``; the file's size."""
+    import grail_duckdb as gd
+
+    with tempfile.TemporaryDirectory(prefix="grail-bench-") as tmp:
+        path = Path(tmp) / "bench.grail.parquet"
+        try:
+            save_s, _ = bl.best_of(lambda: idx.save(path))
+        except (ImportError, AttributeError, NotImplementedError) as exc:
+            return {"save_seconds": None, "note": f"persistence unavailable: {exc}"}
+        size = path.stat().st_size
+        load_s, _ = bl.best_of(lambda: gd.load_index(path, expect_fingerprint=idx.fingerprint))
+    return {"save_seconds": save_s, "load_seconds": load_s, "size_bytes": size}
+
+
+def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:
+    """The engine on one query set (best of three): timing, cut statistics, answers."""
+    src, dst = pairs.column("src"), pairs.column("dst")
+
+    def once():
+        result = idx.reaches_with_stats(src, dst)
+        _sync(idx)
+        return result
+
+    seconds, (answers, stats) = bl.best_of(once)
+    expected = answers.to_numpy(zero_copy_only=False).astype(bool)
+    m = bl.Measured(seconds=seconds, total=len(pairs), run_pairs=len(pairs), sampled=False)
+    out = m.as_dict()
+    out["stats"] = stats.as_dict()
+    out["reachable_fraction"] = float(expected.mean()) if len(expected) else 0.0
+    return out, expected
+
+
+def bench_plain_bfs(idx, pairs: pa.Table, expected: np.ndarray, budget: float) -> dict:
+    """The engine's search with every cut off (plain multi-source bitmask BFS), sampled."""
+    def answer(s, d):
+        a, _ = idx.reaches_with_stats(s, d, use_cuts=False)
+        _sync(idx)
+        return a.to_numpy(zero_copy_only=False)
+
+    src, dst = _col(pairs, "src"), _col(pairs, "dst")
+    return bl.measure(answer, src, dst, expected, budget=budget, probe=640).as_dict()
+
+
+def traversal_gteps(idx, graph, roots: int = 64, seed: int = 0) -> dict:
+    """GTEPS of single-source traversals of ``graph`` (a CSR on idx's backend) from random roots.
+
+    Roots are drawn among the vertices with at least one out-edge (a root with none traverses
+    nothing); the edges traversed from a root are the out-edges of every vertex it reaches.
+    GTEPS = all edges traversed / all traversal time, over the ``roots`` traversals.
+    """
+    k = idx.kernels
+    xp = k.xp
+    outdeg = np.diff(bl_host(graph.indptr))
+    candidates = np.flatnonzero(outdeg > 0)
+    if candidates.shape[0] == 0:
+        return {"roots": 0, "edges": 0, "seconds": 0.0, "gteps": None}
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(candidates, size=min(roots, candidates.shape[0]), replace=False)
+    colour = xp.zeros(graph.n, dtype=xp.int32)
+    seeds = xp.zeros(graph.n, dtype=bool)
+    total_s, total_e, per_root = 0.0, 0, []
+    for r in picked:
+        seeds[int(r)] = True
+        _sync(idx)
+        t0 = time.perf_counter()
+        seen = k.reach_within_colour(graph, seeds, colour)
+        _sync(idx)
+        dt = time.perf_counter() - t0
+        seeds[int(r)] = False
+        edges = int(outdeg[bl_host(seen)].sum())
+        total_s += dt
+        total_e += edges
+        per_root.append(edges)
+    return {"roots": int(picked.shape[0]), "edges": total_e, "seconds": total_s,
+            "gteps": total_e / total_s / 1e9 if total_s > 0 else None,
+            "edges_per_root_median": float(np.median(per_root)),
+            "edges_per_root_max": int(max(per_root))}
+
+
+def input_graph(idx, edges: pa.Table):
+    """The forward CSR of the input graph (not condensed), on the index's backend."""
+    k = idx.kernels
+    s = k.xp.asarray(idx.ids.encode(_col(edges, "src")))
+    d = k.xp.asarray(idx.ids.encode(_col(edges, "dst")))
+    return CSR(*k.csr(s, d, idx.n_vertices))
+
+
+def bench_traversal(idx, edges: pa.Table, roots: int, seed: int) -> dict:
+    """GTEPS on the input graph and on the condensed DAG (the graph the query search walks)."""
+    return {"input graph": traversal_gteps(idx, input_graph(idx, edges), roots, seed),
+            "condensed DAG": traversal_gteps(idx, idx.dag, roots, seed)}
+
+
+def bl_host(a) -> np.ndarray:
+    """A device or host array as a NumPy array."""
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def _col(table: pa.Table, name: str) -> pa.Array:
+    col = table.column(name)
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+# ----------------------------------------------------------------------------------------------
+# the SQL paths
+# ----------------------------------------------------------------------------------------------
+def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backend: str,
+              s: dict) -> dict:
+    """The SQL paths on one backend: scalar ``reaches`` and whole-column ``reaches_pairs``.
+
+    Returns ``{method: {query set: figures}}``; ``{}`` with a note when the plugin's SQL layer
+    (``grail_duckdb.install``) is not available.
+    """
+    import grail_duckdb as gd
+
+    install = getattr(gd, "install", None)
+    if install is None:
+        return {"_note": "grail_duckdb.install is not available: SQL paths not measured"}
+    old = os.environ.get("GRAIL_DUCKDB_BACKEND")
+    os.environ["GRAIL_DUCKDB_BACKEND"] = backend
+    try:
+        return _sql_paths(install, edges, sets, expected, s)
+    finally:
+        if old is None:
+            os.environ.pop("GRAIL_DUCKDB_BACKEND", None)
+        else:
+            os.environ["GRAIL_DUCKDB_BACKEND"] = old
+
+
+_SQL_QUERIES = {
+    "SQL reaches() scalar": "SELECT count(*) FROM bench_pairs WHERE reaches(a, b)",
+    "SQL reaches_pairs() whole column":
+        "SELECT count(*) FROM reaches_pairs('bench_pairs', 'a', 'b') WHERE reachable",
+}
+
+
+def _sql_paths(install, edges, sets, expected, s) -> dict:
+    """Time each SQL query of ``_SQL_QUERIES`` on each query set; check the counts."""
+    out: dict = {}
+    for name, table in sets.items():
+        con = bl.pairs_connection(_col(table, "src"), _col(table, "dst"), s["threads"])
+        try:
+            install(con)
+            con.register("bench_edges_view", edges)
+            con.execute("CREATE TABLE bench_edges AS SELECT src, dst FROM bench_edges_view")
+            con.execute("SELECT grail_index('bench_edges', src := 'src', dst := 'dst')")
+            want = int(expected[name].sum())
+            for method, sql in _SQL_QUERIES.items():
+                out.setdefault(method, {})[name] = _time_count(con, sql, want, len(table))
+        finally:
+            con.close()
+    return out
+
+
+def _time_count(con, sql: str, want: int, total: int) -> dict:
+    """Best-of-three time of a ``count(*)`` query; agree = the count matches the engine's."""
+    try:
+        seconds, row = bl.best_of(lambda: con.execute(sql).fetchall()[0])
+    except Exception as exc:  # a SQL layer still in progress: report, do not abort the bench
+        return {"seconds": None, "note": f"failed: {type(exc).__name__}: {exc}"[:300]}
+    m = bl.Measured(seconds=seconds, total=total, run_pairs=total, sampled=False,
+                    agree=int(row[0]) == want)
+    return m.as_dict()
+
+
+def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
+    """DuckDB's floor for a Python UDF: an identity arrow UDF over the same pairs table."""
+    out = {}
+    for name, table in sets.items():
+        con = bl.pairs_connection(_col(table, "src"), _col(table, "dst"), s["threads"])
+        try:
+            seconds, _ = bl.identity_udf_seconds(con)
+        finally:
+            con.close()
+        out[name] = bl.Measured(seconds=seconds, total=len(table), run_pairs=len(table),
+                                sampled=False).as_dict()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------------------------
+def run_bench(s: dict, backends: list[str], say) -> dict:
+    """Every workload on every backend, with the baselines: the whole report as a dict."""
+    say(f"machine: {machine_info()['cpu']}; backends: {', '.join(backends)}")
+    for b in backends:
+        t0 = time.perf_counter()
+        warm_up(b)
+        say(f"warm-up {b}: {time.perf_counter() - t0:.1f} s (kernels loaded or compiled)")
+    report = {"command": command_line(s), "settings": s, "machine": machine_info(),
+              "workloads": []}
+    for spec in s["datasets"]:
+        report["workloads"].append(bench_workload(spec, backends, s, say))
+    return report
+
+
+def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
+    """One workload: build and query on each backend, then the baselines on the same pairs."""
+    t0 = time.perf_counter()
+    w = load_workload(spec, s["seed"])
+    say(f"{w.name}: {w.edges.num_rows:,} edges loaded in {time.perf_counter() - t0:.1f} s")
+    result: dict = {"name": w.name, "spec": spec, "edge_rows": w.edges.num_rows,
+                    "backends": {}, "baselines": {}}
+    sets = expected = None
+    for b in backends:
+        idx, build = bench_build(w.edges, b, s, say)
+        if sets is None:
+            sets = query_sets(w.edges, idx.ids.keys, s["queries"], s["seed"])
+            result["vertices"] = idx.n_vertices
+        per_backend = {"build": build, "queries": {}}
+        answers = {}
+        for name, pairs in sets.items():
+            eng, answers[name] = bench_engine(idx, pairs)
+            per_backend["queries"].setdefault("grail_duckdb", {})[name] = eng
+            say(f"  {b} {name}: {eng['seconds'] * 1e3:.1f} ms for {len(pairs):,} pairs "
+                f"({eng['reachable_fraction']:.1%} reachable, "
+                f"{eng['stats']['searched']:,} searched)")
+        if expected is None:
+            expected = answers
+        else:
+            for name in sets:
+                if not np.array_equal(expected[name], answers[name]):
+                    raise AssertionError(f"{w.name}: backends disagree on {name} pairs")
+        per_backend["gteps"] = bench_traversal(idx, w.edges, s["roots"], s["seed"])
+        for graph, g in per_backend["gteps"].items():
+            say(f"  {b} traversal of the {graph}: {g['roots']} roots, {g['edges']:,} edges, "
+                f"{(g['gteps'] or 0):.3f} GTEPS")
+        if s["baselines"]:
+            for name, pairs in sets.items():
+                m = bench_plain_bfs(idx, pairs, expected[name], s["budget"])
+                per_backend["queries"].setdefault("plain bitmask BFS (no cuts)", {})[name] = m
+                say(f"  {b} plain bitmask BFS {name}: {m['seconds'] * 1e3:.1f} ms"
+                    f"{' (sampled)' if m['sampled'] else ''}")
+            sql = bench_sql(w.edges, sets, expected, b, s)
+            per_backend["sql_note"] = sql.pop("_note", None)
+            per_backend["queries"].update(sql)
+        result["backends"][b] = per_backend
+        del idx
+    if s["baselines"]:
+        result["baselines"] = bench_baselines(w, sets, expected, s, say)
+    return result
+
+
+def bench_baselines(w: Workload, sets, expected, s: dict, say) -> dict:
+    """NetworkX, SciPy and the recursive CTE per pair (sampled), and the identity UDF floor."""
+    src, dst = _col(w.edges, "src"), _col(w.edges, "dst")
+    out = {}
+    probes = {"networkx has_path": 50, "scipy BFS": 20, "duckdb recursive CTE": 3}
+    for cls in bl.PER_PAIR:
+        base = cls(s["threads"]) if cls is bl.DuckDBCteBaseline else cls()
+        t0 = time.perf_counter()
+        base.prepare(src, dst)
+        entry = {"setup_seconds": time.perf_counter() - t0}
+        for name, pairs in sets.items():
+            m = bl.measure(base.answer, _col(pairs, "src"), _col(pairs, "dst"), expected[name],
+                           budget=s["budget"], probe=probes[base.name])
+            entry[name] = m.as_dict()
+            say(f"  {base.name} {name}: {m.seconds * 1e3:,.0f} ms for {m.total:,} pairs"
+                f"{f' (scaled from {m.run_pairs:,})' if m.sampled else ''}"
+                f"{'' if m.agree else ' ANSWERS DIFFER'}")
+        if hasattr(base, "close"):
+            base.close()
+        del base
+        out[cls.name] = entry
+    out["identity arrow UDF (floor)"] = bench_identity(sets, s)
+    return out
+
+
+def machine_info() -> dict:
+    """CPU model and cores, memory, GPU name, library versions."""
+    import duckdb
+    import numba
+
+    from . import backend
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "duckdb": duckdb.__version__, "numba": numba.__version__, "numpy": np.__version__,
+            "pyarrow": pa.__version__, "gpu": None}
+    try:
+        info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                                   / 2**30, 1)
+    except (ValueError, OSError):
+        info["memory_gib"] = None
+    if backend.gpu_available():
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        info["cupy"] = cupy.__version__
+    return info
+
+
+def _json_default(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"not JSON serialisable: {type(x)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# the report: Markdown and the plot
+# ----------------------------------------------------------------------------------------------
+def method_rows(workload: dict) -> list[dict]:
+    """Every measured method of a workload, one row each: name, kind, figures per query set.
+
+    kind: 'engine' (grail_duckdb, Python or SQL), 'baseline' (another way to answer), 'floor'
+    (the identity UDF: what any Python UDF costs).
+    """
+    rows = []
+    for b, per in workload["backends"].items():
+        for method, figures in per["queries"].items():
+            kind = "baseline" if method.startswith("plain") else "engine"
+            rows.append({"method": f"{method} [{b}]", "kind": kind, "figures": figures})
+    for method, figures in workload.get("baselines", {}).items():
+        kind = "floor" if "floor" in method else "baseline"
+        rows.append({"method": method, "kind": kind, "figures": figures})
+    return rows
+
+
+def best_baseline(rows: list[dict], qset: str) -> float | None:
+    """Seconds of the fastest baseline on a query set (None when there is none)."""
+    times = [r["figures"][qset]["seconds"] for r in rows
+             if r["kind"] == "baseline" and r["figures"].get(qset, {}).get("seconds")]
+    return min(times) if times else None
+
+
+def _ms(seconds) -> str:
+    if seconds is None:
+        return "–"
+    ms = seconds * 1e3
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:,.1f}" if ms >= 1 else f"{ms:.3f}"
+
+
+def _rate(x) -> str:
+    if not x:
+        return "–"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def _cell(fig: dict | None, best: float | None) -> list[str]:
+    """Three cells of a query set: time (ms, '~' when scaled from a sample), pairs/s, ratio."""
+    if not fig or fig.get("seconds") is None:
+        return ["–", "–", (fig or {}).get("note", "")[:60] or "–"]
+    mark = "~" if fig.get("sampled") else ""
+    bad = "" if fig.get("agree") in (True, None) else " ✗"
+    ratio = f"{best / fig['seconds']:.3g}×" if best else "–"
+    return [f"{mark}{_ms(fig['seconds'])}{bad}", _rate(fig["pairs_per_second"]), ratio]
+
+
+def to_markdown(report: dict) -> str:
+    """The whole report as Markdown: machine, build table, query tables, GTEPS, references."""
+    s, m = report["settings"], report["machine"]
+    lines = [
+        "## Bench results", "",
+        f"Command: `{report['command']}`", "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
+        f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
+        f"{m['numba']}. One thread: the Numba kernels are serial (no `parallel=True`, so "
+        f"`NUMBA_NUM_THREADS` does not matter); DuckDB `threads={s['threads']}`.", "",
+        f"d = {s['labels']} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
+        "set. Times in ms; `~` = measured on a prefix of the pairs that fits "
+        f"{s['budget']:g} s and scaled to the whole set; ✗ = answers differ from the engine's; "
+        "ratio = best baseline's time / this row's time (above 1: faster than every baseline).",
+        "",
+    ]
+    lines += _build_table(report)
+    for w in report["workloads"]:
+        lines += _query_table(w, s) + _stats_table(w)
+    lines += _gteps_table(report) + _reference_table(report)
+    return "\n".join(lines) + "\n"
+
+
+def _build_table(report: dict) -> list[str]:
+    """Rows = build phases and sizes, columns = workload on backend."""
+    cols = [(w, b) for w in report["workloads"] for b in w["backends"]]
+    if not cols:
+        return []
+    phases: list[str] = []
+    for w, b in cols:
+        for p in w["backends"][b]["build"]["phases_seconds"]:
+            if p not in phases:
+                phases.append(p)
+    head = "| build (ms) | " + " | ".join(f"{w['name']} [{b}]" for w, b in cols) + " |"
+    out = ["### Index build", "", head, "|---|" + "---:|" * len(cols)]
+
+    def row(label, fn):
+        out.append(f"| {label} | " + " | ".join(fn(w["backends"][b]["build"], w)
+                                                for w, b in cols) + " |")
+
+    row("vertices / edges", lambda bd, w: f"{w.get('vertices', 0):,} / {w['edge_rows']:,}")
+    row("components / DAG edges", lambda bd, w: f"{bd['summary']['components']:,} / "
+                                                f"{bd['summary']['dag_edges']:,}")
+    for p in phases:
+        row(p, lambda bd, w, p=p: _ms(bd["phases_seconds"].get(p)))
+    row("**total build**", lambda bd, w: f"**{_ms(bd['total_seconds'])}**")
+    row("save (persistence)", lambda bd, w: _ms(bd["persistence"].get("save_seconds")))
+    row("load", lambda bd, w: _ms(bd["persistence"].get("load_seconds")))
+    row("index file (MiB)", lambda bd, w: _mib(bd["persistence"].get("size_bytes")))
+    row("peak host RSS growth (MiB)", lambda bd, w: _mib(bd["memory"]["rss_growth_bytes"]))
+    row("peak GPU pool (MiB)", lambda bd, w: _mib(bd["memory"]["gpu_pool_peak_bytes"]))
+    out += ["", "Peak host RSS growth: resident set size sampled every 2 ms during the build, "
+            "minus the size when it began. Peak GPU pool: CuPy's default memory pool, emptied "
+            "before the build.", ""]
+    return out
+
+
+def _mib(x) -> str:
+    return "–" if x is None else f"{x / 2**20:,.1f}"
+
+
+def _query_table(w: dict, s: dict) -> list[str]:
+    """One row per method; time, pairs/s and ratio to the best baseline for each query set."""
+    rows = method_rows(w)
+    best = {q: best_baseline(rows, q) for q in QUERY_SETS}
+    n = f"{s['queries'] // 1000}K" if s["queries"] % 1000 == 0 else f"{s['queries']:,}"
+    out = [f"### Queries: {w['name']}", "",
+           f"| method | kind | random {n} (ms) | pairs/s | ratio | reachable {n} (ms) | "
+           "pairs/s | ratio |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cells = [c for q in QUERY_SETS for c in _cell(r["figures"].get(q), best[q])]
+        out.append(f"| {r['method']} | {r['kind']} | " + " | ".join(cells) + " |")
+    notes = [per.get("sql_note") for per in w["backends"].values() if per.get("sql_note")]
+    setup = {k: v.get("setup_seconds") for k, v in w.get("baselines", {}).items()
+             if isinstance(v, dict) and v.get("setup_seconds") is not None}
+    if setup:
+        notes.append("baseline set-up, not in the times above: " + ", ".join(
+            f"{k} {_ms(v)} ms" for k, v in setup.items()))
+    return out + [""] + [f"*{x}*" for x in notes] + ([""] if notes else [])
+
+
+def _stats_table(w: dict) -> list[str]:
+    """Which cut settled each query of the engine's runs."""
+    keys = ["same_key", "unknown_vertex", "same_component", "level_cut", "label_cut",
+            "tree_cut", "searched", "search_reachable"]
+    out = ["| cuts [backend] | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
+           "|---|" + "---:|" * len(keys)]
+    for b, per in w["backends"].items():
+        for q, fig in per["queries"].get("grail_duckdb", {}).items():
+            st = fig["stats"]
+            out.append(f"| {q} [{b}] | " + " | ".join(f"{st[k]:,}" for k in keys) + " |")
+    return out + [""]
+
+
+def _gteps_table(report: dict) -> list[str]:
+    out = ["### Traversal primitive", "",
+           "Single-source traversals from random roots with at least one out-edge, with the "
+           "kernels' `reach_within_colour` (the primitive of the SCC sweeps; a worklist on the "
+           "CPU), on the input graph and on the condensed DAG that the query search walks; "
+           "edges traversed = out-edges of every reached vertex; GTEPS = all edges / all time "
+           "(each traversal also allocates and clears its visited array).", "",
+           "| workload [backend] | graph | roots | edges traversed | median per root | "
+           "seconds | GTEPS |", "|---|---|---:|---:|---:|---:|---:|"]
+    for w in report["workloads"]:
+        for b, per in w["backends"].items():
+            for graph, g in per["gteps"].items():
+                gteps = "–" if g["gteps"] is None else f"{g['gteps']:.3f}"
+                out.append(f"| {w['name']} [{b}] | {graph} | {g['roots']} | {g['edges']:,} | "
+                           f"{g.get('edges_per_root_median', 0):,.0f} | {g['seconds']:.4f} | "
+                           f"{gteps} |")
+    return out + [""]
+
+
+def _reference_table(report: dict) -> list[str]:
+    """Our build / reachable / random times beside the design's figures to beat."""
+    out = []
+    for w in report["workloads"]:
+        ref = next((v for k, v in FIGURES_TO_BEAT.items() if k in w["name"].lower()), None)
+        if not ref:
+            continue
+        if not out:
+            out = ["### Against the figures to beat", "",
+                   "| workload | index | build (ms) | reachable (ms) | random (ms) |",
+                   "|---|---|---:|---:|---:|"]
+        for b, per in w["backends"].items():
+            q = per["queries"]["grail_duckdb"]
+            out.append(f"| {w['name']} | grail_duckdb [{b}], d={report['settings']['labels']} "
+                       f"| {_ms(per['build']['total_seconds'])} | "
+                       f"{_ms(q['reachable']['seconds'])} | {_ms(q['random']['seconds'])} |")
+        for name, (bt, pos, rnd) in ref.items():
+            out.append(f"| {w['name']} | {name} (design) | {bt:g} | {pos:g} | {rnd:g} |")
+    return out + ([""] if out else [])
+
+
+def plot(report: dict, path: Path) -> None:
+    """Throughput per method (pairs per second, log scale), one panel per workload."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ws = report["workloads"]
+    fig, axes = plt.subplots(len(ws), 1, figsize=(9, 1.2 + 0.55 * max(
+        (len(method_rows(w)) for w in ws), default=1) * max(len(ws), 1)), squeeze=False)
+    for ax, w in zip(axes[:, 0], ws):
+        rows = method_rows(w)
+        y = np.arange(len(rows))
+        for j, (q, colour) in enumerate(zip(QUERY_SETS, ("tab:blue", "tab:orange"))):
+            vals = [(r["figures"].get(q) or {}).get("pairs_per_second") or 0 for r in rows]
+            hatch = ["//" if (r["figures"].get(q) or {}).get("sampled") else "" for r in rows]
+            bars = ax.barh(y + (j - 0.5) * 0.4, vals, height=0.4, color=colour,
+                           label=f"{q} pairs")
+            for bar, h in zip(bars, hatch):
+                bar.set_hatch(h)
+        ax.set_yticks(y, [r["method"] for r in rows], fontsize=7)
+        ax.set_xscale("log")
+        ax.invert_yaxis()
+        ax.set_title(f"{w['name']} ({w.get('vertices', 0):,} vertices, "
+                     f"{w['edge_rows']:,} edges)", fontsize=9)
+        ax.set_xlabel("pairs per second (log; hatched = scaled from a sample)", fontsize=8)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

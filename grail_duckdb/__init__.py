@@ -11,6 +11,8 @@ from .errors import (BackendError, EdgeInputError, GrailError, IndexFileError, K
                      StaleIndexError)
 from .index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index
 from .queries import QueryStats
+from .plugin import install
+from .sqlrewrite import sql
 
 __version__ = "0.1.0"
 
@@ -25,5 +27,5 @@ def load_index(path, **kw) -> GrailIndex:
 __all__ = [
     "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "KeyTypeError",
     "StaleIndexError", "DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex", "QueryStats",
-    "build_index", "load_index",
+    "build_index", "load_index", "install", "sql",
 ]

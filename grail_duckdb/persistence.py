@@ -50,9 +50,13 @@ def _host(a) -> np.ndarray:
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
-def _digest(keys: pa.Array, columns: dict[str, np.ndarray], dag_ptr, dag_idx) -> str:
-    """blake2b over the keys' values and every numeric column, in a canonical byte form."""
+def _digest(meta: dict, keys: pa.Array, columns: dict[str, np.ndarray], dag_ptr, dag_idx) -> str:
+    """blake2b over the metadata (but the digest itself), the keys' values and every numeric
+    column, in a canonical byte form."""
     h = hashlib.blake2b(digest_size=16)
+    for name in sorted(meta):
+        if name != "digest":
+            h.update(f"{name}={meta[name]};".encode())
     if pa.types.is_integer(keys.type):
         h.update(keys.to_numpy(zero_copy_only=False).astype(np.int64).tobytes())
     else:
@@ -111,8 +115,9 @@ def to_table(index) -> pa.Table:
         "seed": str(index.seed), "fingerprint": index.fingerprint,
         "edge_rows": str(index.edge_rows), "vertices": str(n),
         "components": str(index.n_components), "dag_edges": str(idx.shape[0]),
-        "key_type": index.ids.kind, "digest": _digest(keys, ccols, ptr, idx),
+        "key_type": index.ids.kind,
     }
+    meta["digest"] = _digest(meta, keys, ccols, ptr, idx)
     schema_meta = {(_META + k).encode(): v.encode() for k, v in meta.items()}
     return pa.table(arrays).replace_schema_metadata(schema_meta)
 
@@ -210,12 +215,13 @@ def load(path, *, expect_fingerprint: str | None = None, backend: str | None = N
             raise ValueError("component numbering does not follow the rows")
         ccols = {nm: table.column(nm).to_numpy().astype(np.int32)[rep_idx] for nm in names}
         keys = table.column("key").combine_chunks()
-        if _digest(keys, ccols, ptr, idx) != meta.get("digest"):
+        if _digest(meta, keys, ccols, ptr, idx) != meta.get("digest"):
             raise ValueError("content digest mismatch")
         if n and (comp.min() < 0 or comp.max() >= c):
             raise ValueError("component ids out of range")
         if idx.shape[0] and (idx.min() < 0 or idx.max() >= c):
             raise ValueError("DAG edges out of range")
+        seed, edge_rows, fingerprint = int(meta["seed"]), int(meta["edge_rows"]), meta["fingerprint"]
     except (StaleIndexError, IndexFileError):
         raise
     except Exception as exc:
@@ -229,5 +235,4 @@ def load(path, *, expect_fingerprint: str | None = None, backend: str | None = N
                  tree_lo=xp.asarray(ccols["tree_lo"]))
     return GrailIndex(ids=VertexIds.from_sorted_keys(keys), comp=xp.asarray(comp),
                       n_components=c, dag=CSR(xp.asarray(ptr), xp.asarray(idx)), labels=lab,
-                      seed=int(meta["seed"]), edge_rows=int(meta["edge_rows"]),
-                      fingerprint=meta["fingerprint"], backend=which)
+                      seed=seed, edge_rows=edge_rows, fingerprint=fingerprint, backend=which)

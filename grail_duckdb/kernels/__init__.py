@@ -7,6 +7,8 @@ algorithm is written once and runs on either backend with identical results.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import cpu
@@ -17,6 +19,19 @@ class CpuKernels:
 
     name = "cpu"
     xp = np
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def _search_scratch(self, n, words):
+        """Per-thread zeroed scratch for ``bitmask_search`` (which leaves it zeroed)."""
+        cached = getattr(self._local, "scratch", None)
+        if cached is None or cached[0].shape != (n, words):
+            cached = (np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64),
+                      np.zeros(n, np.bool_), np.zeros(n, np.bool_),
+                      np.empty(n, np.int32), np.empty(n, np.int32))
+            self._local.scratch = cached
+        return cached
 
     # --- CSR -------------------------------------------------------------------------------
     def csr(self, src, dst, n):
@@ -70,7 +85,8 @@ class CpuKernels:
 
     def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
         return cpu.bitmask_search(dag.indptr, dag.indices, lab.level, lab.inner, lab.outer,
-                                  lab.tree_lo, lab.tree_post, cs, ct, words, prune)
+                                  lab.tree_lo, lab.tree_post, cs, ct, words, prune,
+                                  *self._search_scratch(dag.n, words))
 
     def edge_hash_sum(self, src, dst):
         return int(cpu.edge_hash_sum(src, dst))

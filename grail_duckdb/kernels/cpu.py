@@ -442,7 +442,7 @@ def query_cuts(cs, ct, level, inner, outer, tree_lo, tree_post, status):
 
 @njit(**_JIT)
 def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, cs, ct, words,
-                   prune):
+                   prune, seen, pend, queued, marked, touched, stack):
     """Answer queries cs[i] ->? ct[i] with one bit per query, 64 * ``words`` queries a pass.
 
     Every vertex carries ``words`` 64-bit words: bit i of ``seen`` says query i has reached it,
@@ -451,16 +451,13 @@ def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, cs
     everywhere) once it is answered, either by meeting its target or by entering a vertex
     whose tree interval holds the target. ``prune=False`` turns every cut off (a plain
     multi-source BFS, the baseline the cuts are measured against). Returns bool answers.
+
+    The scratch arrays (``seen``/``pend`` uint64[n, words] and ``queued``/``marked`` bool[n]
+    all zero, ``touched``/``stack`` int32[n]) are handed back all zero again, so one set per
+    thread serves every call without clearing n-sized memory each time.
     """
-    n = level.shape[0]
     nq = cs.shape[0]
     ans = np.zeros(nq, np.bool_)
-    seen = np.zeros((n, words), np.uint64)
-    pend = np.zeros((n, words), np.uint64)
-    queued = np.zeros(n, np.bool_)
-    marked = np.zeros(n, np.bool_)
-    touched = np.empty(n, np.int32)
-    stack = np.empty(n, np.int32)
     per = 64 * words
     done = np.zeros(words, np.uint64)
     one = np.uint64(1)

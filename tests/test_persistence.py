@@ -1,0 +1,153 @@
+"""Save -> load gives the same answers; damaged, foreign, newer and stale files are refused;
+an interrupted write leaves the previous index intact; DuckDB reads the file itself."""
+from __future__ import annotations
+
+import os
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import grail_duckdb as gd
+from grail_duckdb import persistence
+
+
+@pytest.fixture
+def graph():
+    rng = np.random.default_rng(5)
+    return rng.integers(0, 400, 1500), rng.integers(0, 400, 1500)
+
+
+@pytest.fixture
+def saved(graph, tmp_path):
+    idx = gd.build_index(*graph, labels=3, seed=9, backend="cpu")
+    path = idx.save(tmp_path / "g.grail.parquet")
+    return idx, path
+
+
+def test_round_trip_gives_identical_answers_and_labels(saved):
+    idx, path = saved
+    back = gd.load_index(path, expect_fingerprint=idx.fingerprint)
+    rng = np.random.default_rng(1)
+    qs, qd = rng.integers(-5, 405, 20000), rng.integers(-5, 405, 20000)
+    assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
+    for name, arr in idx.labels.arrays().items():
+        np.testing.assert_array_equal(getattr(back.labels, name), arr, err_msg=name)
+    assert (back.d, back.seed, back.n_components) == (3, 9, idx.n_components)
+
+
+def test_string_keys_round_trip(tmp_path):
+    idx = gd.build_index(pa.array(["b", "a", "c"]), pa.array(["a", "c", "b"]), backend="cpu")
+    back = gd.load_index(idx.save(tmp_path / "s.grail.parquet"))
+    assert back.key_kind == "str"
+    assert back.reaches(["a", "c", "z"], ["b", "a", "a"]).to_pylist() == [True, True, False]
+
+
+def test_empty_index_round_trip(tmp_path):
+    idx = gd.build_index(pa.array([], pa.int64()), pa.array([], pa.int64()), backend="cpu")
+    back = gd.load_index(idx.save(tmp_path / "e.grail.parquet"))
+    assert back.reaches([1, 1], [1, 2]).to_pylist() == [True, False]
+
+
+def test_duckdb_reads_the_index_file(saved):
+    idx, path = saved
+    rows = duckdb.connect().execute("SELECT count(*), count(dag_children), max(component) + 1 "
+                                    "FROM read_parquet(?)", [str(path)]).fetchone()
+    assert rows == (idx.n_vertices, idx.n_components, idx.n_components)
+
+
+def test_truncated_file_is_refused(saved):
+    _, path = saved
+    data = path.read_bytes()
+    for cut in (10, len(data) // 2, len(data) - 3):
+        path.write_bytes(data[:cut])
+        with pytest.raises(gd.IndexFileError, match="rebuild"):
+            gd.load_index(path)
+
+
+def test_flipped_bytes_are_refused_or_provably_harmless(saved):
+    """A flipped byte in the data pages is always refused. In the footer, some bytes are
+    redundant (statistics, a second copy of the column names): a flip there must either be
+    refused or leave every loaded value identical (the digest covers all that is loaded)."""
+    idx, path = saved
+    data = bytearray(path.read_bytes())
+    footer = pq.ParquetFile(path).metadata
+    data_end = max(footer.row_group(0).column(i).data_page_offset
+                   + footer.row_group(0).column(i).total_compressed_size
+                   for i in range(footer.num_columns))
+    rng = np.random.default_rng(0)
+    qs, qd = rng.integers(0, 400, 5000), rng.integers(0, 400, 5000)
+    want = idx.reaches(qs, qd)
+    for pos in rng.integers(4, len(data) - 8, 40):
+        bad = bytearray(data)
+        bad[pos] ^= 0x5A
+        path.write_bytes(bad)
+        if pos < data_end:
+            with pytest.raises(gd.IndexFileError):
+                gd.load_index(path)
+            continue
+        try:
+            back = gd.load_index(path)
+        except gd.IndexFileError:
+            continue
+        assert back.reaches(qs, qd).equals(want)
+        for name, arr in idx.labels.arrays().items():
+            np.testing.assert_array_equal(getattr(back.labels, name), arr)
+
+
+def test_tampered_content_with_valid_parquet_is_refused(saved):
+    _, path = saved
+    table = pq.read_table(path)
+    level = table.column("level").to_numpy().copy()
+    level[0] += 1
+    table = table.set_column(table.schema.get_field_index("level"), "level", pa.array(level))
+    pq.write_table(table, path)
+    with pytest.raises(gd.IndexFileError, match="digest"):
+        gd.load_index(path)
+
+
+def test_foreign_and_newer_files_are_refused(saved, tmp_path):
+    _, path = saved
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), foreign)
+    with pytest.raises(gd.IndexFileError, match="not a grail_duckdb index"):
+        gd.load_index(foreign)
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[b"grail_duckdb.version"] = str(persistence.FORMAT_VERSION + 1).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    with pytest.raises(gd.IndexFileError, match="newer"):
+        gd.load_index(path)
+    with pytest.raises(gd.IndexFileError, match="no index file"):
+        gd.load_index(tmp_path / "missing.parquet")
+
+
+def test_stale_fingerprint_is_refused(saved, graph):
+    idx, path = saved
+    other = gd.build_index(graph[0], np.roll(graph[1], 1), backend="cpu")
+    assert other.fingerprint != idx.fingerprint
+    with pytest.raises(gd.StaleIndexError, match="rebuild"):
+        gd.load_index(path, expect_fingerprint=other.fingerprint)
+
+
+@pytest.mark.parametrize("crash_at", ["write", "fsync", "replace"])
+def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, crash_at):
+    idx, path = saved
+    before = path.read_bytes()
+    newer = gd.build_index([1, 2], [2, 3], backend="cpu")
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("simulated crash")
+
+    target = {"write": (persistence.pq, "write_table"), "fsync": (persistence.os, "fsync"),
+              "replace": (persistence.os, "replace")}[crash_at]
+    monkeypatch.setattr(*target, crash)
+    with pytest.raises(KeyboardInterrupt):
+        newer.save(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    assert os.listdir(path.parent) == [path.name]

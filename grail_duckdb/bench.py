@@ -11,8 +11,9 @@ and every backend it measures:
   the index file;
 * the time for two query sets, reported apart: uniform random pairs (almost all unreachable)
   and reachable pairs (random walks), with the statistics of which cut settled each query;
-* GTEPS of the traversal primitive: single-source traversals of the condensed DAG from 64 random
-  roots with the kernels' ``reach_within_colour`` (a worklist on the CPU);
+* GTEPS of the traversal primitive: single-source traversals from 64 random roots with the
+  kernels' ``reach_within_colour`` (a worklist on the CPU), on the input graph and on the
+  condensed DAG that the query search walks;
 * the baselines, in the same process: NetworkX ``has_path`` and SciPy BFS per pair and DuckDB's
   recursive CTE with ``USING KEY`` (on a prefix sized to ``--budget`` seconds, scaled up and
   marked as sampled), the engine's own search with every cut off (the plain multi-source
@@ -472,19 +473,20 @@ def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backen
               s: dict) -> dict:
     """The SQL paths on one backend: scalar ``reaches`` and whole-column ``reaches_pairs``.
 
-    Returns ``{method: {query set: figures}}``; ``{}`` with a note when the plugin's SQL layer
-    (``grail_duckdb.install``) is not available.
+    Returns ``{method: {query set: figures}}`` plus ``_build_seconds`` (``grail_index`` on the
+    edge table, read through DuckDB); a ``_note`` instead when the SQL layer is missing.
     """
-    import grail_duckdb as gd
-
-    install = getattr(gd, "install", None)
-    if install is None:
-        return {"_note": "grail_duckdb.install is not available: SQL paths not measured"}
+    try:
+        from .plugin import install
+    except ImportError as exc:
+        return {"_note": f"SQL paths not measured: grail_duckdb.plugin unavailable ({exc})"}
     old = os.environ.get("GRAIL_DUCKDB_BACKEND")
     os.environ["GRAIL_DUCKDB_BACKEND"] = backend
+    con = bl.pairs_connection(sets, s["threads"])
     try:
-        return _sql_paths(install, edges, sets, expected, s)
+        return _sql_paths(con, install, edges, sets, expected, s)
     finally:
+        con.close()
         if old is None:
             os.environ.pop("GRAIL_DUCKDB_BACKEND", None)
         else:
@@ -492,27 +494,29 @@ def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backen
 
 
 _SQL_QUERIES = {
-    "SQL reaches() scalar": "SELECT count(*) FROM bench_pairs WHERE reaches(a, b)",
+    "SQL reaches() scalar": "SELECT count(*) FROM pairs_{q} WHERE reaches(a, b)",
     "SQL reaches_pairs() whole column":
-        "SELECT count(*) FROM reaches_pairs('bench_pairs', 'a', 'b') WHERE reachable",
+        "SELECT count(*) FROM reaches_pairs('pairs_{q}', 'a', 'b') WHERE reaches",
 }
 
 
-def _sql_paths(install, edges, sets, expected, s) -> dict:
-    """Time each SQL query of ``_SQL_QUERIES`` on each query set; check the counts."""
-    out: dict = {}
-    for name, table in sets.items():
-        con = bl.pairs_connection(_col(table, "src"), _col(table, "dst"), s["threads"])
-        try:
-            install(con)
-            con.register("bench_edges_view", edges)
-            con.execute("CREATE TABLE bench_edges AS SELECT src, dst FROM bench_edges_view")
-            con.execute("SELECT grail_index('bench_edges', src := 'src', dst := 'dst')")
-            want = int(expected[name].sum())
-            for method, sql in _SQL_QUERIES.items():
-                out.setdefault(method, {})[name] = _time_count(con, sql, want, len(table))
-        finally:
-            con.close()
+def _sql_paths(con, install, edges, sets, expected, s) -> dict:
+    """Build the index through SQL, then time each query of ``_SQL_QUERIES`` per query set."""
+    install(con)
+    con.register("bench_edges_view", edges.select(["src", "dst"]))
+    con.execute("CREATE TABLE bench_edges AS SELECT * FROM bench_edges_view")
+    con.unregister("bench_edges_view")
+    t0 = time.perf_counter()
+    try:
+        con.execute("SELECT grail_index('bench_edges', src := 'src', dst := 'dst', "
+                    f"labels := {int(s['labels'])})").fetchall()
+    except Exception as exc:  # a SQL layer still in progress: report, do not abort the bench
+        return {"_note": f"SQL paths not measured: grail_index failed: {exc}"[:300]}
+    out: dict = {"_build_seconds": time.perf_counter() - t0}
+    for q, table in sets.items():
+        want = int(expected[q].sum())
+        for method, sql in _SQL_QUERIES.items():
+            out.setdefault(method, {})[q] = _time_count(con, sql.format(q=q), want, len(table))
     return out
 
 
@@ -528,16 +532,16 @@ def _time_count(con, sql: str, want: int, total: int) -> dict:
 
 
 def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
-    """DuckDB's floor for a Python UDF: an identity arrow UDF over the same pairs table."""
+    """DuckDB's floor for a Python UDF: an identity arrow UDF over the same pairs tables."""
     out = {}
-    for name, table in sets.items():
-        con = bl.pairs_connection(_col(table, "src"), _col(table, "dst"), s["threads"])
-        try:
-            seconds, _ = bl.identity_udf_seconds(con)
-        finally:
-            con.close()
-        out[name] = bl.Measured(seconds=seconds, total=len(table), run_pairs=len(table),
-                                sampled=False).as_dict()
+    con = bl.pairs_connection(sets, s["threads"])
+    try:
+        for name, table in sets.items():
+            seconds, _ = bl.identity_udf_seconds(con, f"pairs_{name}")
+            out[name] = bl.Measured(seconds=seconds, total=len(table), run_pairs=len(table),
+                                    sampled=False).as_dict()
+    finally:
+        con.close()
     return out
 
 
@@ -597,6 +601,9 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
                     f"{' (sampled)' if m['sampled'] else ''}")
             sql = bench_sql(w.edges, sets, expected, b, s)
             per_backend["sql_note"] = sql.pop("_note", None)
+            build["sql_grail_index_seconds"] = sql.pop("_build_seconds", None)
+            if build["sql_grail_index_seconds"] is not None:
+                say(f"  {b} SQL grail_index build: {build['sql_grail_index_seconds']:.2f} s")
             per_backend["queries"].update(sql)
         result["backends"][b] = per_backend
         del idx
@@ -646,7 +653,8 @@ def machine_info() -> dict:
         pass
     info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "duckdb": duckdb.__version__, "numba": numba.__version__, "numpy": np.__version__,
-            "pyarrow": pa.__version__, "gpu": None}
+            "pyarrow": pa.__version__, "gpu": None,
+            "load_average_at_start": _load_average()}
     try:
         info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
                                    / 2**30, 1)
@@ -659,6 +667,14 @@ def machine_info() -> dict:
         info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         info["cupy"] = cupy.__version__
     return info
+
+
+def _load_average():
+    """The 1-minute load average when the run began: other work on the machine skews times."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _json_default(x):
@@ -733,7 +749,8 @@ def to_markdown(report: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
         f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
         f"{m['numba']}. One thread: the Numba kernels are serial (no `parallel=True`, so "
-        f"`NUMBA_NUM_THREADS` does not matter); DuckDB `threads={s['threads']}`.", "",
+        f"`NUMBA_NUM_THREADS` does not matter); DuckDB `threads={s['threads']}`. Load average "
+        f"when the run began: {m.get('load_average_at_start')}.", "",
         f"d = {s['labels']} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
         "set. Times in ms; `~` = measured on a prefix of the pairs that fits "
         f"{s['budget']:g} s and scaled to the whole set; ✗ = answers differ from the engine's; "
@@ -772,6 +789,8 @@ def _build_table(report: dict) -> list[str]:
     row("**total build**", lambda bd, w: f"**{_ms(bd['total_seconds'])}**")
     row("save (persistence)", lambda bd, w: _ms(bd["persistence"].get("save_seconds")))
     row("load", lambda bd, w: _ms(bd["persistence"].get("load_seconds")))
+    row("SQL `grail_index()` (read table, build; in-memory DB)",
+        lambda bd, w: _ms(bd.get("sql_grail_index_seconds")))
     row("index file (MiB)", lambda bd, w: _mib(bd["persistence"].get("size_bytes")))
     row("peak host RSS growth (MiB)", lambda bd, w: _mib(bd["memory"]["rss_growth_bytes"]))
     row("peak GPU pool (MiB)", lambda bd, w: _mib(bd["memory"]["gpu_pool_peak_bytes"]))

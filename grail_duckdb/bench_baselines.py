@@ -218,26 +218,28 @@ class DuckDBCteBaseline:
         self.con.close()
 
 
-def pairs_connection(src: pa.Array, dst: pa.Array, threads: int = 1):
-    """A DuckDB connection holding the query pairs as a native table ``bench_pairs(a, b)``."""
+def pairs_connection(sets: dict, threads: int = 1):
+    """A DuckDB connection holding each query set as a native table ``pairs_<set>(a, b)``."""
     import duckdb
 
     con = duckdb.connect()
     con.execute(f"SET threads = {int(threads)}")
-    con.register("bench_pairs_view", pa.table({"a": _plain(src), "b": _plain(dst)}))
-    con.execute("CREATE TABLE bench_pairs AS SELECT * FROM bench_pairs_view")
-    con.unregister("bench_pairs_view")
+    for name, table in sets.items():
+        con.register("bench_view", pa.table({"a": _plain(table.column(0)),
+                                             "b": _plain(table.column(1))}))
+        con.execute(f"CREATE TABLE pairs_{name} AS SELECT * FROM bench_view")
+        con.unregister("bench_view")
     return con
 
 
-def identity_udf_seconds(con) -> tuple[float, int]:
+def identity_udf_seconds(con, table: str) -> tuple[float, int]:
     """Best-of-three time of ``count(*) WHERE identity(a, b)`` with an arrow UDF ``a = b``.
 
     Returns ``(seconds, count)``: the floor under any Python UDF over the same pairs.
     """
     import duckdb.sqltypes as st
 
-    col_type = con.execute("SELECT typeof(a) FROM bench_pairs LIMIT 1").fetchall()[0][0]
+    col_type = con.execute(f"SELECT typeof(a) FROM {table} LIMIT 1").fetchall()[0][0]
     t = st.VARCHAR if col_type == "VARCHAR" else st.BIGINT
     try:
         con.remove_function("bench_identity")
@@ -246,7 +248,7 @@ def identity_udf_seconds(con) -> tuple[float, int]:
     con.create_function("bench_identity", lambda a, b: pc.equal(a, b), [t, t], st.BOOLEAN,
                         type="arrow")
     seconds, row = best_of(lambda: con.execute(
-        "SELECT count(*) FROM bench_pairs WHERE bench_identity(a, b)").fetchall()[0])
+        f"SELECT count(*) FROM {table} WHERE bench_identity(a, b)").fetchall()[0])
     return seconds, int(row[0])
 
 

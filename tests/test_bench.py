@@ -59,6 +59,9 @@ def test_every_workload_has_every_figure(quick_run):
                 assert fig["agree"] is True, (w["name"], name, qset)
                 assert fig["seconds"] > 0 and fig["run_pairs"] >= 1
             assert w["baselines"]["identity arrow UDF (floor)"][qset]["seconds"] > 0
+            if cpu.get("sql_note") is None:  # the SQL layer is there: its counts must agree
+                for method in bench._SQL_QUERIES:
+                    assert cpu["queries"][method][qset]["agree"] is True, (method, qset)
 
 
 def test_cut_statistics_add_up(quick_run):

@@ -14,11 +14,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from .errors import EdgeInputError, KeyTypeError
 
 #: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
 DENSE_FACTOR = 4
+
+
+@njit(cache=True, nogil=True)
+def _lookup_dense(keys, offset, table):
+    """table[key - offset], or -1 outside the table: one pass, no temporaries."""
+    out = np.empty(keys.shape[0], np.int32)
+    size = table.shape[0]
+    for i in range(keys.shape[0]):
+        j = keys[i] - offset
+        out[i] = table[j] if 0 <= j < size else -1
+    return out
 
 
 def key_kind(typ: pa.DataType) -> str:
@@ -111,11 +123,7 @@ class VertexIds:
 
     def _encode_int(self, k: np.ndarray) -> np.ndarray:
         if self._table is not None:
-            j = k - self._offset
-            inside = (j >= 0) & (j < self._table.shape[0])
-            out = np.full(k.shape[0], -1, np.int32)
-            out[inside] = self._table[j[inside]]
-            return out
+            return _lookup_dense(k, self._offset, self._table)
         s = self._sorted
         pos = np.searchsorted(s, k)
         pos_c = np.minimum(pos, max(s.shape[0] - 1, 0))

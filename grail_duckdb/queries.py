@@ -88,19 +88,26 @@ def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True
     stats.null = int(null.sum())
     sid = index.ids.encode(src)
     did = index.ids.encode(dst)
-    answer = np.zeros(nq, bool)
-    if not (pa.types.is_null(src.type) or pa.types.is_null(dst.type)):
-        same = _same_key(src, dst) & ~null
-    else:
-        same = np.zeros(nq, bool)
-    answer |= same
+    same = (sid == did) & (sid >= 0)
+    unknown = ((sid < 0) | (did < 0)) & ~null
+    if unknown.any():  # keys that are not vertices still reach themselves
+        rows = np.flatnonzero(unknown)
+        same[rows] = _same_key(src.take(rows), dst.take(rows))
+    answer = same.copy()
     stats.same_key = int(same.sum())
-    known = (sid >= 0) & (did >= 0) & ~same
-    stats.unknown_vertex = int(nq - stats.null - stats.same_key - known.sum())
-    qidx = np.flatnonzero(known)
-    if qidx.shape[0]:
+    known = ~(unknown | same | null)
+    stats.unknown_vertex = int(unknown.sum() - same[unknown].sum()) if unknown.any() else 0
+    if known.all():
+        qidx = None
+        ans_known, sub = _answer_ids(index, sid, did, words, use_cuts)
+    else:
+        qidx = np.flatnonzero(known)
         ans_known, sub = _answer_ids(index, sid[qidx], did[qidx], words, use_cuts)
-        answer[qidx] = ans_known
+    if sub.queries:
+        if qidx is None:
+            answer = ans_known
+        else:
+            answer[qidx] = ans_known
         stats += sub
         stats.queries -= sub.queries
     mask = null if stats.null else None
@@ -112,9 +119,11 @@ def _answer_ids(index, sid, did, words, use_cuts):
     k = index.kernels
     xp = k.xp
     stats = QueryStats(queries=int(sid.shape[0]))
-    comp = index.comp
-    cs = comp[xp.asarray(sid)]
-    ct = comp[xp.asarray(did)]
+    sid, did = xp.asarray(sid), xp.asarray(did)
+    if index.n_components == index.n_vertices:  # acyclic input: components are the vertices
+        cs, ct = sid, did
+    else:
+        cs, ct = index.comp[sid], index.comp[did]
     lab = index.labels
     if use_cuts:
         status = k.query_cuts(cs, ct, lab)

@@ -450,7 +450,7 @@ def parse_delimited(data: bytes, delimiter: str, src_col=None, dst_col=None,
         raise EdgeInputError(f"malformed {_kind(delimiter)} file: {exc}") from None
     if invalid:
         raise EdgeInputError(f"malformed {_kind(delimiter)} file: {_describe_row(data, invalid[0])}")
-    return _edge_table(*(_text_or_int(table.column(c)) for c in (src, dst)))
+    return _edge_table(*_text_or_int(table.column(src), table.column(dst)))
 
 
 def _kind(delimiter: str) -> str:
@@ -522,13 +522,13 @@ def _pick_columns(names: list[str], src_col, dst_col) -> tuple[str, str]:
     return chosen
 
 
-def _text_or_int(col) -> pa.Array:
-    """A text column as int64 when every value is an integer, else as string."""
-    col = pc.utf8_trim_whitespace(col.combine_chunks())
+def _text_or_int(*cols) -> list[pa.Array]:
+    """Text key columns as int64 when every value of both is an integer, else as string."""
+    cols = [pc.utf8_trim_whitespace(c.combine_chunks()) for c in cols]
     try:
-        return pc.cast(col, pa.int64())
+        return [pc.cast(c, pa.int64()) for c in cols]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return col
+        return cols
 
 
 # --------------------------------------------------------------------------------------------

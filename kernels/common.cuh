@@ -1,0 +1,99 @@
+// Shared pieces of the CUDA kernels of grail_duckdb (loaded with cupy.RawModule).
+//
+// Every traversal here is a Gunrock-style "advance" over a vertex frontier inside one persistent
+// cooperative kernel: the grid walks all levels itself and meets at grid.sync() between levels,
+// so a deep DAG (thousands of levels) costs one launch and one host sync, not one per level.
+#pragma once
+#include <cooperative_groups.h>
+
+namespace cg = cooperative_groups;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define FULL_MASK 0xffffffffu
+// Degree bins of the advance: below WARP_MIN edges a thread walks a row alone, from WARP_MIN a
+// whole warp shares it, from GRID_MIN the row is deferred and the whole grid shares it.
+#define WARP_MIN 32
+#define GRID_MIN 4096
+
+// splitmix64 finaliser (the same function as mix64 in grail_duckdb/kernels/cpu.py).
+__device__ __forceinline__ u64 mix64(u64 x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+__device__ __forceinline__ int thread_rank() { return blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int thread_count() { return gridDim.x * blockDim.x; }
+
+// Append v to a frontier: out[base + (slot taken from *cnt)].
+__device__ __forceinline__ void push(int* out, int base, int* cnt, int v) {
+    out[base + atomicAdd(cnt, 1)] = v;
+}
+
+// Advance over the rows of items[0:count) (items == nullptr: the vertices 0..count-1), calling
+// f(v, w) once per edge v -> w. Rows are binned by degree: thread-mapped, warp-mapped, or
+// appended to `huge` (encoded as tag(v)) for advance_huge after the next grid.sync().
+template <class F>
+__device__ void advance_bins(const int* items, int count, const i64* ptr, const int* idx,
+                             int* huge, int* huge_cnt, int tag_rev, F f) {
+    const int lane = threadIdx.x & 31;
+    const int warp = thread_rank() >> 5;
+    const int nwarps = thread_count() >> 5;
+    for (int base = warp * 32; base < count; base += nwarps * 32) {
+        const int i = base + lane;
+        int v = -1;
+        i64 beg = 0, end = 0;
+        if (i < count) {
+            v = items ? items[i] : i;
+            beg = ptr[v];
+            end = ptr[v + 1];
+        }
+        const i64 deg = end - beg;
+        if (deg >= GRID_MIN) huge[atomicAdd(huge_cnt, 1)] = tag_rev ? -v - 1 : v;
+        unsigned mid = __ballot_sync(FULL_MASK, deg >= WARP_MIN && deg < GRID_MIN);
+        while (mid) {
+            const int leader = __ffs(mid) - 1;
+            mid &= mid - 1;
+            const int u = __shfl_sync(FULL_MASK, v, leader);
+            const i64 b = __shfl_sync(FULL_MASK, beg, leader);
+            const i64 e = __shfl_sync(FULL_MASK, end, leader);
+            for (i64 k = b + lane; k < e; k += 32) f(u, idx[k]);
+        }
+        if (deg > 0 && deg < WARP_MIN)
+            for (i64 k = beg; k < end; ++k) f(v, idx[k]);
+    }
+}
+
+// The deferred rows: every thread of the grid takes a share of each huge row's edges. Entries
+// encoded as negative (tag_rev) go to f_rev over the second CSR, the others to f over the first.
+template <class F, class G>
+__device__ void advance_huge(const int* huge, int nh, const i64* ptr, const int* idx,
+                             const i64* rptr, const int* ridx, F f, G f_rev) {
+    const int t = thread_rank(), T = thread_count();
+    for (int h = 0; h < nh; ++h) {
+        const int code = huge[h];
+        if (code >= 0) {
+            for (i64 k = ptr[code] + t; k < ptr[code + 1]; k += T) f(code, idx[k]);
+        } else {
+            const int v = -code - 1;
+            for (i64 k = rptr[v] + t; k < rptr[v + 1]; k += T) f_rev(v, ridx[k]);
+        }
+    }
+}
+
+// One level of a frontier traversal: advance the items over one CSR, then the deferred huge rows.
+// Counters: huge_ctr[L % 3] collects level L's huge rows; thread 0 clears the slot of L + 1.
+template <class F>
+__device__ void advance_level(cg::grid_group& g, int L, const int* items, int count,
+                              const i64* ptr, const int* idx, int* huge, int* huge_ctr, F f) {
+    if (thread_rank() == 0) huge_ctr[(L + 1) % 3] = 0;
+    advance_bins(items, count, ptr, idx, huge, &huge_ctr[L % 3], 0, f);
+    g.sync();
+    const int nh = *((volatile int*)&huge_ctr[L % 3]);
+    if (nh > 0) {
+        advance_huge(huge, nh, ptr, idx, ptr, idx, f, f);
+        g.sync();
+    }
+}

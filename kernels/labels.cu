@@ -1,0 +1,122 @@
+// GRAIL labels: the four breadth-first passes (GRAIL GPU paper, Section 4), level-synchronous,
+// each pass one persistent cooperative kernel over the topological levels. Twins of
+// topological_levels, tree_parents, subtree_sizes, post_orders and interval_bounds in cpu.py.
+#include "common.cuh"
+
+// Kahn's sweep by levels: a vertex enters level L + 1 when its last in-neighbour (level L) is
+// expanded, so level = longest path from a root. order lists the vertices level by level and
+// offs[L] is where level L starts in it (offs[levels] = vertices seen). ctr[6] = levels,
+// ctr[7] = vertices seen.
+extern "C" __global__ void levels_kernel(int n, const i64* fptr, const int* fidx,
+                                         const i64* rptr, int* pending, int* level, int* order,
+                                         int* offs, int* huge, int* ctr) {
+    cg::grid_group g = cg::this_grid();
+    const int t = thread_rank(), T = thread_count();
+    int* cnt = ctr;
+    for (int v = t; v < n; v += T) {
+        const int p = (int)(rptr[v + 1] - rptr[v]);
+        pending[v] = p;
+        level[v] = 0;
+        if (p == 0) push(order, 0, &cnt[0], v);
+    }
+    g.sync();
+    int lo = 0, hi = *((volatile int*)&cnt[0]);
+    int L = 0;
+    for (; hi > lo; ++L) {
+        if (t == 0) offs[L] = lo;
+        int* out_cnt = &cnt[(L + 1) % 3];
+        if (t == 0) cnt[(L + 2) % 3] = 0;
+        const int base = hi, next = L + 1;
+        auto release = [&](int v, int w) {
+            if (atomicSub(&pending[w], 1) == 1) {
+                level[w] = next;
+                push(order, base, out_cnt, w);
+            }
+        };
+        advance_level(g, L, order + lo, hi - lo, fptr, fidx, huge, ctr + 3, release);
+        lo = hi;
+        hi = base + *((volatile int*)out_cnt);
+    }
+    if (t == 0) {
+        offs[L] = hi;
+        ctr[6] = L;
+        ctr[7] = hi;
+    }
+}
+
+// Step 1: tree parent = smallest-id in-neighbour one level above (INT_MAX until set; the
+// caller turns what is left into -1). One advance over every reverse row.
+extern "C" __global__ void parents_kernel(int n, const i64* rptr, const int* ridx,
+                                          const int* level, int* parent, int* huge, int* ctr) {
+    cg::grid_group g = cg::this_grid();
+    auto adopt = [&](int v, int u) {
+        if (level[u] == level[v] - 1) atomicMin(&parent[v], u);
+    };
+    advance_level(g, 0, nullptr, n, rptr, ridx, huge, ctr + 3, adopt);
+}
+
+// Step 2: subtree sizes bottom-up, one level at a time (size starts at 1).
+extern "C" __global__ void sizes_kernel(int levels, const int* order, const int* offs,
+                                        const int* parent, int* size) {
+    cg::grid_group g = cg::this_grid();
+    const int t = thread_rank(), T = thread_count();
+    for (int L = levels - 1; L >= 1; --L) {
+        for (int i = offs[L] + t; i < offs[L + 1]; i += T) {
+            const int v = order[i];
+            const int p = parent[v];
+            if (p >= 0) atomicAdd(&size[p], size[v]);
+        }
+        g.sync();
+    }
+}
+
+// Sort key of vertex v among its siblings in label j: (parent + 1) in the high 32 bits, the high
+// 32 bits of the sibling hash (cpu.sibling_key) in the low ones; a stable sort by this key over
+// vertex ids orders every parent's children exactly as cpu.post_orders does.
+extern "C" __global__ void sibling_keys_kernel(int n, const int* parent, int j, u64 seed,
+                                               u64* key) {
+    const int t = thread_rank(), T = thread_count();
+    const u64 salt = mix64(seed * 64ull + (u64)j);
+    for (int v = t; v < n; v += T) {
+        const u64 h = mix64((u64)v ^ salt);
+        key[v] = ((u64)(unsigned)(parent[v] + 1) << 32) | (h >> 32);
+    }
+}
+
+// Step 3: post ranks top-down for all d labels: post[v, j] = start + size[v] where start is v's
+// exclusive sibling prefix excl[v, j] plus its parent's start (= post[p, j] - size[p]).
+extern "C" __global__ void post_kernel(int levels, int d, const int* order, const int* offs,
+                                       const int* parent, const int* size, const int* excl,
+                                       int* post) {
+    cg::grid_group g = cg::this_grid();
+    const int t = thread_rank(), T = thread_count();
+    for (int L = 0; L < levels; ++L) {
+        const int lo = offs[L], hi = offs[L + 1];
+        for (int k = lo * d + t; k < hi * d; k += T) {
+            const int v = order[k / d], j = k % d;
+            const int p = parent[v];
+            const int start = excl[(i64)v * d + j] + (p >= 0 ? post[(i64)p * d + j] - size[p] : 0);
+            post[(i64)v * d + j] = start + size[v];
+        }
+        g.sync();
+    }
+}
+
+// Step 4: [inner, outer] = min / max post rank over v and all its DAG descendants, bottom-up by
+// levels, each vertex pulling from its children (inner, outer start as copies of post).
+extern "C" __global__ void bounds_kernel(int levels, int d, const i64* fptr, const int* fidx,
+                                         const int* order, const int* offs, int* inner,
+                                         int* outer, int* huge, int* ctr) {
+    cg::grid_group g = cg::this_grid();
+    auto pull = [&](int v, int w) {
+        for (int j = 0; j < d; ++j) {
+            atomicMin(&inner[(i64)v * d + j], inner[(i64)w * d + j]);
+            atomicMax(&outer[(i64)v * d + j], outer[(i64)w * d + j]);
+        }
+    };
+    int step = 0;
+    for (int L = levels - 1; L >= 0; --L, ++step) {
+        advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], fptr, fidx, huge,
+                      ctr + 3, pull);
+    }
+}

@@ -116,12 +116,14 @@ def settings(args) -> dict:
         "threads": int(args.threads),
         "baselines": not args.no_baselines,
         "quick": quick,
+        "prog": getattr(args, "bench_prog", "python -m grail_duckdb bench"),
     }
 
 
 def command_line(s: dict) -> str:
     """The command that reproduces a run with these settings (quoted for a POSIX shell)."""
-    words = ["python", "-m", "grail_duckdb", "bench", "--datasets", *s["datasets"],
+    prog = s.get("prog", "python -m grail_duckdb bench").split()
+    words = [*prog, "--datasets", *s["datasets"],
              "--queries", str(s["queries"]), "--backend", s["backend"], "--labels",
              str(s["labels"]), "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
              "--roots", str(s["roots"]), "--threads", str(s["threads"]), "--out", s["out"]]
@@ -153,8 +155,9 @@ def run(args) -> int:
 
 def main(argv=None) -> int:
     """``python -m grail_duckdb.bench``: the bench on its own, without the rest of the CLI."""
-    parser = argparse.ArgumentParser(prog="python -m grail_duckdb.bench",
-                                     description=__doc__.split("\n\n")[0])
+    prog = "python -m grail_duckdb.bench"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.set_defaults(bench_prog=prog)
     return run(add_arguments(parser).parse_args(argv))
 
 

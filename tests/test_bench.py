@@ -88,6 +88,7 @@ def test_markdown_names_machine_and_command(quick_run):
 def test_command_line_reproduces_settings():
     parser = bench.add_arguments(argparse.ArgumentParser())
     s = bench.settings(parser.parse_args(["--quick"]))
+    assert bench.command_line(s).startswith("python -m grail_duckdb bench --datasets")
     again = bench.settings(parser.parse_args(bench.command_line(s).split()[4:]))
     assert again == {**s, "quick": False}
 

@@ -187,34 +187,45 @@ class _Lexed:
     """The symbols of a text in order: kind (``_NUM`` ...), byte position, line (0-based).
 
     ``values`` holds the decoded numbers, one per ``_NUM`` symbol, in order; ``clean_end``
-    says whether white space follows each. The text always ends with a newline symbol, so
-    every line's symbols are followed by ``_NL``. Every byte is touched by a handful of
-    whole-array passes only; the rest works on the (far fewer) symbols.
+    says whether white space follows each. Trailing blank lines are dropped and the symbols
+    always end with a newline, so every line's symbols are followed by ``_NL``. Each byte is
+    touched by a handful of whole-array passes only (no copy of the text); the rest works on
+    the (far fewer) symbols.
     """
 
-    def __init__(self, data: bytes, punctuation: dict[int, int], signed: bool):
-        if not data.endswith(b"\n"):
-            data += b"\n"
-        b = np.frombuffer(data, np.uint8)
-        digit = (b - np.uint8(48)) < 10
-        start = digit.copy()
-        start[1:] &= ~digit[:-1]
+    def __init__(self, data: bytes, offset: int, punctuation: dict[int, int], signed: bool):
+        b = np.frombuffer(data, np.uint8, offset=offset)
+        digit = np.zeros(b.shape[0] + 1, bool)            # a False sentinel ends every run
+        np.less(b - np.uint8(48), 10, out=digit[:-1])
+        start = np.empty(b.shape[0], bool)
+        start[:1] = digit[:1]
+        np.greater(digit[1:-1], digit[:-2], out=start[1:])  # a digit after a non-digit
         kind = _symbol_table(punctuation)[b]
         if signed and b"-" in data:
             _mark_signs(b, digit, start, kind)
         kind |= start.view(np.uint8)                      # _NUM == 1; digits are 0 in kind
-        self.pos = np.flatnonzero(kind)
-        self.kind = kind[self.pos]
-        is_nl = self.kind == _NL
-        self.line = np.cumsum(is_nl) - is_nl            # the newline belongs to its line
-        self.lines = int(self.line[-1]) + 1
+        pos = np.flatnonzero(kind)
+        sym = kind[pos]
+        content = np.flatnonzero(sym != _NL)
+        keep = int(content[-1]) + 1 if content.shape[0] else 0   # drop trailing blank lines
+        if 0 < keep < sym.shape[0]:                        # keep the last line's newline
+            self.pos, self.kind = pos[:keep + 1], sym[:keep + 1]
+        elif keep:                                         # unterminated: add the newline
+            self.pos, self.kind = np.append(pos, b.shape[0]), np.append(sym, np.uint8(_NL))
+        else:
+            self.pos, self.kind = pos[:0], sym[:0]
+        is_nl = (self.kind == _NL).view(np.uint8)
+        self.line = np.cumsum(is_nl, dtype=np.int32)
+        self.line -= is_nl                                 # the newline belongs to its line
+        self.lines = int(self.line[-1]) + 1 if keep else 0
         starts = self.pos[self.kind == _NUM]
         self.values, ends = _decode_numbers(b, starts, digit)
         too_long = _first(ends - starts >= _MAX_DIGITS + (b[starts] == 45))
         if too_long is not None:
             line = int(self.line[self.kind == _NUM][too_long])
             raise _LineError(line, "holds a number with more than 18 digits")
-        follower = b[ends + 1]
+        after = ends + 1
+        follower = np.where(after < b.shape[0], b[np.minimum(after, b.shape[0] - 1)], 10)
         self.clean_end = (_symbol_table({})[follower] == 0) | (follower == 10)
 
 
@@ -242,20 +253,27 @@ def _decode_numbers(b: np.ndarray, starts: np.ndarray, digit: np.ndarray):
 
     Horner's rule one digit column at a time, each column one NumPy pass over all numbers:
     as many passes as the longest number has digits (at most 20 looked at: longer numbers
-    are reported by the caller). Returns ``(values int64, position of each last digit)``.
+    are reported by the caller). ``digit`` has a False sentinel after the text. Returns
+    ``(values int64, position of each last digit)``.
     """
     neg = b[starts] == 45
-    pos = starts + neg
+    index = np.int32 if b.shape[0] < np.iinfo(np.int32).max else np.int64
+    pos = starts.astype(index) + neg
+    last = b.shape[0] - 1
     values = np.zeros(starts.shape[0], np.int64)
     live = np.ones(starts.shape[0], bool)
     for _ in range(_MAX_DIGITS + 2):
         live &= digit[pos]
         if not live.any():
             break
-        values = np.where(live, values * 10 + (b[pos] - np.uint8(48)), values)
+        d = b[np.minimum(pos, last)]                       # a finished number may sit at the end
+        d -= np.uint8(48)
+        d *= live                                          # finished numbers: * 1 + 0
+        values *= np.where(live, np.uint8(10), np.uint8(1))
+        values += d
         pos += live
     values[neg] = -values[neg]
-    return values, pos - 1
+    return values, pos.astype(np.int64) - 1
 
 
 def _first(flags: np.ndarray):
@@ -274,49 +292,46 @@ def parse_gra(data: bytes) -> pa.Table:
     >>> t.to_pydict(), t.schema.metadata
     ({'src': [0], 'dst': [1]}, {b'grail.vertices': b'2'})
     """
-    n, body = _gra_header(data)
+    n, offset = _gra_header(data)
     try:
-        src, dst = _gra_body(body, n)
+        src, dst = _gra_body(data, offset, n)
     except _LineError as exc:
         raise EdgeInputError(f"malformed .gra file: line {exc.line + 3} {exc.what}") from None
     return _edge_table(src, dst, {VERTEX_COUNT_META: str(n).encode()})
 
 
-def _gra_header(data: bytes) -> tuple[int, bytes]:
-    """The vertex count of line 2 and the adjacency text after it; checks line 1."""
-    parts = data.split(b"\n", 2)
-    first = parts[0].strip()
+def _gra_header(data: bytes) -> tuple[int, int]:
+    """The vertex count of line 2 and the offset of the adjacency text; checks line 1."""
+    end1 = data.find(b"\n")
+    end2 = data.find(b"\n", end1 + 1) if end1 >= 0 else -1
+    first = data[:end1 if end1 >= 0 else 64].strip()
     if first != _GRA_MAGIC:
         shown = first[:40].decode("utf-8", "replace")
         raise EdgeInputError(
             f"not a GRAIL .gra file: line 1 is {shown!r}, expected 'graph_for_greach' "
             "(pass fmt= to read it as another format)"
         )
-    count = parts[1].strip() if len(parts) > 1 else b""
+    count = data[end1 + 1:end2 if end2 >= 0 else len(data)].strip()
     if not count.isdigit():
         shown = count[:40].decode("utf-8", "replace")
         raise EdgeInputError(f"malformed .gra header: line 2 must be the vertex count, got {shown!r}")
-    return int(count), (parts[2] if len(parts) > 2 else b"").rstrip()
+    return int(count), (end2 + 1 if end2 >= 0 else len(data))
 
 
-def _gra_body(body: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _gra_body(data: bytes, offset: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Edge arrays of the adjacency lines ``u: v1 v2 ... #`` (every line checked)."""
-    if not body:
-        lines, src, dst = 0, np.empty(0, np.int64), np.empty(0, np.int64)
-    else:
-        lx = _Lexed(body, {58: _COLON, 35: _HASH}, signed=False)
-        _check_gra_grammar(lx)
-        lines = lx.lines
-        num = np.flatnonzero(lx.kind == _NUM)
-        is_src = lx.kind[num + 1] == _COLON               # the number before ':' is the vertex
-        owners = lx.values[is_src]
-        owner_of = np.cumsum(is_src)[~is_src] - 1
-        src, dst = owners[owner_of], lx.values[~is_src]
-        _check_range(owners, lx.line[num[is_src]], n)
-        _check_range(dst, lx.line[num[~is_src]], n)
-    if lines != n:
+    lx = _Lexed(data, offset, {58: _COLON, 35: _HASH}, signed=False)
+    _check_gra_grammar(lx)
+    num = np.flatnonzero(lx.kind == _NUM)
+    is_src = lx.kind[num + 1] == _COLON                   # the number before ':' is the vertex
+    owners = lx.values[is_src]
+    owner_of = np.cumsum(is_src, dtype=np.int64)[~is_src] - 1
+    src, dst = owners[owner_of], lx.values[~is_src]
+    _check_range(owners, lx.line[num[is_src]], n)
+    _check_range(dst, lx.line[num[~is_src]], n)
+    if lx.lines != n:
         raise EdgeInputError(
-            f"malformed .gra file: the header says {n} vertices but the file has {lines} "
+            f"malformed .gra file: the header says {n} vertices but the file has {lx.lines} "
             "adjacency lines (one 'u: v1 v2 ... #' line per vertex)"
         )
     return src, dst
@@ -365,7 +380,7 @@ def parse_snap(data: bytes) -> pa.Table:
         return _edge_table(empty, empty)
     data = _blank_comments(data)
     try:
-        lx = _Lexed(data, {}, signed=True)
+        lx = _Lexed(data, 0, {}, signed=True)
         src, dst = _snap_columns(lx)
     except _LineError as exc:
         raise EdgeInputError(

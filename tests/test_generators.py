@@ -45,6 +45,16 @@ def test_citation_dag_mixes_recent_and_old_citations():
     assert 0.4 < np.mean(gap[late] < 0.1) < 0.6
 
 
+@pytest.mark.parametrize("make", GENERATORS)
+def test_every_vertex_counts_even_without_edges(make):
+    import grail_duckdb as gd
+
+    t = make(0)
+    n = int(t.schema.metadata[b"grail.vertices"])
+    assert n in (3000, 1000, 512)
+    assert gd.build_index(t, backend="cpu").summary()["vertices"] == n
+
+
 @pytest.mark.parametrize("n", [0, 1])
 def test_tiny_graphs_have_no_edges(n):
     assert citation_dag(n).num_rows == 0 and random_dag(n, 3.0).num_rows == 0

@@ -11,13 +11,18 @@ GRAIL GPU paper (grail-gpu-reachability-computation2020), Section 4, Algorithms 
    always the largest; ours is not, so the upper bound is propagated as well).
 
 Per component we also keep its topological level (a negative cut: an edge always goes one
-level down or more) and the exact interval of its spanning-tree descendants (a positive cut).
+level down or more), the exact interval of its spanning-tree descendants (a positive cut), and
+its exact reachability to and from 64 * HUB_WORDS hub components (both cuts): on deep citation
+DAGs most reachable pairs meet a hub, which settles them before any search.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .condensation import Condensation
+
+#: 64-bit words of hub bits per component (64 hubs per word)
+HUB_WORDS = 1
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,8 @@ class Labels:
     outer: object  # int32[C, d]: max post rank over the vertex and its DAG descendants
     tree_post: object  # int32[C]: post rank in the spanning tree (label 0's sibling order)
     tree_lo: object  # int32[C]: smallest tree_post in the vertex's tree subtree
+    hub_down: object  # uint64[C, W]: bit h set when the vertex reaches hub h
+    hub_up: object  # uint64[C, W]: bit h set when hub h reaches the vertex
 
     @property
     def d(self) -> int:
@@ -34,7 +41,8 @@ class Labels:
 
     def arrays(self) -> dict:
         return {"level": self.level, "inner": self.inner, "outer": self.outer,
-                "tree_post": self.tree_post, "tree_lo": self.tree_lo}
+                "tree_post": self.tree_post, "tree_lo": self.tree_lo,
+                "hub_down": self.hub_down, "hub_up": self.hub_up}
 
 
 def grail_labels(k, cond: Condensation, d: int, seed: int, timer=None) -> Labels:
@@ -53,4 +61,22 @@ def grail_labels(k, cond: Condensation, d: int, seed: int, timer=None) -> Labels
     tick("labels: intervals (pass 4)")
     tree_post = post[:, 0].copy()
     tree_lo = (tree_post - size + 1).astype(post.dtype)
-    return Labels(level, inner, outer, tree_post, tree_lo)
+    hub_of = hub_slots(k.xp, cond.dag, 64 * HUB_WORDS)
+    down, up = k.hub_bits(cond.dag, cond.dag_rev, order, hub_of, HUB_WORDS)
+    tick("labels: hubs")
+    return Labels(level, inner, outer, tree_post, tree_lo, down, up)
+
+
+def hub_slots(xp, dag, count: int):
+    """``hub_of[v]``: the hub bit of component v, or -1. The hubs are the ``count``
+    components of largest out-degree in the condensed DAG (ties: smaller id first). In a
+    citation graph these are the papers citing the most others: they reach a large share of
+    the graph, so many (new -> old) pairs meet one of them."""
+    c = dag.n
+    hub_of = xp.full(c, -1, dtype=xp.int32)
+    if c == 0:
+        return hub_of
+    outdeg = xp.diff(dag.indptr)
+    hubs = xp.argsort(-outdeg, kind="stable")[:count]
+    hub_of[hubs] = xp.arange(hubs.shape[0], dtype=xp.int32)
+    return hub_of

@@ -13,6 +13,8 @@ tree_lo        first post rank of the component's spanning-tree subtree
 tree_post      post rank of the component in the spanning tree
 inner_j        lower end of the component's j-th GRAIL interval (j = 1..d)
 outer_j        upper end of the component's j-th GRAIL interval
+hub_down_w     bits of the hubs the component reaches (UBIGINT, w = 1..hub words)
+hub_up_w       bits of the hubs that reach the component
 dag_children   the component's children in the condensed DAG, on the component's first
                vertex (its representative) and NULL on every other row
 ============== ==================================================================
@@ -66,7 +68,7 @@ def _digest(meta: dict, keys: pa.Array, columns: dict[str, np.ndarray], dag_ptr,
         h.update(memoryview(k.buffers()[2])[offsets[0]:offsets[-1]] if len(k) else b"")
     for name in sorted(columns):
         h.update(name.encode())
-        h.update(np.ascontiguousarray(columns[name], np.int32).tobytes())
+        h.update(np.ascontiguousarray(columns[name]).tobytes())
     h.update(np.asarray(dag_ptr, np.int64).tobytes())
     h.update(np.asarray(dag_idx, np.int32).tobytes())
     return h.hexdigest()
@@ -80,6 +82,10 @@ def _component_columns(lab: Labels) -> dict[str, np.ndarray]:
     for j in range(inner.shape[1]):
         cols[f"inner_{j + 1}"] = inner[:, j]
         cols[f"outer_{j + 1}"] = outer[:, j]
+    down, up = _host(lab.hub_down), _host(lab.hub_up)
+    for w in range(down.shape[1]):
+        cols[f"hub_down_{w + 1}"] = down[:, w]
+        cols[f"hub_up_{w + 1}"] = up[:, w]
     return cols
 
 
@@ -108,14 +114,14 @@ def to_table(index) -> pa.Table:
     keys = index.ids.keys
     arrays = {"key": keys, "component": pa.array(comp)}
     for name, values in ccols.items():
-        arrays[name] = pa.array(values[comp] if n else values.astype(np.int32))
+        arrays[name] = pa.array(values[comp] if n else values)
     arrays["dag_children"] = children
     meta = {
         "format": FORMAT_NAME, "version": str(FORMAT_VERSION), "labels": str(index.d),
         "seed": str(index.seed), "fingerprint": index.fingerprint,
         "edge_rows": str(index.edge_rows), "vertices": str(n),
         "components": str(index.n_components), "dag_edges": str(idx.shape[0]),
-        "key_type": index.ids.kind,
+        "key_type": index.ids.kind, "hub_words": str(index.labels.hub_down.shape[1]),
     }
     meta["digest"] = _digest(meta, keys, ccols, ptr, idx)
     schema_meta = {(_META + k).encode(): v.encode() for k, v in meta.items()}
@@ -208,12 +214,16 @@ def load(path, *, expect_fingerprint: str | None = None, backend: str | None = N
         lengths = pc.list_value_length(reps).to_numpy(zero_copy_only=False).astype(np.int64)
         ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         idx = pc.list_flatten(reps).to_numpy(zero_copy_only=False).astype(np.int32)
+        hw = int(meta["hub_words"])
         names = ["level", "tree_lo", "tree_post"] + [
             f"{side}_{j + 1}" for j in range(d) for side in ("inner", "outer")]
+        hub_names = [f"hub_{side}_{w + 1}" for w in range(hw) for side in ("down", "up")]
         rep_idx = np.flatnonzero(rep)
         if not np.array_equal(comp[rep_idx], np.arange(c, dtype=np.int32)):
             raise ValueError("component numbering does not follow the rows")
         ccols = {nm: table.column(nm).to_numpy().astype(np.int32)[rep_idx] for nm in names}
+        ccols.update({nm: table.column(nm).to_numpy().astype(np.uint64)[rep_idx]
+                      for nm in hub_names})
         keys = table.column("key").combine_chunks()
         if _digest(meta, keys, ccols, ptr, idx) != meta.get("digest"):
             raise ValueError("content digest mismatch")
@@ -230,9 +240,12 @@ def load(path, *, expect_fingerprint: str | None = None, backend: str | None = N
     xp = _backend.kernels_for(which).xp
     inner = np.stack([ccols[f"inner_{j + 1}"] for j in range(d)], axis=1)
     outer = np.stack([ccols[f"outer_{j + 1}"] for j in range(d)], axis=1)
-    lab = Labels(level=xp.asarray(ccols["level"]), inner=xp.asarray(inner),
-                 outer=xp.asarray(outer), tree_post=xp.asarray(ccols["tree_post"]),
-                 tree_lo=xp.asarray(ccols["tree_lo"]))
+    down = np.stack([ccols[f"hub_down_{w + 1}"] for w in range(hw)], axis=1).reshape(c, hw)
+    up = np.stack([ccols[f"hub_up_{w + 1}"] for w in range(hw)], axis=1).reshape(c, hw)
+    lab = Labels(level=xp.asarray(ccols["level"]), inner=xp.asarray(inner.reshape(c, d)),
+                 outer=xp.asarray(outer.reshape(c, d)), tree_post=xp.asarray(ccols["tree_post"]),
+                 tree_lo=xp.asarray(ccols["tree_lo"]), hub_down=xp.asarray(down),
+                 hub_up=xp.asarray(up))
     return GrailIndex(ids=VertexIds.from_sorted_keys(keys), comp=xp.asarray(comp),
                       n_components=c, dag=CSR(xp.asarray(ptr), xp.asarray(idx)), labels=lab,
                       seed=seed, edge_rows=edge_rows, fingerprint=fingerprint, backend=which)

@@ -5,8 +5,10 @@ queries -> ids -> components -> cuts -> search, in that order:
 * NULL on either side: NULL; equal non-NULL keys: true (the empty path);
 * a key that is not a vertex (and differs from the other): false;
 * same strongly connected component: true;
-* the negative cuts: topological level, then the d GRAIL label containments: false;
-* the positive cut: the target lies in the source's spanning-tree interval: true;
+* the negative cuts: topological level, then the d GRAIL label containments and the hub
+  sets: false;
+* the positive cuts: the target lies in the source's spanning-tree interval, or the source
+  reaches a hub that reaches the target: true;
 * every other query goes to the label-pruned multi-query bitmask search (GRAIL GPU paper,
   Section 5, Algorithm 7), one bit per query.
 """
@@ -37,6 +39,7 @@ class QueryStats:
     level_cut: int = 0
     label_cut: int = 0
     tree_cut: int = 0
+    hub_cut: int = 0
     searched: int = 0
     search_reachable: int = 0
 
@@ -127,12 +130,13 @@ def _answer_ids(index, sid, did, words, use_cuts):
     lab = index.labels
     if use_cuts:
         status = k.query_cuts(cs, ct, lab)
-        counts = np.bincount(_host(xp, status).astype(np.int64), minlength=5)
+        counts = np.bincount(_host(xp, status).astype(np.int64), minlength=6)
         stats.same_component = int(counts[K.SAME_COMPONENT])
         stats.level_cut = int(counts[K.LEVEL_CUT])
         stats.label_cut = int(counts[K.LABEL_CUT])
         stats.tree_cut = int(counts[K.TREE_CUT])
-        answer = (status == K.SAME_COMPONENT) | (status == K.TREE_CUT)
+        stats.hub_cut = int(counts[K.HUB_CUT])
+        answer = (status == K.SAME_COMPONENT) | (status == K.TREE_CUT) | (status == K.HUB_CUT)
         todo = xp.flatnonzero(status == K.UNDECIDED)
     else:
         same = cs == ct

@@ -58,7 +58,8 @@ def test_every_pair_matches_the_oracle(graph, d, seed):
         assert got.null_count == 0
         np.testing.assert_array_equal(got.to_numpy(zero_copy_only=False), want)
         settled = (stats.same_key + stats.unknown_vertex + stats.same_component
-                   + stats.level_cut + stats.label_cut + stats.tree_cut + stats.searched)
+                   + stats.level_cut + stats.label_cut + stats.tree_cut + stats.hub_cut
+                   + stats.searched)
         assert settled == stats.queries == qs.shape[0]
 
 

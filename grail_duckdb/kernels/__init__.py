@@ -76,16 +76,21 @@ class CpuKernels:
     def interval_bounds(self, fwd, order, post):
         return cpu.interval_bounds(fwd.indptr, fwd.indices, order, post)
 
+    def hub_bits(self, fwd, rev, order, hub_of, words):
+        return cpu.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, order, hub_of,
+                            words)
+
     # --- queries ---------------------------------------------------------------------------
     def query_cuts(self, cs, ct, lab):
         status = np.zeros(cs.shape[0], np.int8)
         cpu.query_cuts(cs, ct, lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post,
-                       status)
+                       lab.hub_down, lab.hub_up, status)
         return status
 
     def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
         return cpu.bitmask_search(dag.indptr, dag.indices, lab.level, lab.inner, lab.outer,
-                                  lab.tree_lo, lab.tree_post, cs, ct, words, prune,
+                                  lab.tree_lo, lab.tree_post, lab.hub_down, lab.hub_up, cs, ct,
+                                  words, prune,
                                   *self._search_scratch(dag.n, words))
 
     def edge_hash_sum(self, src, dst):
@@ -93,5 +98,5 @@ class CpuKernels:
 
 
 #: status codes returned by ``query_cuts``
-UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT = (
-    cpu.UNDECIDED, cpu.SAME_COMPONENT, cpu.LEVEL_CUT, cpu.LABEL_CUT, cpu.TREE_CUT)
+UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT = (
+    cpu.UNDECIDED, cpu.SAME_COMPONENT, cpu.LEVEL_CUT, cpu.LABEL_CUT, cpu.TREE_CUT, cpu.HUB_CUT)

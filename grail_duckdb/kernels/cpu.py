@@ -394,31 +394,79 @@ def interval_bounds(fwd_ptr, fwd_idx, order, post):
     return inner, outer
 
 
+@njit(**_JIT)
+def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, words):
+    """Reachability to and from a few hub vertices, as bit sets (one bit per hub).
+
+    ``down[v]``: the hubs v reaches (v included), bottom-up over every DAG child;
+    ``up[v]``: the hubs that reach v, top-down over every DAG parent. They are exact, so
+    ``down[u] & up[t] != 0`` proves u reaches t (through a hub), while a hub t reaches that u
+    does not (``down[t] & ~down[u]``), or one that reaches u but not t (``up[u] & ~up[t]``),
+    proves it does not.
+    """
+    n = hub_of.shape[0]
+    down = np.zeros((n, words), np.uint64)
+    up = np.zeros((n, words), np.uint64)
+    one = np.uint64(1)
+    for i in range(n - 1, -1, -1):
+        v = order[i]
+        h = hub_of[v]
+        if h >= 0:
+            down[v, h >> 6] |= one << np.uint64(h & 63)
+        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+            w = fwd_idx[e]
+            for k in range(words):
+                down[v, k] |= down[w, k]
+    for i in range(n):
+        v = order[i]
+        h = hub_of[v]
+        if h >= 0:
+            up[v, h >> 6] |= one << np.uint64(h & 63)
+        for e in range(rev_ptr[v], rev_ptr[v + 1]):
+            u = rev_idx[e]
+            for k in range(words):
+                up[v, k] |= up[u, k]
+    return down, up
+
+
 # --------------------------------------------------------------------------------------------
 # Queries: cuts, then the label-pruned multi-query bitmask search (Section 5, Algorithm 7)
 # --------------------------------------------------------------------------------------------
-UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT = 0, 1, 2, 3, 4
+UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT = 0, 1, 2, 3, 4, 5
 
 
 @njit(**_JIT)
-def _may_reach(u, t, level, inner, outer):
-    """The negative cuts: False when u certainly does not reach t (u != t)."""
+def _may_reach(u, t, level, inner, outer, down, up):
+    """The negative cuts: False when u certainly does not reach t (u != t): levels, the d
+    GRAIL intervals, and the hub sets."""
     if level[u] >= level[t]:
         return False
     for j in range(inner.shape[1]):
         if inner[t, j] < inner[u, j] or outer[t, j] > outer[u, j]:
+            return False
+    for k in range(down.shape[1]):
+        if (down[t, k] & ~down[u, k]) != 0 or (up[u, k] & ~up[t, k]) != 0:
             return False
     return True
 
 
 @njit(**_JIT)
 def _tree_reaches(u, t, tree_lo, tree_post):
-    """The positive cut: t lies in u's spanning-tree interval (label 0's post order)."""
+    """Positive cut: t lies in u's spanning-tree interval (label 0's post order)."""
     return tree_lo[u] <= tree_post[t] and tree_post[t] <= tree_post[u]
 
 
 @njit(**_JIT)
-def query_cuts(cs, ct, level, inner, outer, tree_lo, tree_post, status):
+def _hub_reaches(u, t, down, up):
+    """Positive cut: u reaches a hub that reaches t."""
+    for k in range(down.shape[1]):
+        if (down[u, k] & up[t, k]) != 0:
+            return True
+    return False
+
+
+@njit(**_JIT)
+def query_cuts(cs, ct, level, inner, outer, tree_lo, tree_post, down, up, status):
     """Classify each (component, component) query: status code per query (see module consts).
 
     Negative ids (unknown vertices) are left to the caller and untouched here.
@@ -432,24 +480,26 @@ def query_cuts(cs, ct, level, inner, outer, tree_lo, tree_post, status):
             status[q] = SAME_COMPONENT
         elif level[u] >= level[t]:
             status[q] = LEVEL_CUT
-        elif not _may_reach(u, t, level, inner, outer):
+        elif not _may_reach(u, t, level, inner, outer, down, up):
             status[q] = LABEL_CUT
         elif _tree_reaches(u, t, tree_lo, tree_post):
             status[q] = TREE_CUT
+        elif _hub_reaches(u, t, down, up):
+            status[q] = HUB_CUT
         else:
             status[q] = UNDECIDED
 
 
 @njit(**_JIT)
-def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, cs, ct, words,
-                   prune, seen, pend, queued, marked, touched, stack):
+def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, down, up, cs, ct,
+                   words, prune, seen, pend, queued, marked, touched, stack):
     """Answer queries cs[i] ->? ct[i] with one bit per query, 64 * ``words`` queries a pass.
 
     Every vertex carries ``words`` 64-bit words: bit i of ``seen`` says query i has reached it,
     bit i of ``pend`` that it still has to expand it. A bit enters a child only when the child
     passes the level and label cuts for that query's target; a query stops (its bit is dropped
     everywhere) once it is answered, either by meeting its target or by entering a vertex
-    whose tree interval holds the target. ``prune=False`` turns every cut off (a plain
+    whose tree interval holds the target or that reaches a hub reaching the target. ``prune=False`` turns every cut off (a plain
     multi-source BFS, the baseline the cuts are measured against). Returns bool answers.
 
     The scratch arrays (``seen``/``pend`` uint64[n, words] and ``queued``/``marked`` bool[n]
@@ -504,11 +554,12 @@ def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, cs
                         bits ^= low
                         i = wd * 64 + _ctz(low)
                         t = ct[base + i]
-                        if w == t or (prune and _tree_reaches(w, t, tree_lo, tree_post)):
+                        if w == t or (prune and (_tree_reaches(w, t, tree_lo, tree_post)
+                                                 or _hub_reaches(w, t, down, up))):
                             ans[base + i] = True
                             done[wd] |= low
                             remaining -= 1
-                        elif not prune or _may_reach(w, t, level, inner, outer):
+                        elif not prune or _may_reach(w, t, level, inner, outer, down, up):
                             keep |= low
                     if keep != 0:
                         pend[w, wd] |= keep

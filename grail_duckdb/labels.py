@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .condensation import Condensation
 
 #: 64-bit words of hub bits per component (64 hubs per word)
-HUB_WORDS = 1
+HUB_WORDS = 2
 
 
 @dataclass(frozen=True)

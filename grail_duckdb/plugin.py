@@ -80,6 +80,20 @@ def sql_text(name: str) -> str:
     return (sql_dir() / name).read_text()
 
 
+def named_queries(name: str = "examples.sql") -> dict[str, str]:
+    """The queries of a SQL file split at ``-- name: x`` lines, in file order (each query keeps
+    its comment lines)."""
+    out: dict[str, str] = {}
+    current = None
+    for line in sql_text(name).splitlines():
+        if line.startswith("-- name:"):
+            current = line.split(":", 1)[1].strip()
+            out[current] = ""
+        elif current is not None:
+            out[current] += line + "\n"
+    return {k: v.strip() for k, v in out.items()}
+
+
 # --- entries and the per-database registry ------------------------------------------------------
 @dataclass
 class Entry:
@@ -271,9 +285,24 @@ def _one_name(names) -> str:
     if len(arr) == 0:
         return ""
     first = arr[0].as_py()
-    if len(arr) > 1 and (arr.null_count or not pc.all(pc.equal(arr, first)).as_py()):
+    if len(arr) > 1 and not _constant(arr, first):
         raise GrailError("reaches: the index name must be the same on every row (a constant)")
     return first or ""
+
+
+def _constant(arr: pa.Array, first) -> bool:
+    """Whether every value of ``arr`` is ``first``; a byte comparison of the string buffers
+    (a few microseconds per 2048-row chunk, against ~35 for a compute kernel)."""
+    if arr.null_count:
+        return arr.null_count == len(arr) and first is None
+    if pa.types.is_string(arr.type) and first is not None:
+        raw = first.encode()
+        off = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + len(arr) + 1]
+        if int(off[-1] - off[0]) != len(raw) * len(arr):
+            return False
+        lengths_ok = bool((np.diff(off) == len(raw)).all())
+        return lengths_ok and arr.buffers()[2].to_pybytes()[off[0]:off[-1]] == raw * len(arr)
+    return bool(pc.all(pc.equal(arr, first)).as_py())
 
 
 def _reaches_udf(reg: Registry):

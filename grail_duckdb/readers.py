@@ -95,6 +95,7 @@ def read_edges(path, *, fmt: str | None = None, src_col: str | None = None,
     ([1, 2], b'3')
     """
     fmt = detect_format(path) if fmt is None else fmt.lower()
+    fmt = _EXTENSIONS.get("." + fmt, fmt)                 # 'txt' -> 'snap', 'pq' -> 'parquet'
     if fmt not in FORMATS:
         raise EdgeInputError(f"unknown edge file format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt == "duckdb":
@@ -407,10 +408,11 @@ def _blank_comments(data: bytes) -> bytes:
 
 def _rank_in_line(line: np.ndarray, num: np.ndarray) -> np.ndarray:
     """For each symbol: how many numbers precede it on its line."""
-    count = np.cumsum(num)
-    before = count - num
-    line_first = np.searchsorted(line, line)                # first symbol of each symbol's line
-    return before - before[line_first]
+    before = np.cumsum(num, dtype=np.int64) - num
+    opens = np.ones(line.shape[0], bool)                   # every line has a symbol (its NL)
+    opens[1:] = line[1:] != line[:-1]
+    first_of_line = np.flatnonzero(opens)                  # indexed by line number
+    return before - before[first_of_line[line]]
 
 
 def _snap_columns(lx: _Lexed) -> tuple[np.ndarray, np.ndarray]:

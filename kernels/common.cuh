@@ -83,11 +83,81 @@ __device__ void advance_huge(const int* huge, int nh, const i64* ptr, const int*
     }
 }
 
+// Load balance of every advance, set from the host (GpuKernels.set_balance): 0 = degree-binned
+// (thread / warp / grid), 1 = edge-balanced (prefix sum of the frontier's degrees, then one
+// thread per edge finding its row by binary search). g_scan: scratch of n + 1 + grid entries.
+extern "C" {
+__device__ int g_balance = 0;
+__device__ i64* g_scan = nullptr;
+}
+
+// Edge-balanced advance: an exclusive prefix sum of the items' degrees (per block, then across
+// blocks), then edge e of the frontier goes to thread e mod T, which finds its row by binary
+// search. Two grid syncs per level, no per-row imbalance at all.
+template <class F>
+__device__ void advance_edges(cg::grid_group& g, const int* items, int count, const i64* ptr,
+                              const int* idx, F f) {
+    __shared__ i64 warp_tot[32];
+    i64* pre = g_scan;               // pre[i] = edges of items before i; pre[count] = total
+    i64* block_tot = g_scan + count + 1;
+    const int tile = (count + gridDim.x - 1) / gridDim.x;
+    const int lo = min(count, (int)blockIdx.x * tile), hi = min(count, lo + tile);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    i64 carry = 0;
+    for (int c0 = lo; c0 < hi; c0 += blockDim.x) {  // block-wide scan of one chunk at a time
+        const int i = c0 + threadIdx.x;
+        int v = 0;
+        i64 deg = 0;
+        if (i < hi) { v = items ? items[i] : i; deg = ptr[v + 1] - ptr[v]; }
+        i64 x = deg;
+        for (int o = 1; o < 32; o <<= 1) {
+            const i64 y = __shfl_up_sync(FULL_MASK, x, o);
+            if (lane >= o) x += y;
+        }
+        if (lane == 31) warp_tot[wid] = x;
+        __syncthreads();
+        i64 before = carry;
+        for (int k = 0; k < wid; ++k) before += warp_tot[k];
+        if (i < hi) pre[i] = before + x - deg;
+        i64 chunk = 0;
+        for (int k = 0; k < nw; ++k) chunk += warp_tot[k];
+        carry += chunk;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) block_tot[blockIdx.x] = carry;
+    g.sync();
+    i64 offset = 0;
+    for (int b = 0; b < (int)blockIdx.x; ++b) offset += block_tot[b];
+    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) pre[i] += offset;
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        i64 total = 0;
+        for (int b = 0; b < (int)gridDim.x; ++b) total += block_tot[b];
+        pre[count] = total;
+    }
+    g.sync();
+    const i64 total = pre[count];
+    for (i64 e = thread_rank(); e < total; e += thread_count()) {
+        int a = 0, b = count - 1;  // last i with pre[i] <= e
+        while (a < b) {
+            const int mid = (a + b + 1) >> 1;
+            if (pre[mid] <= e) a = mid; else b = mid - 1;
+        }
+        const int v = items ? items[a] : a;
+        f(v, idx[ptr[v] + (e - pre[a])]);
+    }
+    g.sync();
+}
+
 // One level of a frontier traversal: advance the items over one CSR, then the deferred huge rows.
 // Counters: huge_ctr[L % 3] collects level L's huge rows; thread 0 clears the slot of L + 1.
 template <class F>
 __device__ void advance_level(cg::grid_group& g, int L, const int* items, int count,
                               const i64* ptr, const int* idx, int* huge, int* huge_ctr, F f) {
+    if (g_balance == 1) {
+        if (count > 0) advance_edges(g, items, count, ptr, idx, f);
+        else g.sync();
+        return;
+    }
     if (thread_rank() == 0) huge_ctr[(L + 1) % 3] = 0;
     advance_bins(items, count, ptr, idx, huge, &huge_ctr[L % 3], 0, f);
     g.sync();

@@ -70,16 +70,32 @@ extern "C" __global__ void sizes_kernel(int levels, const int* order, const int*
     }
 }
 
-// Sort key of vertex v among its siblings in label j: (parent + 1) in the high 32 bits, the high
-// 32 bits of the sibling hash (cpu.sibling_key) in the low ones; a stable sort by this key over
-// vertex ids orders every parent's children exactly as cpu.post_orders does.
-extern "C" __global__ void sibling_keys_kernel(int n, const int* parent, int j, u64 seed,
-                                               u64* key) {
-    const int t = thread_rank(), T = thread_count();
-    const u64 salt = mix64(seed * 64ull + (u64)j);
-    for (int v = t; v < n; v += T) {
-        const u64 h = mix64((u64)v ^ salt);
-        key[v] = ((u64)(unsigned)(parent[v] + 1) << 32) | (h >> 32);
+// Label j's pseudo-random vertex order (cpu.order_params / cpu.permuted_block): blocks of
+// ORDER_BLOCK consecutive ids in a cycle-walked bijective order, ids xored inside a block.
+// inv[blk] = rank of block blk in that order.
+#define ORDER_BLOCK 64
+extern "C" __global__ void block_rank_kernel(i64 n_blocks, u64 mask, u64 a1, u64 c, u64 a2,
+                                             u64 shift, i64* inv) {
+    for (i64 b = thread_rank(); b < n_blocks; b += thread_count()) {
+        u64 x = (u64)b;
+        do {
+            x = (x * a1 + c) & mask;
+            x ^= x >> shift;
+            x = (x * a2) & mask;
+            x ^= x >> shift;
+        } while (x >= (u64)n_blocks);
+        inv[x] = b;
+    }
+}
+
+// Sort key of vertex v among its siblings in label j: (parent + 1) in the high 32 bits, v's
+// rank in label j's vertex order in the low ones; sorting by it groups every parent's children
+// in exactly the order in which cpu.post_orders visits them.
+extern "C" __global__ void sibling_keys_kernel(int n, const int* parent, const i64* inv,
+                                               u64 xr, u64* key) {
+    for (int v = thread_rank(); v < n; v += thread_count()) {
+        const u64 rank = (u64)inv[v / ORDER_BLOCK] * ORDER_BLOCK + ((u64)(v % ORDER_BLOCK) ^ xr);
+        key[v] = ((u64)(unsigned)(parent[v] + 1) << 32) | rank;
     }
 }
 
@@ -119,4 +135,40 @@ extern "C" __global__ void bounds_kernel(int levels, int d, const i64* fptr, con
         advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], fptr, fidx, huge,
                       ctr + 3, pull);
     }
+}
+
+// Hub bits (cpu.hub_bits): down[v] = hubs v reaches, bottom-up pulling from every DAG child;
+// up[v] = hubs reaching v, top-down pulling from every DAG parent. W words per vertex.
+extern "C" __global__ void hubs_kernel(int n, int levels, int W, const i64* fptr,
+                                       const int* fidx, const i64* rptr, const int* ridx,
+                                       const int* order, const int* offs, const int* hub_of,
+                                       u64* down, u64* up, int* huge, int* ctr) {
+    cg::grid_group g = cg::this_grid();
+    for (int v = thread_rank(); v < n; v += thread_count()) {
+        const int h = hub_of[v];
+        if (h >= 0) {
+            down[(i64)v * W + (h >> 6)] |= 1ull << (h & 63);
+            up[(i64)v * W + (h >> 6)] |= 1ull << (h & 63);
+        }
+    }
+    g.sync();
+    auto pull_down = [&](int v, int w) {
+        for (int k = 0; k < W; ++k) {
+            const u64 b = down[(i64)w * W + k];
+            if (b & ~down[(i64)v * W + k]) atomicOr(&down[(i64)v * W + k], b);
+        }
+    };
+    auto pull_up = [&](int v, int u) {
+        for (int k = 0; k < W; ++k) {
+            const u64 b = up[(i64)u * W + k];
+            if (b & ~up[(i64)v * W + k]) atomicOr(&up[(i64)v * W + k], b);
+        }
+    };
+    int step = 0;
+    for (int L = levels - 1; L >= 0; --L, ++step)
+        advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], fptr, fidx, huge,
+                      ctr + 3, pull_down);
+    for (int L = 0; L < levels; ++L, ++step)
+        advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], rptr, ridx, huge,
+                      ctr + 3, pull_up);
 }

@@ -9,6 +9,7 @@
 #define LEVEL_CUT 2
 #define LABEL_CUT 3
 #define TREE_CUT 4
+#define HUB_CUT 5
 
 struct LabelView {
     const int* level;
@@ -17,6 +18,9 @@ struct LabelView {
     const int* tree_lo;
     const int* tree_post;
     int d;
+    const u64* down;  // hub bits: hubs each vertex reaches (hw words per vertex)
+    const u64* up;    // hub bits: hubs that reach each vertex
+    int hw;
 
     // The negative cuts: false when u certainly does not reach t (u != t).
     __device__ __forceinline__ bool may_reach(int u, int t) const {
@@ -25,6 +29,10 @@ struct LabelView {
             if (inner[(i64)t * d + j] < inner[(i64)u * d + j] ||
                 outer[(i64)t * d + j] > outer[(i64)u * d + j])
                 return false;
+        for (int k = 0; k < hw; ++k)
+            if ((down[(i64)t * hw + k] & ~down[(i64)u * hw + k]) ||
+                (up[(i64)u * hw + k] & ~up[(i64)t * hw + k]))
+                return false;
         return true;
     }
     // The positive cut: t lies in u's spanning-tree interval.
@@ -32,12 +40,19 @@ struct LabelView {
         const int pt = tree_post[t];
         return tree_lo[u] <= pt && pt <= tree_post[u];
     }
+    // The positive hub cut: u reaches a hub that reaches t.
+    __device__ __forceinline__ bool hub_reaches(int u, int t) const {
+        for (int k = 0; k < hw; ++k)
+            if (down[(i64)u * hw + k] & up[(i64)t * hw + k]) return true;
+        return false;
+    }
 };
 
 extern "C" __global__ void cuts_kernel(int nq, const int* cs, const int* ct, const int* level,
                                        const int* inner, const int* outer, const int* tree_lo,
-                                       const int* tree_post, int d, signed char* status) {
-    const LabelView lab{level, inner, outer, tree_lo, tree_post, d};
+                                       const int* tree_post, int d, const u64* down,
+                                       const u64* up, int hw, signed char* status) {
+    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
     for (int q = thread_rank(); q < nq; q += thread_count()) {
         const int u = cs[q], t = ct[q];
         if (u < 0 || t < 0) continue;
@@ -46,6 +61,7 @@ extern "C" __global__ void cuts_kernel(int nq, const int* cs, const int* ct, con
         else if (level[u] >= level[t]) s = LEVEL_CUT;
         else if (!lab.may_reach(u, t)) s = LABEL_CUT;
         else if (lab.tree_reaches(u, t)) s = TREE_CUT;
+        else if (lab.hub_reaches(u, t)) s = HUB_CUT;
         else s = UNDECIDED;
         status[q] = s;
     }
@@ -58,14 +74,15 @@ extern "C" __global__ void cuts_kernel(int nq, const int* cs, const int* ct, con
 // ctr[0..2]: frontier counts, ctr[3..5]: huge-row counts, ctr[6]: touched count.
 extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, const int* level,
                                          const int* inner, const int* outer, const int* tree_lo,
-                                         const int* tree_post, int d, int nq, const int* cs,
+                                         const int* tree_post, int d, const u64* down,
+                                         const u64* up, int hw, int nq, const int* cs,
                                          const int* ct, int W, int prune, bool* ans, u64* seen,
                                          u64* pend0, u64* pend1, u64* done, int* stamp,
                                          int* tmark, int* q0, int* q1, int* touched, int* huge,
                                          int* ctr) {
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
-    const LabelView lab{level, inner, outer, tree_lo, tree_post, d};
+    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
     const int per = 64 * W;
     int* cnt = ctr;
     int* tcnt = &ctr[6];
@@ -113,7 +130,7 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
                         bits ^= low;
                         const int q = base + wd * 64 + (__ffsll((long long)low) - 1);
                         const int tq = ct[q];
-                        if (w == tq || (prune && lab.tree_reaches(w, tq))) {
+                        if (w == tq || (prune && (lab.tree_reaches(w, tq) || lab.hub_reaches(w, tq)))) {
                             ans[q] = true;
                             atomicOr(&done[wd], low);
                         } else if (!prune || lab.may_reach(w, tq)) {

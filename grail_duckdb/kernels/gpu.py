@@ -27,8 +27,16 @@ from ..errors import BackendError
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu")
 _BLOCK = 256
 _INT_MAX = np.iinfo(np.int32).max
+#: vertices are permuted in blocks of this many ids (``cpu.ORDER_BLOCK``)
+ORDER_BLOCK = 64
+_M64 = (1 << 64) - 1
 #: upper bound on the search's words per vertex (64 * W queries per pass)
 MAX_WORDS = 64
+#: load balance of the traversals: "binned" (thread / warp / grid by degree) or "edges"
+#: (edge-balanced: prefix sum + binary search); binned won on the device (README, GPU backend)
+BALANCE = "binned"
+#: fixes the search's words per vertex (for tuning); None: chosen from the memory budget
+FORCE_WORDS: int | None = None
 
 
 def kernel_dir() -> Path:
@@ -39,6 +47,28 @@ def kernel_dir() -> Path:
         if (cand / "common.cuh").is_file():
             return cand
     raise BackendError(f"CUDA sources not found next to {pkg} (kernels/ or _cuda/)")
+
+
+def _mix64(x: int) -> int:
+    """splitmix64 finaliser on Python ints (the host side of ``mix64`` in common.cuh)."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def order_params(n_blocks: int, label: int, seed: int):
+    """(mask, a1, c, a2, shift, xor) of label ``label``'s vertex order, as cpu.order_params."""
+    bits = 1
+    while (1 << bits) < max(n_blocks, 2):
+        bits += 1
+    mask = (1 << bits) - 1
+    h = _mix64(((int(seed) & _M64) * 64 + label) & _M64)
+    a1 = (_mix64(h) & mask) | 1
+    c = _mix64((h + 1) & _M64) & mask
+    a2 = (_mix64((h + 2) & _M64) & mask) | 1
+    xr = _mix64((h + 3) & _M64) & (ORDER_BLOCK - 1)
+    return mask, a1, c, a2, max(bits // 2, 1), xr
 
 
 def _out_of_memory(fn):
@@ -73,6 +103,22 @@ class GpuKernels:
         self._grids: dict[str, int] = {}
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self._levels: dict[int, tuple] = {}  # order's pointer -> (order, offs on device, levels)
+        self._balance = None
+        self._scan = cp.empty(0, cp.int64)
+
+    def _set_balance(self, args, grid):
+        """Point the kernels at the chosen load balance (and, edge-balanced, its scratch)."""
+        mode = 1 if BALANCE == "edges" else 0
+        if mode != self._balance:
+            flag = cp.ndarray((1,), cp.int32, self._module.get_global("g_balance"))
+            flag[0] = mode
+            self._balance = mode
+        if mode == 1:
+            need = max([int(a.size) for a in args if isinstance(a, cp.ndarray)] + [0]) + 2 + grid
+            if self._scan.size < need:
+                self._scan = cp.empty(need, cp.int64)
+                ptr = cp.ndarray((1,), cp.uint64, self._module.get_global("g_scan"))
+                ptr[0] = self._scan.data.ptr
 
     # --- launching -------------------------------------------------------------------------
     def _launch(self, name, *args):
@@ -83,6 +129,7 @@ class GpuKernels:
             regs = max(int(fn.num_regs), 16)
             per_sm = min(2048 // _BLOCK, 65536 // (((regs + 7) // 8) * 8 * _BLOCK), 8)
             grid = max(1, per_sm) * self._sms
+        self._set_balance(args, grid)
         while True:
             try:
                 fn((grid,), (_BLOCK,), args)
@@ -257,10 +304,15 @@ class GpuKernels:
         excl = cp.empty((n, d), cp.int32)
         key = cp.empty(n, cp.uint64)
         size64 = size.astype(cp.int64)
+        n_blocks = (n + ORDER_BLOCK - 1) // ORDER_BLOCK
+        inv = cp.empty(max(n_blocks, 1), cp.int64)
         for j in range(d):
-            self._launch("sibling_keys_kernel", np.int32(n), parent, np.int32(j),
-                         np.uint64(int(seed) % (1 << 64)), key)
-            srt = cp.argsort(key)  # stable: equal hashes fall back to vertex id, as on the CPU
+            mask, a1, c, a2, shift, xr = order_params(n_blocks, j, seed)
+            self._launch("block_rank_kernel", np.int64(n_blocks), *(np.uint64(x) for x in
+                                                                   (mask, a1, c, a2, shift)),
+                         inv)
+            self._launch("sibling_keys_kernel", np.int32(n), parent, inv, np.uint64(xr), key)
+            srt = cp.argsort(key)  # children grouped by parent, in label j's vertex order
             s = size64[srt]
             incl = cp.cumsum(s)
             par = key[srt] >> np.uint64(32)
@@ -284,7 +336,29 @@ class GpuKernels:
                          self._ctr())
         return inner, outer
 
+    @_out_of_memory
+    def hub_bits(self, fwd, rev, order, hub_of, words):
+        n = hub_of.shape[0]
+        down = cp.zeros((n, words), cp.uint64)
+        up = cp.zeros((n, words), cp.uint64)
+        offs, levels = self._level_offsets(order)
+        if n and words:
+            self._launch("hubs_kernel", np.int32(n), np.int32(levels), np.int32(words),
+                         fwd.indptr, fwd.indices, rev.indptr, rev.indices, order, offs,
+                         cp.asarray(hub_of, cp.int32), down, up, cp.empty(n, cp.int32),
+                         self._ctr())
+        return down, up
+
     # --- queries ---------------------------------------------------------------------------
+    @staticmethod
+    def _hubs(lab):
+        """(down, up, words) of the labels' hub bits; no words when the labels have none."""
+        down = getattr(lab, "hub_down", None)
+        if down is None or down.ndim != 2 or down.shape[1] == 0:
+            empty = cp.zeros(1, cp.uint64)
+            return empty, empty, 0
+        return down, lab.hub_up, int(down.shape[1])
+
     @_out_of_memory
     def query_cuts(self, cs, ct, lab):
         nq = cs.shape[0]
@@ -292,7 +366,8 @@ class GpuKernels:
         if nq:
             self._launch("cuts_kernel", np.int32(nq), cp.asarray(cs, cp.int32),
                          cp.asarray(ct, cp.int32), lab.level, lab.inner, lab.outer, lab.tree_lo,
-                         lab.tree_post, np.int32(lab.d), status)
+                         lab.tree_post, np.int32(lab.d), *self._hubs(lab)[:2],
+                         np.int32(self._hubs(lab)[2]), status)
         return status
 
     @staticmethod
@@ -301,6 +376,8 @@ class GpuKernels:
         of n * W 64-bit words), at least ``words``, at most what the queries need."""
         fit = budget // max(24 * n, 1)
         need = -(-nq // 64)
+        if FORCE_WORDS:
+            return int(max(1, min(FORCE_WORDS, need)))
         return int(max(1, min(max(words, fit), need, MAX_WORDS)))
 
     @_out_of_memory
@@ -316,9 +393,10 @@ class GpuKernels:
         pend1 = cp.zeros(n * W, cp.uint64)
         ints = [cp.zeros(n, cp.int32) for _ in range(2)] + [cp.empty(n, cp.int32)
                                                             for _ in range(4)]
+        down, up, hw = self._hubs(lab)
         self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices, lab.level,
                      lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
-                     np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
+                     down, up, np.int32(hw), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
                      np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
                      cp.zeros(W, cp.uint64), *ints, self._ctr())
         return ans

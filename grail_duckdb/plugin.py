@@ -214,18 +214,28 @@ def registry_of(con) -> Registry:
     except duckdb.CatalogException:
         token = None
     with _REGISTRIES_LOCK:
-        if token is not None and token in _REGISTRIES:
-            reg = _REGISTRIES[token]
+        reg = _REGISTRIES.get(token) if token is not None else None
+        if reg is not None:
             if _closed(reg.con):
                 reg.con = con
             return reg
         row = con.execute("SELECT path FROM duckdb_databases() "
                           "WHERE database_name = current_database()").fetchall()
         db_path = Path(row[0][0]).resolve() if row and row[0][0] else None
-        reg = Registry(uuid.uuid4().hex, db_path, con)
-        _register_functions(con, reg)
+        reg = Registry(token or uuid.uuid4().hex, db_path, con)
+        if token is None:
+            _register_functions(con, reg.token)
         _REGISTRIES[reg.token] = reg
         return reg
+
+
+def _registry(token: str) -> Registry:
+    """The registry a registered function belongs to (looked up per call: a dict access)."""
+    reg = _REGISTRIES.get(token)
+    if reg is None:
+        raise GrailError("grail_duckdb lost this database's index registry; call "
+                         "grail_duckdb.install(con) again")
+    return reg
 
 
 def _closed(con) -> bool:
@@ -246,22 +256,23 @@ def install(con):
     return con
 
 
-def _register_functions(con, reg: Registry) -> None:
-    """The Python functions behind the macros, on ``con``'s database (replacing stale ones)."""
+def _register_functions(con, token: str) -> None:
+    """The Python functions behind the macros, on ``con``'s database; each finds its registry
+    by ``token`` on every call."""
     funcs = [
-        ("__grail_db_token", _token_udf(reg), [], "VARCHAR", "native", False),
-        ("__grail_reaches_int", _reaches_udf(reg), ["BIGINT", "BIGINT", "VARCHAR"], "BOOLEAN",
+        ("__grail_db_token", _token_udf(token), [], "VARCHAR", "native", False),
+        ("__grail_reaches_int", _reaches_udf(token), ["BIGINT", "BIGINT", "VARCHAR"], "BOOLEAN",
          "arrow", False),
-        ("__grail_reaches_str", _reaches_udf(reg), ["VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN",
+        ("__grail_reaches_str", _reaches_udf(token), ["VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN",
          "arrow", False),
-        ("__grail_reaches_list_int", _reaches_list_udf(reg), ["BIGINT[]", "BIGINT[]", "VARCHAR"],
+        ("__grail_reaches_list_int", _reaches_list_udf(token), ["BIGINT[]", "BIGINT[]", "VARCHAR"],
          "BOOLEAN[]", "arrow", False),
-        ("__grail_reaches_list_str", _reaches_list_udf(reg),
+        ("__grail_reaches_list_str", _reaches_list_udf(token),
          ["VARCHAR[]", "VARCHAR[]", "VARCHAR"], "BOOLEAN[]", "arrow", False),
-        ("__grail_index", _index_udf(reg),
+        ("__grail_index", _index_udf(token),
          ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN"],
          _SUMMARY_SQL, "arrow", True),
-        ("__grail_indexes", _indexes_udf(reg), [], f"{_SUMMARY_SQL}[]", "native", True),
+        ("__grail_indexes", _indexes_udf(token), [], f"{_SUMMARY_SQL}[]", "native", True),
     ]
     for name, fn, params, ret, kind, side_effects in funcs:
         try:
@@ -272,11 +283,11 @@ def _register_functions(con, reg: Registry) -> None:
                             side_effects=side_effects)
 
 
-def _token_udf(reg: Registry):
-    def token():
+def _token_udf(token: str):
+    def db_token():
         """The registry token of this database (found again by later installs)."""
-        return reg.token
-    return token
+        return token
+    return db_token
 
 
 def _one_name(names) -> str:
@@ -305,19 +316,19 @@ def _constant(arr: pa.Array, first) -> bool:
     return bool(pc.all(pc.equal(arr, first)).as_py())
 
 
-def _reaches_udf(reg: Registry):
+def _reaches_udf(token: str):
     def reaches(src, dst, names):
         """Arrow scalar UDF: one chunk (<= 2048 rows) of pairs -> answers."""
         if src.null_count == len(src) or dst.null_count == len(dst):
             return pa.nulls(len(src), pa.bool_())
-        return reg.get(_one_name(names)).index.reaches(src, dst)
+        return _registry(token).get(_one_name(names)).index.reaches(src, dst)
     return reaches
 
 
-def _reaches_list_udf(reg: Registry):
+def _reaches_list_udf(token: str):
     def reaches_list(src, dst, names):
         """Arrow UDF over list rows: each row's two key lists -> one list of answers."""
-        return answer_lists(reg, src, dst, _one_name(names))
+        return answer_lists(_registry(token), src, dst, _one_name(names))
     return reaches_list
 
 
@@ -351,9 +362,10 @@ def _list_values(arr: pa.ListArray) -> pa.Array:
     return arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
-def _index_udf(reg: Registry):
+def _index_udf(token: str):
     def grail_index(tables, srcs, dsts, labels, names, paths, rebuilds):
         """Arrow UDF behind the grail_index macro: one summary struct per row."""
+        reg = _registry(token)
         rows = []
         for i in range(len(tables)):
             table = tables[i].as_py()
@@ -369,9 +381,10 @@ def _index_udf(reg: Registry):
     return grail_index
 
 
-def _indexes_udf(reg: Registry):
+def _indexes_udf(token: str):
     def grail_indexes():
         """The summaries of the indices this registry holds."""
+        reg = _registry(token)
         with reg.lock:
             return [e.summary() for _, e in sorted(reg.entries.items())]
     return grail_indexes

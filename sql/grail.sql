@@ -64,8 +64,11 @@ CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst',
 
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := 5,
                                          name := '', path := '', rebuild := false) AS TABLE
-    SELECT unnest(__grail_index(table_name, src, dst, labels, name, path, rebuild));
+    WITH built AS MATERIALIZED (
+        SELECT __grail_index(table_name, src, dst, labels, name, path, rebuild) AS s)
+    SELECT unnest(s) FROM built;  -- materialized: the build runs once, not once per field
 
 -- grail_indexes(): the indices this database knows in this process, one row each.
 CREATE OR REPLACE TEMP MACRO grail_indexes() AS TABLE
-    SELECT unnest(__grail_indexes(), max_depth := 2);
+    WITH listed AS MATERIALIZED (SELECT __grail_indexes() AS l)
+    SELECT unnest(l, max_depth := 2) FROM listed;

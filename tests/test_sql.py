@@ -1,0 +1,310 @@
+"""The SQL surface: grail_index, reaches, reaches_pairs, against DuckDB's own recursive CTE and a
+networkx oracle; NULLs, unknown keys, strings, empty tables, cycles, staleness, corrupt files,
+injection, threads."""
+from __future__ import annotations
+
+import threading
+
+import duckdb
+import networkx as nx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import grail_duckdb as gd
+from grail_duckdb import plugin
+
+CTE = """
+WITH RECURSIVE walk(start, v) USING KEY (start, v) AS (
+    SELECT DISTINCT src, src FROM edges
+    UNION
+    SELECT w.start, e.dst FROM walk AS w JOIN edges AS e ON e.src = w.v)
+SELECT start, v FROM walk"""
+
+
+def fresh(edges=None, *, key="BIGINT", con=None):
+    """An in-memory database with table edges(src, dst) and the plugin installed."""
+    con = con or duckdb.connect()
+    gd.install(con)
+    con.execute(f"CREATE TABLE edges(src {key}, dst {key})")
+    if edges:
+        con.executemany("INSERT INTO edges VALUES (?, ?)", list(edges))
+    return con
+
+
+def closure_by_cte(con) -> set:
+    """All reachable (u, v) pairs among edge endpoints, by DuckDB's recursive CTE (USING KEY)."""
+    return set(con.execute(CTE).fetchall())
+
+
+def all_pairs(con, extra=()):
+    keys = [r[0] for r in con.execute(
+        "SELECT src FROM edges UNION SELECT dst FROM edges ORDER BY 1").fetchall()]
+    keys += list(extra)
+    return [(a, b) for a in keys for b in keys]
+
+
+def test_grail_index_summary_and_scalar_answers():
+    con = fresh([(1, 2), (2, 3), (3, 1), (3, 4), (5, 5)])
+    s = con.execute("SELECT * FROM grail_index('edges')").fetchall()
+    names = [d[0] for d in con.description]
+    row = dict(zip(names, s[0]))
+    assert (row["vertices"], row["edges"], row["components"]) == (5, 5, 3)
+    assert row["action"] == "built" and row["path"] is None
+    got = con.execute("SELECT reaches(1, 4), reaches(4, 1), reaches(2, 1), reaches(5, 5), "
+                      "reaches(NULL, 1), reaches(1, NULL), reaches(9, 9), reaches(1, 9), "
+                      "reaches(9, 1)").fetchall()[0]
+    assert got == (True, False, True, True, None, None, True, False, False)
+
+
+def test_matches_recursive_cte_on_a_graph_with_cycles_and_self_loops():
+    g = nx.gnp_random_graph(40, 0.06, seed=3, directed=True)
+    edges = list(g.edges()) + [(7, 7), (11, 11)]
+    con = fresh(edges)
+    con.execute("SELECT grail_index('edges')").fetchall()
+    want = closure_by_cte(con)
+    pairs = all_pairs(con, extra=[1000])
+    con.execute("CREATE TABLE pairs(a BIGINT, b BIGINT)")
+    con.executemany("INSERT INTO pairs VALUES (?, ?)", pairs)
+    got = {(a, b): r for a, b, r in con.execute("SELECT a, b, reaches(a, b) FROM pairs").fetchall()}
+    for (a, b), r in got.items():
+        assert r == ((a, b) in want or a == b), (a, b)
+    whole = {(a, b): r for a, b, r in con.execute(
+        "SELECT * FROM reaches_pairs('pairs', 'a', 'b')").fetchall()}
+    assert whole == got
+
+
+def test_string_keys_and_type_mismatch():
+    con = fresh([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")], key="VARCHAR")
+    con.execute("SELECT grail_index('edges')").fetchall()
+    assert con.execute("SELECT reaches('a', 'd'), reaches('d', 'a'), reaches('zz', 'zz'), "
+                       "reaches('a', NULL)").fetchall()[0] == (True, False, True, None)
+    with pytest.raises(duckdb.Error, match="KeyTypeError"):
+        con.execute("SELECT reaches(1, 2)").fetchall()
+    with pytest.raises(duckdb.Error, match="integers or both VARCHAR"):
+        con.execute("SELECT reaches('a', 2)").fetchall()
+    with pytest.raises(duckdb.Error, match="integers or both VARCHAR"):
+        con.execute("SELECT reaches(1.5, 2.5)").fetchall()
+
+
+def test_integer_types_all_work():
+    con = fresh([(1, 2), (2, 3)], key="INTEGER")
+    con.execute("SELECT grail_index('edges')").fetchall()
+    got = con.execute("SELECT reaches(1::TINYINT, 3::UBIGINT), reaches(3::SMALLINT, 1)").fetchall()
+    assert got == [(True, False)]
+
+
+def test_empty_table_and_nulls_in_pairs():
+    con = fresh()
+    s = con.execute("SELECT grail_index('edges').vertices").fetchall()
+    assert s == [(0,)]
+    assert con.execute("SELECT reaches(1, 1), reaches(1, 2), reaches(NULL, NULL)").fetchall() == [
+        (True, False, None)]
+    con.execute("CREATE TABLE pairs AS SELECT * FROM (VALUES (1, NULL), (NULL, 2), (3, 3)) t(a, b)")
+    assert con.execute("SELECT * FROM reaches_pairs('pairs', 'a', 'b') ORDER BY ALL").fetchall() == [
+        (1, None, None), (3, 3, True), (None, 2, None)]
+    con.execute("CREATE TABLE nothing(a BIGINT, b BIGINT)")
+    assert con.execute("SELECT count(*) FROM reaches_pairs('nothing', 'a', 'b')").fetchall() == [(0,)]
+
+
+def test_null_endpoint_in_edge_table_is_refused():
+    con = fresh([(1, 2)])
+    con.execute("INSERT INTO edges VALUES (2, NULL)")
+    with pytest.raises(duckdb.Error, match="NULL endpoint"):
+        con.execute("SELECT grail_index('edges')").fetchall()
+
+
+def test_no_index_and_unknown_index_say_what_to_do():
+    con = fresh([(1, 2)])
+    with pytest.raises(duckdb.Error, match=r"grail_index\('edge_table'"):
+        con.execute("SELECT reaches(1, 2)").fetchall()
+    con.execute("SELECT grail_index('edges', name := 'a')").fetchall()
+    con.execute("SELECT grail_index('edges', name := 'b')").fetchall()
+    with pytest.raises(duckdb.Error, match="several reachability indices"):
+        con.execute("SELECT reaches(1, 2)").fetchall()
+    assert con.execute("SELECT reaches(1, 2, 'a'), reaches(2, 1, 'b')").fetchall() == [(True, False)]
+    with pytest.raises(duckdb.Error, match="no reachability index named 'c'"):
+        con.execute("SELECT reaches(1, 2, 'c')").fetchall()
+    assert {r[0] for r in con.execute("SELECT name FROM grail_indexes()").fetchall()} == {"a", "b"}
+
+
+def test_named_indices_over_different_tables():
+    con = fresh([(1, 2)])
+    con.execute("CREATE TABLE other(x BIGINT, y BIGINT)")
+    con.execute("INSERT INTO other VALUES (2, 1)")
+    con.execute("SELECT grail_index('edges', name := 'fwd')").fetchall()
+    con.execute("SELECT grail_index('other', src := 'x', dst := 'y', name := 'bwd')").fetchall()
+    assert con.execute("SELECT reaches(1, 2, 'fwd'), reaches(1, 2, 'bwd'), reaches(2, 1, 'bwd')"
+                       ).fetchall() == [(True, False, True)]
+
+
+@pytest.mark.parametrize("bad", ["x; DROP TABLE edges", "edges; --", "f()", "edges AS e",
+                                 "edges WHERE 1=1", ""])
+def test_injection_attempts_are_errors_and_drop_nothing(bad):
+    con = fresh([(1, 2)])
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT grail_index($t)", {"t": bad}).fetchall()
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT grail_index('edges', src := $c)", {"c": "src FROM edges; DROP TABLE edges; --"}).fetchall()
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT grail_index('edges', name := $n)", {"n": "../../etc/x"}).fetchall()
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT * FROM reaches_pairs($t, 'src', 'dst')", {"t": bad}).fetchall()
+    assert con.execute("SELECT count(*) FROM edges").fetchall() == [(1,)]
+
+
+def test_quoted_names_work():
+    con = duckdb.connect()
+    gd.install(con)
+    con.execute('CREATE TABLE "My Edges"("From" BIGINT, "To" BIGINT)')
+    con.execute('INSERT INTO "My Edges" VALUES (1, 2)')
+    s = con.execute("""SELECT grail_index('"My Edges"', src := '"From"', dst := '"To"', name := 'm')""").fetchall()
+    assert s[0][0]["vertices"] == 2
+    assert con.execute("SELECT reaches(1, 2)").fetchall() == [(True,)]
+
+
+def test_file_database_persists_and_a_new_process_reloads(tmp_path):
+    db = tmp_path / "papers.duckdb"
+    con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
+    s = con.execute("SELECT * FROM grail_index('edges', name := 'cites')").fetchall()[0]
+    assert s[-1] == str(tmp_path / "papers.cites.grail.parquet")
+    assert (tmp_path / "papers.cites.grail.json").exists()
+    con.close()
+    plugin._REGISTRIES.clear()  # what a new process starts with
+    con = duckdb.connect(str(db))
+    gd.install(con)
+    assert con.execute("SELECT reaches(1, 3), reaches(3, 1)").fetchall() == [(True, False)]
+    row = con.execute("SELECT action FROM grail_indexes()").fetchall()
+    assert row == [("loaded",)]
+    assert con.execute("SELECT action FROM grail_index('edges', name := 'cites')").fetchall() == [
+        ("cached",)]
+
+
+def test_stale_index_is_refused_until_rebuilt(tmp_path):
+    db = tmp_path / "g.duckdb"
+    con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
+    con.execute("SELECT grail_index('edges')").fetchall()
+    con.execute("UPDATE edges SET dst = 1 WHERE src = 2")  # same row count, other content
+    with pytest.raises(duckdb.Error, match="stale.*rebuild := true"):
+        con.execute("SELECT grail_index('edges')").fetchall()
+    con.close()
+    plugin._REGISTRIES.clear()
+    con = duckdb.connect(str(db))
+    gd.install(con)
+    with pytest.raises(duckdb.Error, match="StaleIndexError"):
+        con.execute("SELECT reaches(1, 3)").fetchall()
+    con.execute("SELECT grail_index('edges', rebuild := true)").fetchall()
+    assert con.execute("SELECT reaches(1, 3), reaches(2, 1)").fetchall() == [(False, True)]
+
+
+def test_stale_index_full_fingerprint_check_when_duckdb_version_differs(tmp_path):
+    import json
+
+    db = tmp_path / "g.duckdb"
+    con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
+    con.execute("SELECT grail_index('edges')").fetchall()
+    side = tmp_path / "g.edges.grail.json"
+    doc = json.loads(side.read_text())
+    side.write_text(json.dumps({**doc, "duckdb": "0.0.0", "hash": "other"}))
+    con.close()
+    plugin._REGISTRIES.clear()
+    con = duckdb.connect(str(db))
+    gd.install(con)
+    assert con.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]  # content unchanged
+    con.execute("INSERT INTO edges VALUES (3, 4)")
+    con.close()
+    plugin._REGISTRIES.clear()
+    con2 = duckdb.connect(str(db))
+    gd.install(con2)
+    with pytest.raises(duckdb.Error, match="stale"):
+        con2.execute("SELECT reaches(1, 3)").fetchall()
+
+
+def test_corrupt_index_file_is_refused(tmp_path):
+    path = tmp_path / "idx.grail.parquet"
+    con = fresh([(1, 2), (2, 3)])
+    con.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    plugin._REGISTRIES.clear()
+    con2 = fresh([(1, 2), (2, 3)])
+    with pytest.raises(duckdb.Error, match="IndexFileError|corrupt|damaged"):
+        con2.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()
+    s = con2.execute("SELECT action FROM grail_index('edges', path := $p, rebuild := true)",
+                     {"p": str(path)}).fetchall()
+    assert s == [("built",)]
+
+
+def test_in_memory_explicit_path_round_trip(tmp_path):
+    path = tmp_path / "x.grail.parquet"
+    con = fresh([(1, 2), (2, 3)])
+    assert con.execute("SELECT action FROM grail_index('edges', path := $p)",
+                       {"p": str(path)}).fetchall() == [("built",)]
+    plugin._REGISTRIES.clear()
+    con2 = fresh([(1, 2), (2, 3)])
+    assert con2.execute("SELECT action FROM grail_index('edges', path := $p)",
+                        {"p": str(path)}).fetchall() == [("loaded",)]
+    assert con2.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]
+
+
+def test_install_is_idempotent_and_cursors_share_the_registry():
+    con = fresh([(1, 2)])
+    gd.install(con)
+    con.execute("SELECT grail_index('edges')").fetchall()
+    cur = con.cursor()
+    gd.install(cur)
+    assert cur.execute("SELECT reaches(1, 2)").fetchall() == [(True,)]
+    other = fresh([(2, 1)])  # another database: its own registry
+    with pytest.raises(duckdb.Error, match="no reachability index"):
+        other.execute("SELECT reaches(1, 2)").fetchall()
+
+
+def test_four_threads_query_through_cursors():
+    g = nx.gnp_random_graph(300, 0.01, seed=5, directed=True)
+    con = fresh(list(g.edges()))
+    con.execute("SELECT grail_index('edges')").fetchall()
+    con.execute("CREATE TABLE pairs AS SELECT a.range AS a, b.range AS b "
+                "FROM range(300) a, range(0, 300, 3) b")
+    want = con.execute("SELECT count(*) FROM pairs WHERE reaches(a, b)").fetchall()
+    results, errors = [], []
+
+    def work():
+        try:
+            cur = con.cursor()
+            gd.install(cur)
+            for _ in range(3):
+                results.append(cur.execute(
+                    "SELECT count(*) FROM pairs WHERE reaches(a, b)").fetchall())
+                results.append(cur.execute(
+                    "SELECT count(*) FROM reaches_pairs('pairs', 'a', 'b') WHERE reaches").fetchall())
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 24 and all(r == want for r in results)
+    reach = {(a, b) for a in g for b in nx.descendants(g, a)}
+    assert want[0][0] == sum(1 for a in range(300) for b in range(0, 300, 3)
+                             if a == b or (a, b) in reach)
+
+
+edge_lists = st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12)), max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edges=edge_lists)
+def test_hypothesis_small_graphs_scalar_whole_column_and_cte_agree(edges):
+    con = fresh(edges)
+    con.execute("SELECT grail_index('edges')").fetchall()
+    want = closure_by_cte(con)
+    con.execute("CREATE TABLE pairs AS SELECT a.range AS a, b.range AS b "
+                "FROM range(-1, 14) a, range(-1, 14) b")
+    scalar = con.execute("SELECT a, b, reaches(a, b) FROM pairs ORDER BY ALL").fetchall()
+    whole = con.execute("SELECT * FROM reaches_pairs('pairs', 'a', 'b') ORDER BY ALL").fetchall()
+    assert scalar == whole
+    for a, b, r in scalar:
+        assert r == (a == b or (a, b) in want)

@@ -371,14 +371,19 @@ def parse_snap(data: bytes) -> pa.Table:
     """Parse a SNAP edge list: ``src dst`` integers per line, ``#`` starts a comment.
 
     Blank and comment lines are skipped; columns after the second (weights, timestamps) are
-    ignored.
+    ignored. A plain list (comments only at the top, one tab or space between the fields) is
+    read by pyarrow.csv; anything else, and every malformed file, by the NumPy lexer, which
+    names the line at fault.
 
     >>> parse_snap(b"# a comment\\n1\\t2\\n\\n2 3 0.5\\n").to_pydict()
     {'src': [1, 2], 'dst': [2, 3]}
     """
-    if not data.strip():
+    if not data or data.isspace():
         empty = np.empty(0, np.int64)
         return _edge_table(empty, empty)
+    fast = _plain_snap(data)
+    if fast is not None:
+        return fast
     data = _blank_comments(data)
     try:
         lx = _Lexed(data, 0, {}, signed=True)
@@ -388,6 +393,43 @@ def parse_snap(data: bytes) -> pa.Table:
             f"malformed edge list: line {exc.line + 1} {exc.what} (SNAP edge lists hold two "
             "integers per line; read text keys from a .tsv/.csv file)"
         ) from None
+    return _edge_table(src, dst)
+
+
+def _plain_snap(data: bytes) -> pa.Table | None:
+    """The fast path of :func:`parse_snap`, or None where the file is not a plain list.
+
+    Plain: ``#`` lines only before the first edge, and the first edge line is two integers
+    with exactly one tab or space between them. pyarrow.csv then parses the rest with that
+    delimiter and int64 columns; any complaint sends the file to the NumPy lexer instead.
+    """
+    import pyarrow.csv as pacsv
+
+    offset = 0
+    while data.startswith(b"#", offset) or data.startswith(b"\n", offset):
+        end = data.find(b"\n", offset)
+        if end < 0:
+            return None
+        offset = end + 1
+    end = data.find(b"\n", offset)
+    first = data[offset:end if end >= 0 else len(data)].rstrip(b"\r")
+    delimiter = "\t" if first.count(b"\t") >= 1 else " "
+    fields = first.split(delimiter.encode())
+    if len(fields) < 2 or not all(f.lstrip(b"-").isdigit() for f in fields[:2]) \
+            or data.find(b"#", offset) >= 0:
+        return None
+    read = pacsv.ReadOptions(autogenerate_column_names=True, skip_rows=0)
+    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char=False)
+    convert = pacsv.ConvertOptions(include_columns=["f0", "f1"],
+                                   column_types={"f0": pa.int64(), "f1": pa.int64()})
+    try:
+        table = pacsv.read_csv(pa.BufferReader(memoryview(data)[offset:]), read_options=read,
+                               parse_options=parse, convert_options=convert)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    src, dst = (table.column(c).combine_chunks() for c in ("f0", "f1"))
+    if src.null_count or dst.null_count:                   # an empty field: not plain
+        return None
     return _edge_table(src, dst)
 
 
@@ -447,27 +489,40 @@ def parse_delimited(data: bytes, delimiter: str, src_col=None, dst_col=None,
     >>> parse_delimited(b"a,b\\nx,y\\n", ",").to_pydict()
     {'src': ['x'], 'dst': ['y']}
     """
-    import pyarrow.csv as pacsv
-
     if header is None:
         header = src_col is not None or dst_col is not None or _looks_like_header(data, delimiter)
     if not header and (src_col is not None or dst_col is not None):
         raise EdgeInputError("src_col/dst_col name header columns, but header=False was given")
     names = _header_names(data, delimiter) if header else None
     src, dst = _pick_columns(names, src_col, dst_col) if header else ("f0", "f1")
+    try:                                                   # integer keys: parsed directly
+        return _edge_table(*_read_csv(data, delimiter, header, src, dst, pa.int64()))
+    except pa.ArrowInvalid:                                # some field is not an integer
+        pass
+    return _edge_table(*_text_or_int(*_read_csv(data, delimiter, header, src, dst, pa.string())))
+
+
+def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ):
+    """The two key columns as ``typ``; a ragged row is an EdgeInputError naming its line.
+
+    Raises ``pa.ArrowInvalid`` when a field does not convert to ``typ``.
+    """
+    import pyarrow.csv as pacsv
+
     invalid: list = []
     read = pacsv.ReadOptions(autogenerate_column_names=not header)
     parse = pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=_collect(invalid))
-    convert = pacsv.ConvertOptions(include_columns=[src, dst],
-                                   column_types={src: pa.string(), dst: pa.string()})
+    convert = pacsv.ConvertOptions(include_columns=[src, dst], column_types={src: typ, dst: typ})
     try:
         table = pacsv.read_csv(pa.BufferReader(data), read_options=read, parse_options=parse,
                                convert_options=convert)
     except pa.ArrowInvalid as exc:
+        if "conversion error" in str(exc).lower():
+            raise
         raise EdgeInputError(f"malformed {_kind(delimiter)} file: {exc}") from None
     if invalid:
         raise EdgeInputError(f"malformed {_kind(delimiter)} file: {_describe_row(data, invalid[0])}")
-    return _edge_table(*_text_or_int(table.column(src), table.column(dst)))
+    return table.column(src).combine_chunks(), table.column(dst).combine_chunks()
 
 
 def _kind(delimiter: str) -> str:
@@ -541,7 +596,7 @@ def _pick_columns(names: list[str], src_col, dst_col) -> tuple[str, str]:
 
 def _text_or_int(*cols) -> list[pa.Array]:
     """Text key columns as int64 when every value of both is an integer, else as string."""
-    cols = [pc.utf8_trim_whitespace(c.combine_chunks()) for c in cols]
+    cols = [pc.utf8_trim_whitespace(c) for c in cols]
     try:
         return [pc.cast(c, pa.int64()) for c in cols]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

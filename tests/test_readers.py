@@ -263,3 +263,14 @@ def test_cora_is_read_reversed(datasets_dir):
         cited, citing = map(int, f.readline().split())
     assert pairs(load_dataset("cora"))[0] == (citing, cited)
     assert lookup("cora.cites") is DATASETS["cora"] and lookup("UNIPROT") is DATASETS["uniprot"]
+
+
+@pytest.mark.parametrize("text", [
+    "1\t2\n3\t4\n",                      # plain: the pyarrow.csv path
+    "# header\n1 2\n3 4\r\n",
+    "1  2\n3 4\n",                        # two spaces: the NumPy lexer
+    "1\t2\n# inner comment\n3\t4\n",
+    "1 2\n3\t4\n",
+])
+def test_snap_both_paths_agree(tmp_path, text):
+    assert pairs(read_edges(write(tmp_path / "g.txt", text))) == [(1, 2), (3, 4)]

@@ -201,7 +201,7 @@ class DuckDBCteBaseline:
 
         self.con = duckdb.connect()
         self.con.execute(f"SET threads = {int(self.threads)}")
-        self.con.execute("SET GLOBAL enable_progress_bar = false")
+        self.con.execute("SET enable_progress_bar = false")
         table = pa.table({"src": _plain(src), "dst": _plain(dst)})
         self.con.register("bench_edges_view", table)
         self.con.execute("CREATE TABLE bench_edges AS SELECT * FROM bench_edges_view")
@@ -225,7 +225,7 @@ def pairs_connection(sets: dict, threads: int = 1):
 
     con = duckdb.connect()
     con.execute(f"SET threads = {int(threads)}")
-    con.execute("SET GLOBAL enable_progress_bar = false")
+    con.execute("SET enable_progress_bar = false")
     for name, table in sets.items():
         con.register("bench_view", pa.table({"a": _plain(table.column(0)),
                                              "b": _plain(table.column(1))}))

@@ -220,8 +220,7 @@ class _Lexed:
         self.line -= is_nl                                 # the newline belongs to its line
         self.lines = int(self.line[-1]) + 1 if keep else 0
         starts = self.pos[self.kind == _NUM]
-        self.values, ends = _decode_numbers(b, starts, digit)
-        too_long = _first(ends - starts >= _MAX_DIGITS + (b[starts] == 45))
+        self.values, ends, too_long = _decode_numbers(b, starts, digit)
         if too_long is not None:
             line = int(self.line[self.kind == _NUM][too_long])
             raise _LineError(line, "holds a number with more than 18 digits")
@@ -252,29 +251,27 @@ class _LineError(Exception):
 def _decode_numbers(b: np.ndarray, starts: np.ndarray, digit: np.ndarray):
     """Decimal values of the numbers starting at ``starts`` (optional leading '-').
 
-    Horner's rule one digit column at a time, each column one NumPy pass over all numbers:
-    as many passes as the longest number has digits (at most 20 looked at: longer numbers
-    are reported by the caller). ``digit`` has a False sentinel after the text. Returns
-    ``(values int64, position of each last digit)``.
+    Every digit run of the text is one number. The digits are packed into one buffer (one
+    NumPy pass), which with the run lengths as offsets is an Arrow string array; Arrow's
+    integer parser then decodes all numbers at once. ``digit`` has a False sentinel after
+    the text. Returns ``(values int64, position of each last digit, index of the first
+    number with more than 18 digits or None)``.
     """
     neg = b[starts] == 45
-    index = np.int32 if b.shape[0] < np.iinfo(np.int32).max else np.int64
-    pos = starts.astype(index) + neg
-    last = b.shape[0] - 1
-    values = np.zeros(starts.shape[0], np.int64)
-    live = np.ones(starts.shape[0], bool)
-    for _ in range(_MAX_DIGITS + 2):
-        live &= digit[pos]
-        if not live.any():
-            break
-        d = b[np.minimum(pos, last)]                       # a finished number may sit at the end
-        d -= np.uint8(48)
-        d *= live                                          # finished numbers: * 1 + 0
-        values *= np.where(live, np.uint8(10), np.uint8(1))
-        values += d
-        pos += live
-    values[neg] = -values[neg]
-    return values, pos.astype(np.int64) - 1
+    ends = np.flatnonzero(digit[:-1] & ~digit[1:])
+    lengths = ends - starts - neg + 1
+    too_long = _first(lengths > _MAX_DIGITS)
+    if too_long is not None:
+        return None, ends, too_long
+    offsets = np.zeros(starts.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    packed = b[digit[:-1]]
+    text = pa.LargeStringArray.from_buffers(starts.shape[0], pa.py_buffer(offsets),
+                                            pa.py_buffer(packed))
+    values = pc.cast(text, pa.int64()).to_numpy()
+    if neg.any():
+        values = np.where(neg, -values, values)
+    return values, ends, None
 
 
 def _first(flags: np.ndarray):

@@ -892,13 +892,14 @@ def _gteps_table(report: dict) -> list[str]:
            "shallow graphs). The last row per workload seeds one traversal from every vertex: "
            "each edge crossed once, the kernel's raw edge throughput.", "",
            "| workload [backend] | graph | roots | edges traversed | median per root | "
-           "seconds | GTEPS |", "|---|---|---:|---:|---:|---:|---:|"]
+           "time (ms) | GTEPS |", "|---|---|---:|---:|---:|---:|---:|"]
     for w in report["workloads"]:
         for b, per in w["backends"].items():
             for graph, g in per["gteps"].items():
                 gteps = "–" if g["gteps"] is None else f"{g['gteps']:.3f}"
-                out.append(f"| {w['name']} [{b}] | {graph} | {g['roots']} | {g['edges']:,} | "
-                           f"{g.get('edges_per_root_median', 0):,.0f} | {g['seconds']:.4f} | "
+                med = g.get("edges_per_root_median")
+                out.append(f"| {w['name']} [{b}] | {graph} | {g['roots']:,} | {g['edges']:,} | "
+                           f"{'–' if med is None else f'{med:,.0f}'} | {_ms(g['seconds'])} | "
                            f"{gteps} |")
     return out + [""]
 

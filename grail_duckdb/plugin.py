@@ -292,7 +292,10 @@ def _token_udf(token: str):
 
 def _one_name(names) -> str:
     """The index name of a chunk: the argument is a constant in practice; refuse mixtures."""
-    arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    if isinstance(names, pa.ChunkedArray):
+        arr = names.chunk(0) if names.num_chunks == 1 else names.combine_chunks()
+    else:
+        arr = names
     if len(arr) == 0:
         return ""
     first = arr[0].as_py()
@@ -312,7 +315,11 @@ def _constant(arr: pa.Array, first) -> bool:
         if int(off[-1] - off[0]) != len(raw) * len(arr):
             return False
         lengths_ok = bool((np.diff(off) == len(raw)).all())
-        return lengths_ok and arr.buffers()[2].to_pybytes()[off[0]:off[-1]] == raw * len(arr)
+        data = arr.buffers()[2]
+        if not lengths_ok or data is None:
+            return lengths_ok
+        start, stop = int(off[0]), int(off[-1])
+        return data.slice(start, stop - start).equals(pa.py_buffer(raw * len(arr)))
     return bool(pc.all(pc.equal(arr, first)).as_py())
 
 

@@ -7,12 +7,14 @@ Python:
     >>> idx.reaches([1, 3], [3, 1]).to_pylist()
     [True, False]
 """
-from .errors import (BackendError, EdgeInputError, GrailError, IndexFileError, KeyTypeError,
-                     StaleIndexError)
+from .errors import (BackendError, DatasetError, EdgeInputError, GrailError, IndexFileError,
+                     KeyTypeError, StaleIndexError)
 from .index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index
 from .queries import QueryStats
 from .plugin import install
 from .sqlrewrite import sql
+from .readers import read_edges
+from .datasets import load_dataset
 
 __version__ = "0.1.0"
 
@@ -26,6 +28,6 @@ def load_index(path, **kw) -> GrailIndex:
 
 __all__ = [
     "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "KeyTypeError",
-    "StaleIndexError", "DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex", "QueryStats",
-    "build_index", "load_index", "install", "sql",
+    "StaleIndexError", "DatasetError", "DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex",
+    "QueryStats", "build_index", "load_index", "install", "sql", "read_edges", "load_dataset",
 ]

@@ -73,8 +73,9 @@ def edge_columns(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst")
         cols = _from_table(pa.Table.from_batches([edges]), src_col, dst_col)
     elif isinstance(edges, pa.Table):
         cols = _from_table(edges, src_col, dst_col)
-    elif hasattr(edges, "fetch_arrow_table") or hasattr(edges, "arrow"):
-        fetch = getattr(edges, "fetch_arrow_table", None) or edges.arrow
+    elif any(hasattr(edges, a) for a in ("to_arrow_table", "fetch_arrow_table", "arrow")):
+        fetch = next(getattr(edges, a) for a in ("to_arrow_table", "fetch_arrow_table", "arrow")
+                     if hasattr(edges, a))
         table = fetch()
         if isinstance(table, pa.RecordBatchReader):
             table = table.read_all()

@@ -141,11 +141,13 @@ class VertexIds:
         return self.keys.take(pa.array(ids))
 
 
-def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None):
+def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None, xp=np):
     """Dense ids for an edge list: ``(VertexIds, src_ids int32, dst_ids int32)``.
 
     ``extra`` holds vertices that may have no edge (e.g. the isolated vertices of a .gra
-    file); they get ids too, and answer as isolated vertices.
+    file); they get ids too, and answer as isolated vertices. With ``xp`` a device array
+    module (CuPy), integer keys are mapped on the device (one upload of the key columns; the
+    id arrays stay there, the lookup table comes back for the queries); same ids either way.
     """
     kind = key_kind(src.type)
     if key_kind(dst.type) != kind:
@@ -165,6 +167,8 @@ def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None):
     d = _as_int64(dst)
     e = _as_int64(extra) if extra is not None else np.empty(0, np.int64)
     endpoints = s.shape[0] + d.shape[0] + e.shape[0]
+    if xp is not np and endpoints:
+        return _int_ids_on_device(xp, s, d, e)
     if endpoints == 0:
         ids = VertexIds._for_ints(np.empty(0, np.int64), 0)
         return ids, np.empty(0, np.int32), np.empty(0, np.int32)
@@ -182,3 +186,25 @@ def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None):
     sorted_keys = np.unique(np.concatenate([s, d, e]))
     ids = VertexIds._for_ints(sorted_keys, endpoints)
     return ids, ids._encode_int(s), ids._encode_int(d)
+
+
+def _int_ids_on_device(xp, s: np.ndarray, d: np.ndarray, e: np.ndarray):
+    """:func:`assign_ids` for integer keys with the arrays on the device (same ids)."""
+    cols = [xp.asarray(x) for x in (s, d, e) if x.shape[0]]
+    lo = min(int(x.min()) for x in cols)
+    hi = max(int(x.max()) for x in cols)
+    endpoints = s.shape[0] + d.shape[0] + e.shape[0]
+    ds, dd = xp.asarray(s), xp.asarray(d)
+    if hi - lo + 1 <= DENSE_FACTOR * endpoints + 1024:
+        present = xp.zeros(hi - lo + 1, dtype=bool)
+        for x in cols:
+            present[x - lo] = True
+        table = xp.cumsum(present, dtype=xp.int32) - 1
+        table[~present] = -1
+        sorted_keys = (xp.flatnonzero(present) + lo).astype(xp.int64).get()
+        ids = VertexIds(pa.array(sorted_keys, pa.int64()), "int", _offset=lo, _table=table.get())
+        return ids, table[ds - lo], table[dd - lo]
+    sorted_keys = xp.unique(xp.concatenate(cols))
+    ids = VertexIds._for_ints(sorted_keys.get(), endpoints)
+    return (ids, xp.searchsorted(sorted_keys, ds).astype(xp.int32),
+            xp.searchsorted(sorted_keys, dd).astype(xp.int32))

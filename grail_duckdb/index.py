@@ -178,7 +178,7 @@ def build_index(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
     timer = PhaseTimer(progress, getattr(k, "synchronize", None))
     cols = edge_columns(edges, dst, src_col=src_col, dst_col=dst_col)
     timer("ingest")
-    ids, s_ids, d_ids = assign_ids(cols.src, cols.dst, cols.extra_vertices)
+    ids, s_ids, d_ids = assign_ids(cols.src, cols.dst, cols.extra_vertices, xp=xp)
     timer("ids")
     s_dev, d_dev = xp.asarray(s_ids), xp.asarray(d_ids)
     fwd, rev = forward_and_reverse(k, s_dev, d_dev, ids.n)

@@ -26,7 +26,7 @@ def _host(a):
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
-def build_both(src, dst, **kw):
+def build_both(src, dst=None, **kw):
     """The CPU and the GPU index of one edge list."""
     return (gd.build_index(src, dst, backend="cpu", **kw),
             gd.build_index(src, dst, backend="gpu", **kw))
@@ -104,9 +104,10 @@ def test_hypothesis_graphs_match_cpu_and_oracle(g, d, seed, strings):
 
 def test_nulls_and_unknown_keys():
     cpu, gpu = build_both([1, 2, 3, 4], [2, 3, 1, 5])
-    qs = pa.array([1, None, 9, 1, 4, 5], pa.int64())
-    qt = pa.array([5, 2, 9, 8, 1, 4], pa.int64())
-    assert gpu.reaches(qs, qt).to_pylist() == [True, None, True, False, False, False]
+    qs = pa.array([1, None, 9, 1, 4, 5, 3, 1], pa.int64())
+    qt = pa.array([3, 2, 9, 8, 5, 4, 2, 5], pa.int64())
+    want = [True, None, True, False, True, False, True, False]
+    assert gpu.reaches(qs, qt).to_pylist() == want
     assert_same_answers(cpu, gpu, qs, qt)
 
 
@@ -126,7 +127,12 @@ def _rmat_edges(scale, factor, seed):
 
 
 @pytest.mark.parametrize("scale", [10, 14])
-def test_giant_scc_rmat(scale):
+@pytest.mark.parametrize("balance", ["binned", "edges"])
+def test_giant_scc_rmat(scale, balance, monkeypatch):
+    import grail_duckdb.kernels.gpu as G
+
+    monkeypatch.setattr(G, "BALANCE", balance)
+    monkeypatch.setattr(G, "SEARCH_BALANCE", balance)
     src, dst = _rmat_edges(scale, 8, seed=scale)
     cpu, gpu = build_both(src, dst)
     assert cpu.n_components < cpu.n_vertices  # there is a non-trivial component

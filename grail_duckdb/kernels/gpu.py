@@ -32,9 +32,12 @@ ORDER_BLOCK = 64
 _M64 = (1 << 64) - 1
 #: upper bound on the search's words per vertex (64 * W queries per pass)
 MAX_WORDS = 64
-#: load balance of the traversals: "binned" (thread / warp / grid by degree) or "edges"
-#: (edge-balanced: prefix sum + binary search); binned won on the device (README, GPU backend)
+#: load balance of the build's traversals: "binned" (thread / warp / grid by degree) or
+#: "edges" (edge-balanced: prefix sum + binary search). Measured on the device (README, GPU
+#: backend): binned wins the build's many narrow levels, edge-balanced the query search.
 BALANCE = "binned"
+#: load balance of the query search (same choices)
+SEARCH_BALANCE = "edges"
 #: fixes the search's words per vertex (for tuning); None: chosen from the memory budget
 FORCE_WORDS: int | None = None
 
@@ -106,9 +109,9 @@ class GpuKernels:
         self._balance = None
         self._scan = cp.empty(0, cp.int64)
 
-    def _set_balance(self, args, grid):
+    def _set_balance(self, args, grid, balance):
         """Point the kernels at the chosen load balance (and, edge-balanced, its scratch)."""
-        mode = 1 if BALANCE == "edges" else 0
+        mode = 1 if balance == "edges" else 0
         if mode != self._balance:
             flag = cp.ndarray((1,), cp.int32, self._module.get_global("g_balance"))
             flag[0] = mode
@@ -121,7 +124,7 @@ class GpuKernels:
                 ptr[0] = self._scan.data.ptr
 
     # --- launching -------------------------------------------------------------------------
-    def _launch(self, name, *args):
+    def _launch(self, name, *args, balance=None):
         """Launch a kernel cooperatively with as many blocks as fit on the device at once."""
         fn = self._module.get_function(name)
         grid = self._grids.get(name)
@@ -129,7 +132,7 @@ class GpuKernels:
             regs = max(int(fn.num_regs), 16)
             per_sm = min(2048 // _BLOCK, 65536 // (((regs + 7) // 8) * 8 * _BLOCK), 8)
             grid = max(1, per_sm) * self._sms
-        self._set_balance(args, grid)
+        self._set_balance(args, grid, balance or BALANCE)
         while True:
             try:
                 fn((grid,), (_BLOCK,), args)
@@ -387,7 +390,7 @@ class GpuKernels:
         if nq == 0:
             return ans
         footprint = dag.nbytes + sum(int(a.nbytes) for a in lab.arrays().values())
-        W = self.search_words(n, nq, int(words), max(footprint, 32 << 20))
+        W = self.search_words(n, nq, int(words), 2 * footprint + (256 << 20))
         seen = cp.zeros(n * W, cp.uint64)
         pend0 = cp.zeros(n * W, cp.uint64)
         pend1 = cp.zeros(n * W, cp.uint64)
@@ -398,7 +401,7 @@ class GpuKernels:
                      lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
                      down, up, np.int32(hw), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
                      np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
-                     cp.zeros(W, cp.uint64), *ints, self._ctr())
+                     cp.zeros(W, cp.uint64), *ints, self._ctr(), balance=SEARCH_BALANCE)
         return ans
 
     @_out_of_memory

@@ -951,8 +951,9 @@ def plot(report: dict, path: Path) -> None:
         ax.set_title(f"{w['name']} ({w.get('vertices', 0):,} vertices, "
                      f"{w['edge_rows']:,} edges)", fontsize=9)
         ax.set_xlabel("pairs per second (log; hatched = scaled from a sample)", fontsize=8)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="upper right", ncol=2)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -46,11 +46,6 @@ class QueryStats:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def __iadd__(self, other: "QueryStats") -> "QueryStats":
-        for key, value in asdict(other).items():
-            setattr(self, key, getattr(self, key) + value)
-        return self
-
 
 def as_key_array(x) -> pa.Array:
     """Any column-like (pyarrow, NumPy, list) as one pyarrow Array."""
@@ -64,95 +59,79 @@ def as_key_array(x) -> pa.Array:
 
 
 def _same_key(src: pa.Array, dst: pa.Array) -> np.ndarray:
-    """Non-NULL pairs whose keys are equal (works for keys that are not vertices too)."""
+    """Non-NULL pairs whose keys are equal (for keys that are not vertices)."""
+    if pa.types.is_null(src.type) or pa.types.is_null(dst.type):
+        return np.zeros(len(src), bool)
     if key_kind(src.type) == "str":
         src, dst = src.cast(pa.large_string()), dst.cast(pa.large_string())
     else:
         src, dst = src.cast(pa.int64()), dst.cast(pa.int64())
-    eq = pc.equal(src, dst)
-    return eq.fill_null(False).to_numpy(zero_copy_only=False)
+    return pc.equal(src, dst).fill_null(False).to_numpy(zero_copy_only=False)
+
+
+#: answer of each status code (index = code)
+_ANSWER_OF = np.zeros(8, bool)
+_ANSWER_OF[list(K.SETTLED_TRUE)] = True
 
 
 def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True):
     """Answers for whole columns: ``(pyarrow.BooleanArray, QueryStats)``.
 
-    ``use_cuts=False`` sends every query between different components to the search with no
-    label pruning at all (the bench's "plain multi-source BFS" baseline).
+    One pass classifies every query (ids -> components -> cuts, ``kernels.query_cuts``); only
+    the undecided ones go to the search. ``use_cuts=False`` sends every query between different
+    components to the search with no pruning at all (the bench's "plain multi-source BFS").
     """
     src, dst = as_key_array(src), as_key_array(dst)
     if len(src) != len(dst):
         raise ValueError(f"src and dst differ in length ({len(src)} vs {len(dst)})")
     nq = len(src)
-    stats = QueryStats(queries=nq)
-    null = np.zeros(nq, bool)
-    for arr in (src, dst):
-        if arr.null_count:
-            null |= arr.is_null().to_numpy(zero_copy_only=False)
-    stats.null = int(null.sum())
-    sid = index.ids.encode(src)
-    did = index.ids.encode(dst)
-    same = (sid == did) & (sid >= 0)
-    unknown = ((sid < 0) | (did < 0)) & ~null
-    if unknown.any():  # keys that are not vertices still reach themselves
-        rows = np.flatnonzero(unknown)
-        same[rows] = _same_key(src.take(rows), dst.take(rows))
-    answer = same.copy()
-    stats.same_key = int(same.sum())
-    known = ~(unknown | same | null)
-    stats.unknown_vertex = int(unknown.sum() - same[unknown].sum()) if unknown.any() else 0
-    if known.all():
-        qidx = None
-        ans_known, sub = _answer_ids(index, sid, did, words, use_cuts)
-    else:
-        qidx = np.flatnonzero(known)
-        ans_known, sub = _answer_ids(index, sid[qidx], did[qidx], words, use_cuts)
-    if sub.queries:
-        if qidx is None:
-            answer = ans_known
-        else:
-            answer[qidx] = ans_known
-        stats += sub
-        stats.queries -= sub.queries
-    mask = null if stats.null else None
-    return pa.array(answer, pa.bool_(), mask=mask), stats
-
-
-def _answer_ids(index, sid, did, words, use_cuts):
-    """Answers for pairs of known, distinct vertex ids (on the index's backend)."""
     k = index.kernels
     xp = k.xp
-    stats = QueryStats(queries=int(sid.shape[0]))
-    sid, did = xp.asarray(sid), xp.asarray(did)
-    if index.n_components == index.n_vertices:  # acyclic input: components are the vertices
-        cs, ct = sid, did
-    else:
-        cs, ct = index.comp[sid], index.comp[did]
-    lab = index.labels
-    if use_cuts:
-        status = k.query_cuts(cs, ct, lab)
-        counts = np.bincount(_host(xp, status).astype(np.int64), minlength=6)
-        stats.same_component = int(counts[K.SAME_COMPONENT])
-        stats.level_cut = int(counts[K.LEVEL_CUT])
-        stats.label_cut = int(counts[K.LABEL_CUT])
-        stats.tree_cut = int(counts[K.TREE_CUT])
-        stats.hub_cut = int(counts[K.HUB_CUT])
-        answer = (status == K.SAME_COMPONENT) | (status == K.TREE_CUT) | (status == K.HUB_CUT)
-        todo = xp.flatnonzero(status == K.UNDECIDED)
-    else:
-        same = cs == ct
-        stats.same_component = int(same.sum())
-        answer = same.copy()
-        todo = xp.flatnonzero(~same)
-    stats.searched = int(todo.shape[0])
+    sid = index.ids.encode(src)
+    did = index.ids.encode(dst)
+    identity = index.n_components == index.n_vertices  # acyclic input
+    status = k.query_cuts(xp.asarray(sid), xp.asarray(did), None if identity else index.comp,
+                          index.labels, use_cuts)
+    status = _host(xp, status)
+    counts = np.bincount(status.view(np.uint8), minlength=8)
+    answer = _ANSWER_OF[status]
+    null = None
+    if src.null_count or dst.null_count:
+        null = ~(src.is_valid().to_numpy(zero_copy_only=False)
+                 & dst.is_valid().to_numpy(zero_copy_only=False))
+    same_key = int(counts[K.SAME_VERTEX])
+    nulls = 0 if null is None else int(null.sum())
+    if counts[K.UNKNOWN] > nulls:  # keys that are not vertices still reach themselves
+        rows = np.flatnonzero(status == K.UNKNOWN)
+        eq = _same_key(src.take(rows), dst.take(rows))
+        answer[rows[eq]] = True
+        same_key += int(eq.sum())
+    stats = QueryStats(
+        queries=nq, null=nulls, same_key=same_key,
+        unknown_vertex=int(counts[K.UNKNOWN]) - nulls - (same_key - int(counts[K.SAME_VERTEX])),
+        same_component=int(counts[K.SAME_COMPONENT]), level_cut=int(counts[K.LEVEL_CUT]),
+        label_cut=int(counts[K.LABEL_CUT]), tree_cut=int(counts[K.TREE_CUT]),
+        hub_cut=int(counts[K.HUB_CUT]), searched=int(counts[K.UNDECIDED]))
     if stats.searched:
-        qs, qt = cs[todo], ct[todo]
-        order = xp.argsort(qs, kind="stable")  # queries from one source share a pass
-        found = k.bitmask_search(index.dag, lab, qs[order], qt[order], words, use_cuts)
-        hit = xp.zeros_like(found)
-        hit[order] = found
-        answer[todo] = hit
-        stats.search_reachable = int(hit.sum())
-    return _host(xp, answer), stats
+        todo = np.flatnonzero(status == K.UNDECIDED)
+        found = _search(index, sid[todo], did[todo], words, use_cuts)
+        answer[todo] = found
+        stats.search_reachable = int(found.sum())
+    return pa.array(answer, pa.bool_(), mask=null), stats
+
+
+def _search(index, sid, did, words, prune):
+    """The label-pruned bitmask search over the condensed DAG for known, undecided pairs."""
+    k = index.kernels
+    xp = k.xp
+    sid, did = xp.asarray(sid), xp.asarray(did)
+    if index.n_components != index.n_vertices:
+        sid, did = index.comp[sid], index.comp[did]
+    order = xp.argsort(sid, kind="stable")  # queries from one source share a pass
+    found = k.bitmask_search(index.dag, index.labels, sid[order], did[order], words, prune)
+    hit = xp.zeros_like(found)
+    hit[order] = found
+    return _host(xp, hit)
 
 
 def _host(xp, a):

@@ -81,10 +81,12 @@ class CpuKernels:
                             words)
 
     # --- queries ---------------------------------------------------------------------------
-    def query_cuts(self, cs, ct, lab):
-        status = np.zeros(cs.shape[0], np.int8)
-        cpu.query_cuts(cs, ct, lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post,
-                       lab.hub_down, lab.hub_up, status)
+    def query_cuts(self, sid, did, comp, lab, prune=True):
+        """Status code per query of vertex ids; ``comp`` None when components are vertices."""
+        status = np.empty(sid.shape[0], np.int8)
+        cpu.query_cuts(sid, did, _EMPTY_COMP if comp is None else comp, lab.level, lab.inner,
+                       lab.outer, lab.tree_lo, lab.tree_post, lab.hub_down, lab.hub_up, prune,
+                       status)
         return status
 
     def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
@@ -97,6 +99,10 @@ class CpuKernels:
         return int(cpu.edge_hash_sum(src, dst))
 
 
-#: status codes returned by ``query_cuts``
-UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT = (
-    cpu.UNDECIDED, cpu.SAME_COMPONENT, cpu.LEVEL_CUT, cpu.LABEL_CUT, cpu.TREE_CUT, cpu.HUB_CUT)
+_EMPTY_COMP = np.empty(0, np.int32)
+
+#: status codes returned by ``query_cuts`` (the same numbers in kernels/search.cu)
+UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT, SAME_VERTEX, UNKNOWN = (
+    cpu.UNDECIDED, cpu.SAME_COMPONENT, cpu.LEVEL_CUT, cpu.LABEL_CUT, cpu.TREE_CUT, cpu.HUB_CUT,
+    cpu.SAME_VERTEX, cpu.UNKNOWN)
+SETTLED_TRUE = cpu.SETTLED_TRUE

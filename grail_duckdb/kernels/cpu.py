@@ -432,7 +432,9 @@ def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, words):
 # --------------------------------------------------------------------------------------------
 # Queries: cuts, then the label-pruned multi-query bitmask search (Section 5, Algorithm 7)
 # --------------------------------------------------------------------------------------------
-UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT = 0, 1, 2, 3, 4, 5
+UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT, SAME_VERTEX, UNKNOWN = range(8)
+#: status codes whose answer is true
+SETTLED_TRUE = (SAME_COMPONENT, TREE_CUT, HUB_CUT, SAME_VERTEX)
 
 
 @njit(**_JIT)
@@ -466,28 +468,49 @@ def _hub_reaches(u, t, down, up):
 
 
 @njit(**_JIT)
-def query_cuts(cs, ct, level, inner, outer, tree_lo, tree_post, down, up, status):
-    """Classify each (component, component) query: status code per query (see module consts).
+def query_cuts(sid, did, comp, level, inner, outer, tree_lo, tree_post, down, up, prune, status):
+    """Classify each query of vertex ids (negative: NULL or not a vertex) in one pass: the
+    component lookup and every cut, one status code per query (see the module's constants).
 
-    Negative ids (unknown vertices) are left to the caller and untouched here.
+    ``comp`` may be empty: the components are then the vertices (an acyclic input). With
+    ``prune`` off only the identity cuts (unknown, same vertex, same component) apply.
+
+    Two sweeps: the first does only the lookups every query needs (components, levels) with
+    no unpredictable branch, so the processor keeps many cache misses in flight; the second
+    runs the label and hub tests for the few queries the level cut left.
     """
-    for q in range(cs.shape[0]):
-        u = cs[q]
-        t = ct[q]
-        if u < 0 or t < 0:
+    identity = comp.shape[0] == 0
+    nq = sid.shape[0]
+    cu = np.empty(nq, np.int32)
+    cv = np.empty(nq, np.int32)
+    for q in range(nq):
+        a = sid[q]
+        b = did[q]
+        ok = (a >= 0) & (b >= 0)
+        a = a if ok else 0
+        b = b if ok else 0
+        u = a if identity else comp[a]
+        t = b if identity else comp[b]
+        cu[q] = u
+        cv[q] = t
+        code = UNDECIDED
+        code = LEVEL_CUT if prune & (level[u] >= level[t]) else code
+        code = SAME_COMPONENT if u == t else code
+        code = SAME_VERTEX if a == b else code
+        status[q] = code if ok else UNKNOWN
+    if not prune:
+        return
+    for q in range(nq):
+        if status[q] != UNDECIDED:
             continue
-        if u == t:
-            status[q] = SAME_COMPONENT
-        elif level[u] >= level[t]:
-            status[q] = LEVEL_CUT
-        elif not _may_reach(u, t, level, inner, outer, down, up):
+        u = cu[q]
+        t = cv[q]
+        if not _may_reach(u, t, level, inner, outer, down, up):
             status[q] = LABEL_CUT
         elif _tree_reaches(u, t, tree_lo, tree_post):
             status[q] = TREE_CUT
         elif _hub_reaches(u, t, down, up):
             status[q] = HUB_CUT
-        else:
-            status[q] = UNDECIDED
 
 
 @njit(**_JIT)

@@ -896,7 +896,7 @@ def _gteps_table(report: dict) -> list[str]:
     for w in report["workloads"]:
         for b, per in w["backends"].items():
             for graph, g in per["gteps"].items():
-                gteps = "–" if g["gteps"] is None else f"{g['gteps']:.3f}"
+                gteps = "–" if g["gteps"] is None else f"{g['gteps']:.3g}"
                 med = g.get("edges_per_root_median")
                 out.append(f"| {w['name']} [{b}] | {graph} | {g['roots']:,} | {g['edges']:,} | "
                            f"{'–' if med is None else f'{med:,.0f}'} | {_ms(g['seconds'])} | "

@@ -23,7 +23,9 @@ Components are numbered by their first vertex, so the representatives' rows, in 
 are components 0, 1, 2, ...: loading needs no recomputation.
 
 Schema metadata holds the format name and version, d, the seed, the fingerprint of the
-source edges, counts, and a digest of the content that is checked on load.
+source edges, counts, what the caller says about the source (``source.*``: the SQL plugin
+records the table, its columns and a cheap check of its content), and a digest of all of it
+and of the content, checked on load.
 """
 from __future__ import annotations
 
@@ -98,8 +100,9 @@ def _representatives(comp: np.ndarray) -> np.ndarray:
     return np.concatenate([[True], running[1:] > running[:-1]])
 
 
-def to_table(index) -> pa.Table:
-    """The index as an Arrow table (one row per vertex) with its schema metadata."""
+def to_table(index, source: dict | None = None) -> pa.Table:
+    """The index as an Arrow table (one row per vertex) with its schema metadata;
+    ``source`` (str -> str) is stored under ``source.<key>``."""
     comp = _host(index.comp).astype(np.int32, copy=False)
     n = comp.shape[0]
     ccols = _component_columns(index.labels)
@@ -123,17 +126,20 @@ def to_table(index) -> pa.Table:
         "components": str(index.n_components), "dag_edges": str(idx.shape[0]),
         "key_type": index.ids.kind, "hub_words": str(index.labels.hub_down.shape[1]),
     }
+    meta.update({f"source.{k}": str(v) for k, v in (source or {}).items()})
     meta["digest"] = _digest(meta, keys, ccols, ptr, idx)
     schema_meta = {(_META + k).encode(): v.encode() for k, v in meta.items()}
     return pa.table(arrays).replace_schema_metadata(schema_meta)
 
 
-def save(index, path, *, fsync: bool = True) -> Path:
+def save(index, path, *, source: dict | None = None, fsync: bool = True) -> Path:
     """Write ``index`` to ``path`` atomically: a temporary file in the same folder, flushed,
-    then renamed over the old one. A crash at any point leaves the previous file intact."""
+    then renamed over the old one. A crash at any point leaves the previous file intact.
+    ``source`` (str -> str) describes where the edges came from; :func:`read_metadata`
+    returns it under ``source.<key>``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = to_table(index)
+    table = to_table(index, source)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

@@ -18,17 +18,15 @@ Layout of the state:
 * The macros of ``sql/grail.sql`` (``reaches``, ``reaches_pairs``, ``grail_index``) are TEMP
   macros, so ``install`` runs that file on every connection or cursor it is given.
 * An index of a file database ``data/papers.duckdb`` named ``cites`` is written to
-  ``data/papers.cites.grail.parquet`` (the engine's format) with a small
-  ``data/papers.cites.grail.json`` beside it: which table and columns it indexes and a cheap
-  SQL-side check of that table (row count and the sum of DuckDB's ``hash`` over the rows). A
-  new process finds the pair on the first ``reaches(..., 'cites')`` and loads it without
-  rebuilding, after checking that the edge table did not change.
+  ``data/papers.cites.grail.parquet`` (the engine's format, one file written atomically). Its
+  metadata also records which table and columns it indexes and a cheap SQL-side check of that
+  table (row count and the sum of DuckDB's ``hash`` over the rows). A new process finds it on
+  the first ``reaches(..., 'cites')`` and loads it without rebuilding, after checking that the
+  edge table did not change.
 """
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -45,8 +43,8 @@ from .errors import EdgeInputError, GrailError, IndexFileError, StaleIndexError
 
 __all__ = ["install", "build", "Registry", "registry_of", "sql_text", "index_path_for"]
 
-#: bumped when the side-car JSON changes meaning
-SIDECAR_VERSION = 1
+#: bumped when the source description stored in the index file changes meaning
+SOURCE_VERSION = 1
 
 SUMMARY_TYPE = pa.struct([
     ("name", pa.string()), ("table_name", pa.string()), ("src", pa.string()),
@@ -180,7 +178,7 @@ class Registry:
             raise GrailError(
                 f"no reachability index named {name!r} in this database{hint}: build it with "
                 f"SELECT grail_index('edge_table', name := '{name}')")
-        side = read_sidecar(path)
+        side = read_source(path)
         cur = self.cursor()
         try:
             entry = load_checked(cur, name, path, side["table"], side["src"], side["dst"], side)
@@ -197,14 +195,11 @@ def index_path_for(db_path, name: str) -> Path:
 
 
 def persisted_names(db_path) -> list[str]:
-    """Names of the indices persisted beside a database file (with their side-car)."""
+    """Names of the indices persisted beside a database file."""
     db_path = Path(db_path)
     prefix, suffix = f"{db_path.stem}.", ".grail.parquet"
-    out = []
-    for p in db_path.parent.glob(f"{db_path.stem}.*{suffix}"):
-        if p.with_suffix(".json").exists():
-            out.append(p.name[len(prefix):-len(suffix)])
-    return sorted(out)
+    return sorted(p.name[len(prefix):-len(suffix)]
+                  for p in db_path.parent.glob(f"{db_path.stem}.*{suffix}"))
 
 
 def registry_of(con) -> Registry:
@@ -440,24 +435,23 @@ def _reusable(reg, cur, name, target, qtable, qsrc, qdst, labels, check) -> Entr
             entry.action = "cached"
             return entry
         raise _stale(name, qtable)
-    if target is None or not target.exists() or not target.with_suffix(".json").exists():
+    if target is None or not target.exists():
         return None
-    side = read_sidecar(target)
+    side = read_source(target)
     if (side["table"], side["src"], side["dst"], side["labels"]) != (qtable, qsrc, qdst, labels):
         return None
     return load_checked(cur, name, target, qtable, qsrc, qdst, side, check)
 
 
 def _build_entry(cur, name, target, qtable, qsrc, qdst, labels, check, progress) -> Entry:
-    """Read the edge table through ``cur``, build the index, persist it (Parquet + side-car)."""
+    """Read the edge table through ``cur``, build the index, persist it with its source."""
     from .index import build_index
 
     edges = read_edge_table(cur, qtable, qsrc, qdst)
     index = build_index(edges, labels=labels, progress=progress)
     entry = Entry(name, index, qtable, qsrc, qdst, target, check, "built")
     if target is not None:
-        index.save(target)
-        write_sidecar(target, entry)
+        index.save(target, source=source_of(entry))
     return entry
 
 
@@ -538,41 +532,34 @@ def table_fingerprint(edges: pa.Table) -> str:
     return fingerprint_of(kernels_for("cpu"), ids, s, d)
 
 
-# --- the side-car --------------------------------------------------------------------------------
-def write_sidecar(path: Path, entry: Entry) -> None:
-    """Atomically write ``<index>.json``: table, columns, labels, the cheap check."""
-    doc = {"version": SIDECAR_VERSION, "name": entry.name, "table": entry.table,
-           "src": entry.src, "dst": entry.dst, "labels": entry.index.d,
-           "fingerprint": entry.index.fingerprint, **entry.check}
-    side = path.with_suffix(".json")
-    fd, tmp = tempfile.mkstemp(prefix=f".{side.name}.", suffix=".tmp", dir=side.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=1)
-        os.replace(tmp, side)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+# --- what an index file records about its edge table ----------------------------------------------
+def source_of(entry: Entry) -> dict:
+    """Table, columns, labels and the cheap check, stored in the index file's metadata."""
+    return {"version": SOURCE_VERSION, "name": entry.name, "table": entry.table,
+            "src": entry.src, "dst": entry.dst, "labels": entry.index.d, **entry.check}
 
 
-def read_sidecar(path: Path) -> dict:
-    """The side-car of an index file; a missing or unreadable one is an :class:`IndexFileError`."""
-    side = Path(path).with_suffix(".json")
+def read_source(path: Path) -> dict:
+    """What an index file records about its edge table; an index file without it (built
+    outside SQL) or with a newer description is an :class:`IndexFileError`."""
+    from .persistence import read_metadata
+
+    meta = read_metadata(path)
+    doc = {k[len("source."):]: v for k, v in meta.items() if k.startswith("source.")}
+    doc["fingerprint"] = meta.get("fingerprint")
     try:
-        doc = json.loads(side.read_text())
-        if int(doc.get("version", 0)) > SIDECAR_VERSION:
-            raise IndexFileError(f"{side} was written by a newer grail_duckdb; upgrade it")
-        for key in ("table", "src", "dst", "labels", "rows", "hash"):
+        if int(doc.get("version", 0)) > SOURCE_VERSION:
+            raise IndexFileError(f"{path} was written by a newer grail_duckdb; upgrade it")
+        doc["labels"] = int(doc["labels"])
+        for key in ("table", "src", "dst", "rows", "hash"):
             doc[key]
         return doc
     except IndexFileError:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise IndexFileError(
-            f"{side} (what the index {path.name} was built from) is missing or damaged "
-            f"({exc.__class__.__name__}: {exc}); rebuild with grail_index(..., rebuild := true)"
-        ) from None
+            f"{path} does not say which edge table it was built from ({exc.__class__.__name__}: "
+            f"{exc}); rebuild with grail_index(..., rebuild := true)") from None
 
 
 def timed(fn, *args, **kw):

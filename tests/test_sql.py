@@ -168,7 +168,7 @@ def test_file_database_persists_and_a_new_process_reloads(tmp_path):
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
     s = con.execute("SELECT * FROM grail_index('edges', name := 'cites')").fetchall()[0]
     assert s[-1] == str(tmp_path / "papers.cites.grail.parquet")
-    assert (tmp_path / "papers.cites.grail.json").exists()
+    assert plugin.read_source(tmp_path / "papers.cites.grail.parquet")["table"] == '"edges"'
     con.close()
     plugin._REGISTRIES.clear()  # what a new process starts with
     con = duckdb.connect(str(db))
@@ -198,14 +198,12 @@ def test_stale_index_is_refused_until_rebuilt(tmp_path):
 
 
 def test_stale_index_full_fingerprint_check_when_duckdb_version_differs(tmp_path):
-    import json
-
     db = tmp_path / "g.duckdb"
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
     con.execute("SELECT grail_index('edges')").fetchall()
-    side = tmp_path / "g.edges.grail.json"
-    doc = json.loads(side.read_text())
-    side.write_text(json.dumps({**doc, "duckdb": "0.0.0", "hash": "other"}))
+    path = tmp_path / "g.edges.grail.parquet"
+    source = {k: v for k, v in plugin.read_source(path).items() if k != "fingerprint"}
+    gd.load_index(path).save(path, source={**source, "duckdb": "0.0.0", "hash": "other"})
     con.close()
     plugin._REGISTRIES.clear()
     con = duckdb.connect(str(db))

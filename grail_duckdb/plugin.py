@@ -26,7 +26,6 @@ Layout of the state:
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid

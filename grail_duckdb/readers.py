@@ -21,7 +21,6 @@ digit column by digit column. citeseer.scc (694K lines) parses in about a tenth 
 """
 from __future__ import annotations
 
-import io
 import re
 import zlib
 from pathlib import Path

@@ -6,9 +6,7 @@ import sys
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 import grail_duckdb as gd
 from grail_duckdb import cli, plugin

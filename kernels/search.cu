@@ -10,6 +10,8 @@
 #define LABEL_CUT 3
 #define TREE_CUT 4
 #define HUB_CUT 5
+#define SAME_VERTEX 6
+#define UNKNOWN 7
 
 struct LabelView {
     const int* level;
@@ -48,21 +50,30 @@ struct LabelView {
     }
 };
 
-extern "C" __global__ void cuts_kernel(int nq, const int* cs, const int* ct, const int* level,
-                                       const int* inner, const int* outer, const int* tree_lo,
-                                       const int* tree_post, int d, const u64* down,
-                                       const u64* up, int hw, signed char* status) {
+// One status code per query of vertex ids (cpu.query_cuts): unknown (negative id), same
+// vertex, then through comp (nullptr: the components are the vertices) same component and, with
+// prune, the level, label and hub cuts (negative), the tree and hub cuts (positive).
+extern "C" __global__ void cuts_kernel(int nq, const int* sid, const int* did, const int* comp,
+                                       const int* level, const int* inner, const int* outer,
+                                       const int* tree_lo, const int* tree_post, int d,
+                                       const u64* down, const u64* up, int hw, int prune,
+                                       signed char* status) {
     const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
     for (int q = thread_rank(); q < nq; q += thread_count()) {
-        const int u = cs[q], t = ct[q];
-        if (u < 0 || t < 0) continue;
+        const int a = sid[q], b = did[q];
         signed char s;
-        if (u == t) s = SAME_COMPONENT;
-        else if (level[u] >= level[t]) s = LEVEL_CUT;
-        else if (!lab.may_reach(u, t)) s = LABEL_CUT;
-        else if (lab.tree_reaches(u, t)) s = TREE_CUT;
-        else if (lab.hub_reaches(u, t)) s = HUB_CUT;
-        else s = UNDECIDED;
+        if (a < 0 || b < 0) s = UNKNOWN;
+        else if (a == b) s = SAME_VERTEX;
+        else {
+            const int u = comp ? comp[a] : a, t = comp ? comp[b] : b;
+            if (u == t) s = SAME_COMPONENT;
+            else if (!prune) s = UNDECIDED;
+            else if (level[u] >= level[t]) s = LEVEL_CUT;
+            else if (!lab.may_reach(u, t)) s = LABEL_CUT;
+            else if (lab.tree_reaches(u, t)) s = TREE_CUT;
+            else if (lab.hub_reaches(u, t)) s = HUB_CUT;
+            else s = UNDECIDED;
+        }
         status[q] = s;
     }
 }

@@ -38,6 +38,9 @@ MAX_WORDS = 64
 BALANCE = "binned"
 #: load balance of the query search (same choices)
 SEARCH_BALANCE = "edges"
+#: cooperative blocks per SM (None: as many as the registers allow, at most 8); fewer blocks
+#: make grid.sync() cheaper on deep, narrow level sweeps
+BLOCKS_PER_SM: int | None = None
 #: fixes the search's words per vertex (for tuning); None: chosen from the memory budget
 FORCE_WORDS: int | None = None
 
@@ -131,6 +134,8 @@ class GpuKernels:
         if grid is None:
             regs = max(int(fn.num_regs), 16)
             per_sm = min(2048 // _BLOCK, 65536 // (((regs + 7) // 8) * 8 * _BLOCK), 8)
+            if BLOCKS_PER_SM:
+                per_sm = min(per_sm, BLOCKS_PER_SM)
             grid = max(1, per_sm) * self._sms
         self._set_balance(args, grid, balance or BALANCE)
         while True:
@@ -363,14 +368,21 @@ class GpuKernels:
         return down, lab.hub_up, int(down.shape[1])
 
     @_out_of_memory
-    def query_cuts(self, cs, ct, lab):
-        nq = cs.shape[0]
-        status = cp.zeros(nq, cp.int8)
+    def query_cuts(self, sid, did, comp, lab=None, prune=True):
+        """Status code per query of vertex ids; ``comp`` None when components are vertices.
+
+        (Also accepts the older form ``query_cuts(cs, ct, lab)`` over component ids.)"""
+        if lab is None:
+            comp, lab = None, comp
+        nq = sid.shape[0]
+        status = cp.empty(nq, cp.int8)
         if nq:
-            self._launch("cuts_kernel", np.int32(nq), cp.asarray(cs, cp.int32),
-                         cp.asarray(ct, cp.int32), lab.level, lab.inner, lab.outer, lab.tree_lo,
-                         lab.tree_post, np.int32(lab.d), *self._hubs(lab)[:2],
-                         np.int32(self._hubs(lab)[2]), status)
+            down, up, hw = self._hubs(lab)
+            self._launch("cuts_kernel", np.int32(nq), cp.asarray(sid, cp.int32),
+                         cp.asarray(did, cp.int32),
+                         np.uint64(0) if comp is None else cp.asarray(comp, cp.int32), lab.level,
+                         lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
+                         down, up, np.int32(hw), np.int32(bool(prune)), status)
         return status
 
     @staticmethod

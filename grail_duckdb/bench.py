@@ -214,6 +214,28 @@ def load_workload(spec: str, seed: int = 0) -> Workload:
     return Workload(spec, spec, _src_dst(table))
 
 
+def check_workload(spec: str) -> None:
+    """Refuse a spec that cannot load before any work starts (a typo must not cost a run)."""
+    if spec.startswith("gen:"):
+        kind, *nums = spec.split(":")[1:]
+        arity = {"citation": (1,), "random": (2,), "rmat": (1, 2)}.get(kind, ())
+        try:
+            ok = len(nums) in arity and all(float(x) > 0 for x in nums)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N, "
+                                  "gen:random:N:DEGREE or gen:rmat:SCALE[:EDGE_FACTOR]")
+    elif not os.path.exists(spec):
+        from . import datasets
+
+        try:
+            datasets.lookup(spec)
+        except LookupError as exc:
+            raise BenchInputError(f"unknown workload {spec!r}: not a file, not gen:..., and "
+                                  f"not a dataset ({exc})") from exc
+
+
 def _generated(spec: str, seed: int) -> pa.Table:
     """Edges of ``gen:citation:N``, ``gen:random:N:DEGREE`` or ``gen:rmat:SCALE[:FACTOR]``."""
     from . import generators as gen
@@ -592,6 +614,8 @@ def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
 # ----------------------------------------------------------------------------------------------
 def run_bench(s: dict, backends: list[str], say) -> dict:
     """Every workload on every backend, with the baselines: the whole report as a dict."""
+    for spec in s["datasets"]:
+        check_workload(spec)
     say(f"machine: {machine_info()['cpu']}; backends: {', '.join(backends)}")
     for b in backends:
         t0 = time.perf_counter()

@@ -92,9 +92,19 @@ def test_command_line_reproduces_settings():
     assert again == {**s, "quick": False}
 
 
-def test_bad_generator_spec_is_refused():
+@pytest.mark.parametrize("spec", ["gen:citation", "gen:random:100", "gen:rmat:x", "gen:tree:5"])
+def test_bad_generator_spec_is_refused(spec):
     with pytest.raises(bench.BenchInputError, match="gen:citation:N"):
-        bench.load_workload("gen:citation")
+        bench.check_workload(spec)
+
+
+def test_unknown_workload_is_refused_before_any_work(tmp_path, capsys):
+    parser = bench.add_arguments(argparse.ArgumentParser())
+    args = parser.parse_args(["--datasets", "gen:citation:100", "no-such-graph",
+                              "--out", str(tmp_path)])
+    assert bench.run(args) == 2
+    assert "unknown workload 'no-such-graph'" in capsys.readouterr().err
+    assert not (tmp_path / "bench.json").exists()
 
 
 def test_measure_scales_a_sample():

@@ -477,7 +477,8 @@ def query_cuts(sid, did, comp, level, inner, outer, tree_lo, tree_post, down, up
 
     Two sweeps: the first does only the lookups every query needs (components, levels) with
     no unpredictable branch, so the processor keeps many cache misses in flight; the second
-    runs the label and hub tests for the few queries the level cut left.
+    runs the rest for the queries the level cut left: the positive cuts first (cheap, and a
+    reachable pair would pass every negative test), then the labels and hub sets.
     """
     identity = comp.shape[0] == 0
     nq = sid.shape[0]
@@ -505,12 +506,12 @@ def query_cuts(sid, did, comp, level, inner, outer, tree_lo, tree_post, down, up
             continue
         u = cu[q]
         t = cv[q]
-        if not _may_reach(u, t, level, inner, outer, down, up):
-            status[q] = LABEL_CUT
-        elif _tree_reaches(u, t, tree_lo, tree_post):
+        if _tree_reaches(u, t, tree_lo, tree_post):
             status[q] = TREE_CUT
         elif _hub_reaches(u, t, down, up):
             status[q] = HUB_CUT
+        elif not _may_reach(u, t, level, inner, outer, down, up):
+            status[q] = LABEL_CUT
 
 
 @njit(**_JIT)

@@ -131,15 +131,18 @@ class Registry:
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def cursor(self):
-        """A fresh cursor on this database (a query's own connection cannot run queries)."""
+        """A fresh cursor on this database (a query's own connection cannot run queries),
+        with DuckDB's progress bar off: the scans it runs inside a query print nothing."""
         try:
-            return self.con.cursor()
+            cur = self.con.cursor()
         except duckdb.Error:
             if self.db_path is None:
                 raise GrailError("the connection grail_duckdb was installed on is closed; call "
                                  "grail_duckdb.install(con) on a live connection") from None
             self.con = duckdb.connect(str(self.db_path))
-            return self.con.cursor()
+            cur = self.con.cursor()
+        cur.execute("SET enable_progress_bar = false")
+        return cur
 
     def default_path(self, name: str) -> Path | None:
         """Where an index named ``name`` is persisted when no path is given."""

@@ -24,6 +24,9 @@ from .labels import Labels, grail_labels
 
 DEFAULT_LABELS = 5
 DEFAULT_SEED = 0
+#: a GPU index answers calls with fewer queries than this from its host copy: a kernel launch
+#: and two copies cost more than the CPU kernels spend on a DuckDB chunk (2,048 rows)
+GPU_MIN_QUERIES = 32_768
 
 
 class PhaseTimer:
@@ -69,6 +72,7 @@ class GrailIndex:
     backend: str
     build_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
+    _host_copy: "GrailIndex | None" = field(default=None, repr=False)
 
     @property
     def kernels(self):
@@ -91,14 +95,22 @@ class GrailIndex:
 
         Statistics of the call (how many queries each cut settled) are left in ``last_stats``.
         """
-        answers, stats = queries.reaches(self, src, dst)
+        answers, stats = self.reaches_with_stats(src, dst)
         self.last_stats = stats
         return answers
 
     def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None):
         """Like :meth:`reaches` but returns ``(answers, QueryStats)``; ``use_cuts=False``
-        answers with the plain multi-source bitmask BFS (no label pruning)."""
-        return queries.reaches(self, src, dst, use_cuts=use_cuts,
+        answers with the plain multi-source bitmask BFS (no label pruning).
+
+        On a GPU index, calls of fewer than ``GPU_MIN_QUERIES`` queries run on a host copy
+        of the index (the same answers: every kernel has an identical CPU twin)."""
+        target = self
+        if self.backend == "gpu" and len(src) < GPU_MIN_QUERIES:
+            if self._host_copy is None:
+                self._host_copy = self.to_backend("cpu")
+            target = self._host_copy
+        return queries.reaches(target, src, dst, use_cuts=use_cuts,
                                words=words or queries.SEARCH_WORDS)
 
     def summary(self) -> dict:

@@ -119,31 +119,99 @@ extern "C" __global__ void post_kernel(int levels, int d, const int* order, cons
 }
 
 // Step 4: [inner, outer] = min / max post rank over v and all its DAG descendants, bottom-up by
-// levels, each vertex pulling from its children (inner, outer start as copies of post).
+// levels (inner, outer start as copies of post). Each vertex is owned by one warp, which pulls
+// from its children with a warp reduction and writes once: no atomics.
 extern "C" __global__ void bounds_kernel(int levels, int d, const i64* fptr, const int* fidx,
                                          const int* order, const int* offs, int* inner,
                                          int* outer, int* huge, int* ctr) {
     cg::grid_group g = cg::this_grid();
-    auto pull = [&](int v, int w) {
-        for (int j = 0; j < d; ++j) {
-            atomicMin(&inner[(i64)v * d + j], inner[(i64)w * d + j]);
-            atomicMax(&outer[(i64)v * d + j], outer[(i64)w * d + j]);
+    const int lane = threadIdx.x & 31;
+    const int warp = thread_rank() >> 5, nwarps = thread_count() >> 5;
+    for (int L = levels - 1; L >= 0; --L) {
+        for (int i = offs[L] + warp; i < offs[L + 1]; i += nwarps) {
+            const int v = order[i];
+            const i64 b = fptr[v], e = fptr[v + 1];
+            if (b == e) continue;
+            if (e - b >= GRID_MIN) {  // a huge row: the whole grid shares it below
+                if (lane == 0) huge[atomicAdd(&ctr[3 + L % 3], 1)] = v;
+                continue;
+            }
+            for (int j = 0; j < d; ++j) {
+                int lo = inner[(i64)v * d + j], hi = outer[(i64)v * d + j];
+                for (i64 k = b + lane; k < e; k += 32) {
+                    const i64 w = fidx[k];
+                    lo = min(lo, inner[w * d + j]);
+                    hi = max(hi, outer[w * d + j]);
+                }
+                for (int o = 16; o > 0; o >>= 1) {
+                    lo = min(lo, __shfl_xor_sync(FULL_MASK, lo, o));
+                    hi = max(hi, __shfl_xor_sync(FULL_MASK, hi, o));
+                }
+                if (lane == 0) {
+                    inner[(i64)v * d + j] = lo;
+                    outer[(i64)v * d + j] = hi;
+                }
+            }
         }
-    };
-    int step = 0;
-    for (int L = levels - 1; L >= 0; --L, ++step) {
-        advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], fptr, fidx, huge,
-                      ctr + 3, pull);
+        if (thread_rank() == 0) ctr[3 + (L + 2) % 3] = 0;  // the slot of level L - 1
+        g.sync();
+        const int nh = *((volatile int*)&ctr[3 + L % 3]);
+        if (nh > 0) {
+            auto pull = [&](int v, int w) {
+                for (int j = 0; j < d; ++j) {
+                    atomicMin(&inner[(i64)v * d + j], inner[(i64)w * d + j]);
+                    atomicMax(&outer[(i64)v * d + j], outer[(i64)w * d + j]);
+                }
+            };
+            advance_huge(huge, nh, fptr, fidx, fptr, fidx, pull, pull);
+            g.sync();
+        }
     }
 }
 
 // Hub bits (cpu.hub_bits): down[v] = hubs v reaches, bottom-up pulling from every DAG child;
-// up[v] = hubs reaching v, top-down pulling from every DAG parent. W words per vertex.
+// up[v] = hubs reaching v, top-down pulling from every DAG parent. W words per vertex; each
+// vertex is owned by one warp (OR-reduction over its row, one write).
+__device__ __forceinline__ void pull_or(int v, const i64* ptr, const int* idx, int W, u64* bits,
+                                        int* huge, int* hcnt) {
+    const int lane = threadIdx.x & 31;
+    const i64 b = ptr[v], e = ptr[v + 1];
+    if (b == e) return;
+    if (e - b >= GRID_MIN) {  // a huge row: the whole grid shares it (pull_or_huge)
+        if (lane == 0) huge[atomicAdd(hcnt, 1)] = v;
+        return;
+    }
+    for (int k = 0; k < W; ++k) {
+        u64 acc = 0ull;
+        for (i64 x = b + lane; x < e; x += 32) acc |= bits[(i64)idx[x] * W + k];
+        for (int o = 16; o > 0; o >>= 1) acc |= __shfl_xor_sync(FULL_MASK, acc, o);
+        if (lane == 0) bits[(i64)v * W + k] |= acc;
+    }
+}
+
+// The deferred huge rows of one level, every thread of the grid taking a share (atomicOr).
+__device__ void pull_or_huge(cg::grid_group& g, int step, const i64* ptr, const int* idx, int W,
+                             u64* bits, int* huge, int* ctr) {
+    if (thread_rank() == 0) ctr[3 + (step + 2) % 3] = 0;  // the slot of the previous step
+    g.sync();
+    const int nh = *((volatile int*)&ctr[3 + step % 3]);
+    if (nh == 0) return;
+    auto pull = [&](int v, int u) {
+        for (int k = 0; k < W; ++k) {
+            const u64 x = bits[(i64)u * W + k];
+            if (x & ~bits[(i64)v * W + k]) atomicOr(&bits[(i64)v * W + k], x);
+        }
+    };
+    advance_huge(huge, nh, ptr, idx, ptr, idx, pull, pull);
+    g.sync();
+}
+
 extern "C" __global__ void hubs_kernel(int n, int levels, int W, const i64* fptr,
                                        const int* fidx, const i64* rptr, const int* ridx,
                                        const int* order, const int* offs, const int* hub_of,
                                        u64* down, u64* up, int* huge, int* ctr) {
     cg::grid_group g = cg::this_grid();
+    const int warp = thread_rank() >> 5, nwarps = thread_count() >> 5;
     for (int v = thread_rank(); v < n; v += thread_count()) {
         const int h = hub_of[v];
         if (h >= 0) {
@@ -152,23 +220,15 @@ extern "C" __global__ void hubs_kernel(int n, int levels, int W, const i64* fptr
         }
     }
     g.sync();
-    auto pull_down = [&](int v, int w) {
-        for (int k = 0; k < W; ++k) {
-            const u64 b = down[(i64)w * W + k];
-            if (b & ~down[(i64)v * W + k]) atomicOr(&down[(i64)v * W + k], b);
-        }
-    };
-    auto pull_up = [&](int v, int u) {
-        for (int k = 0; k < W; ++k) {
-            const u64 b = up[(i64)u * W + k];
-            if (b & ~up[(i64)v * W + k]) atomicOr(&up[(i64)v * W + k], b);
-        }
-    };
     int step = 0;
-    for (int L = levels - 1; L >= 0; --L, ++step)
-        advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], fptr, fidx, huge,
-                      ctr + 3, pull_down);
-    for (int L = 0; L < levels; ++L, ++step)
-        advance_level(g, step, order + offs[L], offs[L + 1] - offs[L], rptr, ridx, huge,
-                      ctr + 3, pull_up);
+    for (int L = levels - 1; L >= 0; --L, ++step) {
+        for (int i = offs[L] + warp; i < offs[L + 1]; i += nwarps)
+            pull_or(order[i], fptr, fidx, W, down, huge, &ctr[3 + step % 3]);
+        pull_or_huge(g, step, fptr, fidx, W, down, huge, ctr);
+    }
+    for (int L = 0; L < levels; ++L, ++step) {
+        for (int i = offs[L] + warp; i < offs[L + 1]; i += nwarps)
+            pull_or(order[i], rptr, ridx, W, up, huge, &ctr[3 + step % 3]);
+        pull_or_huge(g, step, rptr, ridx, W, up, huge, ctr);
+    }
 }

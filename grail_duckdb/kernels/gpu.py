@@ -41,6 +41,11 @@ SEARCH_BALANCE = "edges"
 #: cooperative blocks per SM (None: as many as the registers allow, at most 8); fewer blocks
 #: make grid.sync() cheaper on deep, narrow level sweeps
 BLOCKS_PER_SM: int | None = None
+#: blocks per SM of the deep, narrow level sweeps (the label passes and trim): fewer blocks,
+#: cheaper grid.sync(); 1 measured best on the device (README, GPU backend). None: no cap.
+NARROW_BLOCKS_PER_SM: int | None = 1
+_NARROW = frozenset({"trim_kernel", "levels_kernel", "parents_kernel", "sizes_kernel",
+                     "post_kernel", "bounds_kernel", "hubs_kernel"})
 #: fixes the search's words per vertex (for tuning); None: chosen from the memory budget
 FORCE_WORDS: int | None = None
 
@@ -136,6 +141,8 @@ class GpuKernels:
             per_sm = min(2048 // _BLOCK, 65536 // (((regs + 7) // 8) * 8 * _BLOCK), 8)
             if BLOCKS_PER_SM:
                 per_sm = min(per_sm, BLOCKS_PER_SM)
+            elif NARROW_BLOCKS_PER_SM and name in _NARROW:
+                per_sm = min(per_sm, NARROW_BLOCKS_PER_SM)
             grid = max(1, per_sm) * self._sms
         self._set_balance(args, grid, balance or BALANCE)
         while True:
@@ -166,11 +173,14 @@ class GpuKernels:
         if not bool(keep.all()):
             src, dst = src[keep], dst[keep]
         order = cp.argsort(src)  # stable: targets keep their input order inside a row
-        indices = dst[order]
-        indptr = cp.zeros(n + 1, cp.int64)
-        if src.shape[0]:
-            cp.cumsum(cp.bincount(src, minlength=n), out=indptr[1:])
-        return indptr, indices
+        return self._row_starts(src[order], n), dst[order]
+
+    @staticmethod
+    def _row_starts(sorted_rows, n):
+        """indptr (int64[n + 1]) of a sorted row-id column, by binary search. (cupy.bincount's
+        histogram needed 3 GiB of scratch for one row of 1.5M entries.)"""
+        bounds = cp.arange(n + 1, dtype=sorted_rows.dtype)
+        return cp.searchsorted(sorted_rows, bounds, side="left").astype(cp.int64)
 
     @staticmethod
     def _rows(ptr, m):
@@ -201,10 +211,7 @@ class GpuKernels:
         keep = cp.zeros(m, cp.bool_)
         keep[order[first]] = True
         del order, first
-        out_idx = idx[keep]
-        out_ptr = cp.zeros(n + 1, cp.int64)
-        cp.cumsum(cp.bincount(row[keep], minlength=n), out=out_ptr[1:])
-        return out_ptr, out_idx
+        return self._row_starts(row[keep], n), idx[keep]
 
     # --- condensation ----------------------------------------------------------------------
     @_out_of_memory

@@ -52,7 +52,7 @@ struct LabelView {
 
 // One status code per query of vertex ids (cpu.query_cuts): unknown (negative id), same
 // vertex, then through comp (nullptr: the components are the vertices) same component and, with
-// prune, the level, label and hub cuts (negative), the tree and hub cuts (positive).
+// prune, the level cut, the tree and hub cuts (positive), the label and hub tests (negative).
 extern "C" __global__ void cuts_kernel(int nq, const int* sid, const int* did, const int* comp,
                                        const int* level, const int* inner, const int* outer,
                                        const int* tree_lo, const int* tree_post, int d,
@@ -69,9 +69,9 @@ extern "C" __global__ void cuts_kernel(int nq, const int* sid, const int* did, c
             if (u == t) s = SAME_COMPONENT;
             else if (!prune) s = UNDECIDED;
             else if (level[u] >= level[t]) s = LEVEL_CUT;
+            else if (lab.tree_reaches(u, t)) s = TREE_CUT;  // positive cuts first: cheap, and a
+            else if (lab.hub_reaches(u, t)) s = HUB_CUT;    // reachable pair passes every test
             else if (!lab.may_reach(u, t)) s = LABEL_CUT;
-            else if (lab.tree_reaches(u, t)) s = TREE_CUT;
-            else if (lab.hub_reaches(u, t)) s = HUB_CUT;
             else s = UNDECIDED;
         }
         status[q] = s;

@@ -22,6 +22,23 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def queries_on_the_device(monkeypatch):
+    """Every query call runs the GPU kernels, however small (by default a GPU index answers
+    calls below ``GPU_MIN_QUERIES`` from its host copy)."""
+    monkeypatch.setattr("grail_duckdb.index.GPU_MIN_QUERIES", 0)
+
+
+def test_small_calls_use_the_host_copy_with_the_same_answers(monkeypatch):
+    from grail_duckdb import index as index_module
+
+    monkeypatch.setattr(index_module, "GPU_MIN_QUERIES", 1000)
+    cpu, gpu = build_both(*_pairs(500, 3000, 1))
+    qs, qt = _pairs(500, 999, 2)
+    assert gpu.reaches(qs, qt).to_pylist() == cpu.reaches(qs, qt).to_pylist()
+    assert gpu._host_copy is not None and gpu._host_copy.backend == "cpu"
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 

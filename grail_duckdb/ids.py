@@ -163,48 +163,32 @@ def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None, xp=n
         src_ids = pc.index_in(_as_str(src), value_set=keys).to_numpy(zero_copy_only=False)
         dst_ids = pc.index_in(_as_str(dst), value_set=keys).to_numpy(zero_copy_only=False)
         return VertexIds(keys, "str"), src_ids.astype(np.int32), dst_ids.astype(np.int32)
-    s = _as_int64(src)
-    d = _as_int64(dst)
     e = _as_int64(extra) if extra is not None else np.empty(0, np.int64)
-    endpoints = s.shape[0] + d.shape[0] + e.shape[0]
-    if xp is not np and endpoints:
-        return _int_ids_on_device(xp, s, d, e)
-    if endpoints == 0:
-        ids = VertexIds._for_ints(np.empty(0, np.int64), 0)
-        return ids, np.empty(0, np.int32), np.empty(0, np.int32)
-    lo = min(int(x.min()) for x in (s, d, e) if x.shape[0])
-    hi = max(int(x.max()) for x in (s, d, e) if x.shape[0])
-    if hi - lo + 1 <= DENSE_FACTOR * endpoints + 1024:
-        present = np.zeros(hi - lo + 1, np.bool_)
-        for x in (s, d, e):
-            present[x - lo] = True
-        table = np.cumsum(present, dtype=np.int32) - 1
-        sorted_keys = np.flatnonzero(present).astype(np.int64) + lo
-        table[~present] = -1
-        ids = VertexIds(pa.array(sorted_keys, pa.int64()), "int", _offset=lo, _table=table)
-        return ids, table[s - lo], table[d - lo]
-    sorted_keys = np.unique(np.concatenate([s, d, e]))
-    ids = VertexIds._for_ints(sorted_keys, endpoints)
-    return ids, ids._encode_int(s), ids._encode_int(d)
+    return _int_ids(xp, _as_int64(src), _as_int64(dst), e)
 
 
-def _int_ids_on_device(xp, s: np.ndarray, d: np.ndarray, e: np.ndarray):
-    """:func:`assign_ids` for integer keys with the arrays on the device (same ids)."""
-    cols = [xp.asarray(x) for x in (s, d, e) if x.shape[0]]
+def _int_ids(xp, s: np.ndarray, d: np.ndarray, e: np.ndarray):
+    """:func:`assign_ids` for integer keys, with the array module ``xp``: NumPy, or CuPy (one
+    upload of the key columns; the id arrays stay on the device, the sorted keys and the lookup
+    table come back for the queries). The same ids either way."""
+    host = (lambda a: a) if xp is np else (lambda a: a.get())
+    ds, dd = xp.asarray(s), xp.asarray(d)
+    cols = [x for x in (ds, dd, xp.asarray(e)) if x.shape[0]]
+    endpoints = sum(int(x.shape[0]) for x in cols)
+    if not cols:
+        return VertexIds._for_ints(np.empty(0, np.int64), 0), ds.astype(xp.int32), dd.astype(xp.int32)
     lo = min(int(x.min()) for x in cols)
     hi = max(int(x.max()) for x in cols)
-    endpoints = s.shape[0] + d.shape[0] + e.shape[0]
-    ds, dd = xp.asarray(s), xp.asarray(d)
     if hi - lo + 1 <= DENSE_FACTOR * endpoints + 1024:
         present = xp.zeros(hi - lo + 1, dtype=bool)
         for x in cols:
             present[x - lo] = True
         table = xp.cumsum(present, dtype=xp.int32) - 1
         table[~present] = -1
-        sorted_keys = (xp.flatnonzero(present) + lo).astype(xp.int64).get()
-        ids = VertexIds(pa.array(sorted_keys, pa.int64()), "int", _offset=lo, _table=table.get())
+        sorted_keys = host(xp.flatnonzero(present).astype(xp.int64) + lo)
+        ids = VertexIds(pa.array(sorted_keys, pa.int64()), "int", _offset=lo, _table=host(table))
         return ids, table[ds - lo], table[dd - lo]
     sorted_keys = xp.unique(xp.concatenate(cols))
-    ids = VertexIds._for_ints(sorted_keys.get(), endpoints)
+    ids = VertexIds._for_ints(host(sorted_keys), endpoints)
     return (ids, xp.searchsorted(sorted_keys, ds).astype(xp.int32),
             xp.searchsorted(sorted_keys, dd).astype(xp.int32))

@@ -155,17 +155,23 @@ def _to_host(a):
 def fingerprint_of(kernels, ids: VertexIds, src_ids, dst_ids) -> str:
     """Content hash of an edge list, independent of row order (duplicates count).
 
-    Combines a digest of the sorted distinct keys with an order-independent 64-bit sum of the
-    hashed (src id, dst id) pairs and the row count.
+    Combines a hash of the distinct keys (a 64-bit sum of hashed integer keys, or a digest of
+    the sorted strings) with an order-independent 64-bit sum of the hashed (src id, dst id)
+    pairs and the row count.
     """
     import hashlib
 
+    from .kernels.cpu import key_hash_sum
+
     h = hashlib.blake2b(digest_size=16)
     keys = ids.keys
-    for buf in keys.buffers():
-        if buf is not None:
-            h.update(memoryview(buf))
-    h.update(str(keys.type).encode())
+    if ids.kind == "int":
+        h.update(int(key_hash_sum(keys.to_numpy(zero_copy_only=False))).to_bytes(8, "little"))
+    else:
+        for buf in keys.buffers():
+            if buf is not None:
+                h.update(memoryview(buf))
+    h.update(f"{ids.kind}:{ids.n}".encode())
     h.update(int(src_ids.shape[0]).to_bytes(8, "little"))
     h.update(kernels.edge_hash_sum(src_ids, dst_ids).to_bytes(8, "little"))
     return h.hexdigest()

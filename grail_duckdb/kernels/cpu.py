@@ -628,6 +628,15 @@ def _ctz(low):
 
 
 @njit(**_JIT)
+def key_hash_sum(keys):
+    """Order-independent 64-bit sum of mix64 over integer keys."""
+    acc = np.uint64(0)
+    for i in range(keys.shape[0]):
+        acc += mix64(np.uint64(keys[i]))
+    return acc
+
+
+@njit(**_JIT)
 def edge_hash_sum(src, dst):
     """Order-independent 64-bit sum of mix64(src, dst) over the edges (duplicates counted)."""
     acc = np.uint64(0)

@@ -10,7 +10,7 @@ import grail_duckdb as gd
 from grail_duckdb import datasets, workloads
 from grail_duckdb.ids import assign_ids
 from grail_duckdb.ingest import edge_columns
-from pair_oracle import reaches_by_dfs
+from oracle import reaches_by_dfs
 
 PAIRS = 10_000
 

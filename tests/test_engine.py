@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import grail_duckdb as gd
-from pair_oracle import reaches_by_dfs
+from oracle import reaches_by_dfs
 
 
 @st.composite

@@ -262,6 +262,11 @@ def _register_functions(con, token: str) -> None:
          "arrow", False),
         ("__grail_reaches_str", _reaches_udf(token), ["VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN",
          "arrow", False),
+        # the same without the index name: DuckDB then converts no per-row name column
+        ("__grail_reaches_int_only", _reaches_only_udf(token), ["BIGINT", "BIGINT"], "BOOLEAN",
+         "arrow", False),
+        ("__grail_reaches_str_only", _reaches_only_udf(token), ["VARCHAR", "VARCHAR"], "BOOLEAN",
+         "arrow", False),
         ("__grail_reaches_list_int", _reaches_list_udf(token), ["BIGINT[]", "BIGINT[]", "VARCHAR"],
          "BOOLEAN[]", "arrow", False),
         ("__grail_reaches_list_str", _reaches_list_udf(token),
@@ -327,6 +332,15 @@ def _reaches_udf(token: str):
             return pa.nulls(len(src), pa.bool_())
         return _registry(token).get(_one_name(names)).index.reaches(src, dst)
     return reaches
+
+
+def _reaches_only_udf(token: str):
+    def reaches_only(src, dst):
+        """Arrow scalar UDF on the database's only index: one chunk of pairs -> answers."""
+        if src.null_count == len(src) or dst.null_count == len(dst):
+            return pa.nulls(len(src), pa.bool_())
+        return _registry(token).get("").index.reaches(src, dst)
+    return reaches_only
 
 
 def _reaches_list_udf(token: str):

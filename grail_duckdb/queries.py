@@ -58,10 +58,15 @@ def as_key_array(x) -> pa.Array:
     return pa.array(x)
 
 
-def _same_key(src: pa.Array, dst: pa.Array) -> np.ndarray:
-    """Non-NULL pairs whose keys are equal (for keys that are not vertices)."""
+def _same_key(src: pa.Array, dst: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` pair two equal non-NULL keys (for keys that are not vertices)."""
     if pa.types.is_null(src.type) or pa.types.is_null(dst.type):
-        return np.zeros(len(src), bool)
+        return np.zeros(rows.shape[0], bool)
+    if key_kind(src.type) == "int" and not (src.null_count or dst.null_count):
+        a = src.to_numpy(zero_copy_only=False)
+        b = dst.to_numpy(zero_copy_only=False)
+        return a[rows].astype(np.int64) == b[rows].astype(np.int64)
+    src, dst = src.take(rows), dst.take(rows)
     if key_kind(src.type) == "str":
         src, dst = src.cast(pa.large_string()), dst.cast(pa.large_string())
     else:
@@ -103,7 +108,7 @@ def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True
     nulls = 0 if null is None else int(null.sum())
     if counts[K.UNKNOWN] > nulls:  # keys that are not vertices still reach themselves
         rows = np.flatnonzero(status == K.UNKNOWN)
-        eq = _same_key(src.take(rows), dst.take(rows))
+        eq = _same_key(src, dst, rows)
         answer[rows[eq]] = True
         same_key += int(eq.sum())
     stats = QueryStats(

@@ -27,9 +27,16 @@ CREATE OR REPLACE TEMP MACRO __grail_key_error(ta, tb) AS
           || tb || '; cast them to the key type of the edge table');
 
 -- reaches(src, dst [, index_name]): is there a directed path src -> dst?
--- NULL -> NULL, x reaches x, a key that is no vertex reaches nothing. index_name '' means the
--- only index of the database.
-CREATE OR REPLACE TEMP MACRO reaches(a, b, index_name := '') AS
+-- NULL -> NULL, x reaches x, a key that is no vertex reaches nothing. Without index_name (or
+-- with '') the only index of the database answers; the two-argument form calls a two-argument
+-- function, so DuckDB converts no per-row name column for each chunk.
+CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
+    CASE __grail_pair_kind(typeof(a), typeof(b))
+        WHEN 'str' THEN __grail_reaches_str_only(CAST(a AS VARCHAR), CAST(b AS VARCHAR))
+        WHEN 'int' THEN __grail_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
+        WHEN 'null' THEN __grail_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
+        ELSE __grail_key_error(typeof(a), typeof(b)) END,
+    (a, b, index_name) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_reaches_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR), index_name)
         WHEN 'int' THEN __grail_reaches_int(CAST(a AS BIGINT), CAST(b AS BIGINT), index_name)

@@ -72,6 +72,7 @@ class VertexIds:
     _table: np.ndarray | None = None  # dense int lookup: id of key (offset + i), or -1
     _sorted: np.ndarray | None = None  # sparse int lookup: the sorted keys
     _map: dict | None = field(default=None, repr=False)  # string lookup, built on first use
+    _device_tables: dict = field(default_factory=dict, repr=False)  # array module -> table
 
     @property
     def n(self) -> int:
@@ -98,11 +99,14 @@ class VertexIds:
             return cls(keys, "int", _offset=lo, _table=table)
         return cls(keys, "int", _sorted=sorted_keys)
 
-    def encode(self, arr: pa.Array) -> np.ndarray:
-        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph."""
+    def encode(self, arr: pa.Array, xp=np):
+        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph.
+
+        With ``xp`` a device array module (CuPy), the ids come back on the device; integer keys
+        with a dense lookup table are then looked up there (one upload of the keys)."""
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         if pa.types.is_null(arr.type):
-            return np.full(len(arr), -1, np.int32)
+            return xp.full(len(arr), -1, dtype=xp.int32)
         kind = key_kind(arr.type)
         if kind != self.kind:
             want = "integer" if self.kind == "int" else "string (VARCHAR)"
@@ -112,14 +116,28 @@ class VertexIds:
             )
         valid = None if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
         if kind == "str":
-            ids = self._encode_str(arr)
+            ids = xp.asarray(self._encode_str(arr))
         else:
             if valid is not None:
                 arr = arr.fill_null(0)
-            ids = self._encode_int(_as_int64(arr))
+            keys = _as_int64(arr)
+            if xp is not np and self._table is not None:
+                ids = self._lookup_on_device(xp, xp.asarray(keys))
+            else:
+                ids = xp.asarray(self._encode_int(keys))
         if valid is not None:
-            ids[~valid] = -1
+            ids[xp.asarray(~valid)] = -1
         return ids
+
+    def _lookup_on_device(self, xp, keys):
+        """The dense table lookup as whole-array operations of ``xp`` (the table is uploaded
+        once per index and array module)."""
+        table = self._device_tables.get(xp.__name__)
+        if table is None:
+            table = self._device_tables[xp.__name__] = xp.asarray(self._table)
+        j = keys - self._offset
+        inside = (j >= 0) & (j < table.shape[0])
+        return xp.where(inside, table[xp.clip(j, 0, table.shape[0] - 1)], -1).astype(xp.int32)
 
     def _encode_int(self, k: np.ndarray) -> np.ndarray:
         if self._table is not None:

@@ -92,51 +92,51 @@ def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True
     nq = len(src)
     k = index.kernels
     xp = k.xp
-    sid = index.ids.encode(src)
-    did = index.ids.encode(dst)
+    sid = index.ids.encode(src, xp)
+    did = index.ids.encode(dst, xp)
     identity = index.n_components == index.n_vertices  # acyclic input
-    status = k.query_cuts(xp.asarray(sid), xp.asarray(did), None if identity else index.comp,
-                          index.labels, use_cuts)
-    status = _host(xp, status)
-    counts = np.bincount(status.view(np.uint8), minlength=8)
-    answer = _ANSWER_OF[status]
+    status = k.query_cuts(sid, did, None if identity else index.comp, index.labels, use_cuts)
+    counts = _host(xp, xp.bincount(status.view(xp.uint8), minlength=8))
+    answer = xp.asarray(_ANSWER_OF)[status]
     null = None
     if src.null_count or dst.null_count:
         null = ~(src.is_valid().to_numpy(zero_copy_only=False)
                  & dst.is_valid().to_numpy(zero_copy_only=False))
     same_key = int(counts[K.SAME_VERTEX])
     nulls = 0 if null is None else int(null.sum())
-    if counts[K.UNKNOWN] > nulls:  # keys that are not vertices still reach themselves
-        rows = np.flatnonzero(status == K.UNKNOWN)
-        eq = _same_key(src, dst, rows)
-        answer[rows[eq]] = True
-        same_key += int(eq.sum())
     stats = QueryStats(
-        queries=nq, null=nulls, same_key=same_key,
-        unknown_vertex=int(counts[K.UNKNOWN]) - nulls - (same_key - int(counts[K.SAME_VERTEX])),
-        same_component=int(counts[K.SAME_COMPONENT]), level_cut=int(counts[K.LEVEL_CUT]),
-        label_cut=int(counts[K.LABEL_CUT]), tree_cut=int(counts[K.TREE_CUT]),
-        hub_cut=int(counts[K.HUB_CUT]), searched=int(counts[K.UNDECIDED]))
+        queries=nq, null=nulls, same_component=int(counts[K.SAME_COMPONENT]),
+        level_cut=int(counts[K.LEVEL_CUT]), label_cut=int(counts[K.LABEL_CUT]),
+        tree_cut=int(counts[K.TREE_CUT]), hub_cut=int(counts[K.HUB_CUT]),
+        searched=int(counts[K.UNDECIDED]))
     if stats.searched:
-        todo = np.flatnonzero(status == K.UNDECIDED)
+        todo = xp.flatnonzero(status == K.UNDECIDED)
         found = _search(index, sid[todo], did[todo], words, use_cuts)
         answer[todo] = found
         stats.search_reachable = int(found.sum())
+    answer = _host(xp, answer)
+    if counts[K.UNKNOWN] > nulls:  # keys that are not vertices still reach themselves
+        rows = np.flatnonzero(_host(xp, status) == K.UNKNOWN)
+        eq = _same_key(src, dst, rows)
+        answer[rows[eq]] = True
+        same_key += int(eq.sum())
+    stats.same_key = same_key
+    stats.unknown_vertex = int(counts[K.UNKNOWN]) - nulls - (same_key - int(counts[K.SAME_VERTEX]))
     return pa.array(answer, pa.bool_(), mask=null), stats
 
 
 def _search(index, sid, did, words, prune):
-    """The label-pruned bitmask search over the condensed DAG for known, undecided pairs."""
+    """The label-pruned bitmask search over the condensed DAG for known, undecided pairs
+    (arrays of the index's backend in and out)."""
     k = index.kernels
     xp = k.xp
-    sid, did = xp.asarray(sid), xp.asarray(did)
     if index.n_components != index.n_vertices:
         sid, did = index.comp[sid], index.comp[did]
     order = xp.argsort(sid, kind="stable")  # queries from one source share a pass
     found = k.bitmask_search(index.dag, index.labels, sid[order], did[order], words, prune)
     hit = xp.zeros_like(found)
     hit[order] = found
-    return _host(xp, hit)
+    return hit
 
 
 def _host(xp, a):

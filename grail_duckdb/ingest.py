@@ -30,7 +30,8 @@ class EdgeColumns:
         return len(self.src)
 
 
-def _to_array(x, name: str) -> pa.Array:
+def as_column(x, name: str = "key") -> pa.Array:
+    """Any column-like (pyarrow, NumPy, list) as one pyarrow Array; ``name`` for errors."""
     if isinstance(x, pa.ChunkedArray):
         return x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
     if isinstance(x, pa.Array):
@@ -56,8 +57,8 @@ def _from_table(table: pa.Table, src: str, dst: str) -> EdgeColumns:
     meta = table.schema.metadata or {}
     if VERTEX_COUNT_META in meta:
         extra = pa.array(np.arange(int(meta[VERTEX_COUNT_META]), dtype=np.int64))
-    return EdgeColumns(_to_array(table.column(src), "source"),
-                       _to_array(table.column(dst), "destination"), extra)
+    return EdgeColumns(as_column(table.column(src), "source"),
+                       as_column(table.column(dst), "destination"), extra)
 
 
 def edge_columns(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst") -> EdgeColumns:
@@ -68,7 +69,7 @@ def edge_columns(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst")
     (2, DataType(int64))
     """
     if dst is not None:
-        cols = EdgeColumns(_to_array(edges, "source"), _to_array(dst, "destination"))
+        cols = EdgeColumns(as_column(edges, "source"), as_column(dst, "destination"))
     elif isinstance(edges, pa.RecordBatch):
         cols = _from_table(pa.Table.from_batches([edges]), src_col, dst_col)
     elif isinstance(edges, pa.Table):

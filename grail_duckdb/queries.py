@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from . import kernels as K
 from .ids import key_kind
+from .ingest import as_column
 
 #: queries per search pass = 64 * SEARCH_WORDS
 SEARCH_WORDS = 1
@@ -45,17 +46,6 @@ class QueryStats:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def as_key_array(x) -> pa.Array:
-    """Any column-like (pyarrow, NumPy, list) as one pyarrow Array."""
-    if isinstance(x, pa.ChunkedArray):
-        return x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
-    if isinstance(x, pa.Array):
-        return x
-    if isinstance(x, np.ndarray) and x.dtype.kind in "US":
-        return pa.array(x.astype(str).tolist(), pa.string())
-    return pa.array(x)
 
 
 def _same_key(src: pa.Array, dst: pa.Array, rows: np.ndarray) -> np.ndarray:
@@ -86,7 +76,7 @@ def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True
     the undecided ones go to the search. ``use_cuts=False`` sends every query between different
     components to the search with no pruning at all (the bench's "plain multi-source BFS").
     """
-    src, dst = as_key_array(src), as_key_array(dst)
+    src, dst = as_column(src, "source"), as_column(dst, "destination")
     if len(src) != len(dst):
         raise ValueError(f"src and dst differ in length ({len(src)} vs {len(dst)})")
     nq = len(src)

@@ -9,10 +9,17 @@ from __future__ import annotations
 import functools
 import os
 
+import numpy as np
+
 from .errors import BackendError
 from .kernels import CpuKernels
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
+
+
+def to_host(a) -> np.ndarray:
+    """A NumPy array of a host or device (CuPy) array; host arrays are not copied."""
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
 @functools.lru_cache(maxsize=1)

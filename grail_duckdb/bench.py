@@ -49,7 +49,9 @@ import numpy as np
 import pyarrow as pa
 
 from . import bench_baselines as bl
+from .backend import to_host
 from .csr import CSR
+from .ingest import as_column
 
 DEFAULT_DATASETS = ["citeseer", "uniprot", "cit-HepTh"]
 QUICK_DATASETS = ["gen:citation:20000", "gen:random:5000:4", "gen:rmat:12"]
@@ -369,7 +371,7 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
     labels = (s or {}).get("labels", 5)
     for table in tables:
         idx = gd.build_index(table, labels=labels, backend=backend)
-        src, dst = _col(table, "src"), _col(table, "dst")
+        src, dst = as_column(table.column("src")), as_column(table.column("dst"))
         idx.reaches_with_stats(src, dst)
         idx.reaches_with_stats(dst, src)
         idx.reaches_with_stats(src[:640], dst[:640], use_cuts=False)
@@ -446,7 +448,7 @@ def bench_plain_bfs(idx, pairs: pa.Table, expected: np.ndarray, budget: float) -
         _sync(idx)
         return a.to_numpy(zero_copy_only=False)
 
-    src, dst = _col(pairs, "src"), _col(pairs, "dst")
+    src, dst = as_column(pairs.column("src")), as_column(pairs.column("dst"))
     return bl.measure(answer, src, dst, expected, budget=budget, probe=640).as_dict()
 
 
@@ -459,7 +461,7 @@ def traversal_gteps(idx, graph, roots: int = 64, seed: int = 0) -> dict:
     """
     k = idx.kernels
     xp = k.xp
-    outdeg = np.diff(bl_host(graph.indptr))
+    outdeg = np.diff(to_host(graph.indptr))
     candidates = np.flatnonzero(outdeg > 0)
     if candidates.shape[0] == 0:
         return {"roots": 0, "edges": 0, "seconds": 0.0, "gteps": None}
@@ -476,7 +478,7 @@ def traversal_gteps(idx, graph, roots: int = 64, seed: int = 0) -> dict:
         _sync(idx)
         dt = time.perf_counter() - t0
         seeds[int(r)] = False
-        edges = int(outdeg[bl_host(seen)].sum())
+        edges = int(outdeg[to_host(seen)].sum())
         total_s += dt
         total_e += edges
         per_root.append(edges)
@@ -507,8 +509,8 @@ def sweep_gteps(idx, graph) -> dict:
 def input_graph(idx, edges: pa.Table):
     """The forward CSR of the input graph (not condensed), on the index's backend."""
     k = idx.kernels
-    s = k.xp.asarray(idx.ids.encode(_col(edges, "src")))
-    d = k.xp.asarray(idx.ids.encode(_col(edges, "dst")))
+    s = idx.ids.encode(edges.column("src"), k.xp)
+    d = idx.ids.encode(edges.column("dst"), k.xp)
     return CSR(*k.csr(s, d, idx.n_vertices))
 
 
@@ -518,16 +520,6 @@ def bench_traversal(idx, edges: pa.Table, roots: int, seed: int) -> dict:
     return {"input graph": traversal_gteps(idx, g, roots, seed),
             "condensed DAG": traversal_gteps(idx, idx.dag, roots, seed),
             "input graph, every vertex a root (one sweep)": sweep_gteps(idx, g)}
-
-
-def bl_host(a) -> np.ndarray:
-    """A device or host array as a NumPy array."""
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
-
-
-def _col(table: pa.Table, name: str) -> pa.Array:
-    col = table.column(name)
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
 # ----------------------------------------------------------------------------------------------
@@ -681,7 +673,7 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
 
 def bench_baselines(w: Workload, sets, expected, s: dict, say) -> dict:
     """NetworkX, SciPy and the recursive CTE per pair (sampled), and the identity UDF floor."""
-    src, dst = _col(w.edges, "src"), _col(w.edges, "dst")
+    src, dst = as_column(w.edges.column("src")), as_column(w.edges.column("dst"))
     out = {}
     probes = {"networkx has_path": 50, "scipy BFS": 20, "duckdb recursive CTE": 3}
     for cls in bl.PER_PAIR:
@@ -690,7 +682,7 @@ def bench_baselines(w: Workload, sets, expected, s: dict, say) -> dict:
         base.prepare(src, dst)
         entry = {"setup_seconds": time.perf_counter() - t0}
         for name, pairs in sets.items():
-            m = bl.measure(base.answer, _col(pairs, "src"), _col(pairs, "dst"), expected[name],
+            m = bl.measure(base.answer, as_column(pairs.column("src")), as_column(pairs.column("dst")), expected[name],
                            budget=s["budget"], probe=probes[base.name])
             entry[name] = m.as_dict()
             say(f"  {base.name} {name}: {m.seconds * 1e3:,.0f} ms for {m.total:,} pairs"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .csr import CSR
+from .csr import CSR, forward_and_reverse
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,10 @@ def strongly_connected_components(k, fwd: CSR, rev: CSR):
 
 def condense(k, fwd: CSR, rev: CSR) -> Condensation:
     """Components and the DAG between them (one edge per connected pair of components)."""
-    xp = k.xp
     comp, count = strongly_connected_components(k, fwd, rev)
     if count == fwd.n:  # already acyclic (every .gra benchmark graph): comp is the identity
-        dag = CSR(*k.dedupe_rows(fwd.indptr, fwd.indices))
-        dag_rev = CSR(*k.dedupe_rows(rev.indptr, rev.indices))
-        return Condensation(comp, count, dag, dag_rev)
-    s, d = k.condensed_edges(fwd, comp)
-    dag = CSR(*k.dedupe_rows(*k.csr(s, d, count)))
-    dag_rev = CSR(*k.dedupe_rows(*k.csr(d, s, count)))
-    del xp
-    return Condensation(comp, count, dag, dag_rev)
+        dag, dag_rev = fwd, rev
+    else:
+        dag, dag_rev = forward_and_reverse(k, *k.condensed_edges(fwd, comp), count)
+    return Condensation(comp, count, CSR(*k.dedupe_rows(dag.indptr, dag.indices)),
+                        CSR(*k.dedupe_rows(dag_rev.indptr, dag_rev.indices)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from . import backend as _backend
 from . import queries
@@ -132,7 +131,7 @@ class GrailIndex:
         if target == self.backend:
             return self
         k = _backend.kernels_for(target)
-        move = k.xp.asarray if target == "gpu" else _to_host
+        move = k.xp.asarray if target == "gpu" else _backend.to_host
         lab = self.labels
         return GrailIndex(
             ids=self.ids, comp=move(self.comp), n_components=self.n_components,
@@ -147,9 +146,6 @@ class GrailIndex:
 
         return save(self, path, **kw)
 
-
-def _to_host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
 def fingerprint_of(kernels, ids: VertexIds, src_ids, dst_ids) -> str:

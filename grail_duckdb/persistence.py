@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import backend as _backend
+from .backend import to_host
 from .csr import CSR
 from .errors import IndexFileError, StaleIndexError
 from .ids import VertexIds
@@ -48,10 +49,6 @@ from .labels import Labels
 FORMAT_NAME = "grail_duckdb-index"
 FORMAT_VERSION = 1
 _META = "grail_duckdb."
-
-
-def _host(a) -> np.ndarray:
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
 def _digest(meta: dict, keys: pa.Array, columns: dict[str, np.ndarray], dag_ptr, dag_idx) -> str:
@@ -78,13 +75,13 @@ def _digest(meta: dict, keys: pa.Array, columns: dict[str, np.ndarray], dag_ptr,
 
 def _component_columns(lab: Labels) -> dict[str, np.ndarray]:
     """Per-component arrays by column name (host copies)."""
-    cols = {"level": _host(lab.level), "tree_lo": _host(lab.tree_lo),
-            "tree_post": _host(lab.tree_post)}
-    inner, outer = _host(lab.inner), _host(lab.outer)
+    cols = {"level": to_host(lab.level), "tree_lo": to_host(lab.tree_lo),
+            "tree_post": to_host(lab.tree_post)}
+    inner, outer = to_host(lab.inner), to_host(lab.outer)
     for j in range(inner.shape[1]):
         cols[f"inner_{j + 1}"] = inner[:, j]
         cols[f"outer_{j + 1}"] = outer[:, j]
-    down, up = _host(lab.hub_down), _host(lab.hub_up)
+    down, up = to_host(lab.hub_down), to_host(lab.hub_up)
     for w in range(down.shape[1]):
         cols[f"hub_down_{w + 1}"] = down[:, w]
         cols[f"hub_up_{w + 1}"] = up[:, w]
@@ -103,10 +100,10 @@ def _representatives(comp: np.ndarray) -> np.ndarray:
 def to_table(index, source: dict | None = None) -> pa.Table:
     """The index as an Arrow table (one row per vertex) with its schema metadata;
     ``source`` (str -> str) is stored under ``source.<key>``."""
-    comp = _host(index.comp).astype(np.int32, copy=False)
+    comp = to_host(index.comp).astype(np.int32, copy=False)
     n = comp.shape[0]
     ccols = _component_columns(index.labels)
-    ptr, idx = _host(index.dag.indptr), _host(index.dag.indices)
+    ptr, idx = to_host(index.dag.indptr), to_host(index.dag.indices)
     rep = _representatives(comp)
     # list column: components' child lists on representative rows, NULL elsewhere
     counts = np.zeros(n, np.int64)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import kernels as K
+from .backend import to_host
 from .ids import key_kind
 from .ingest import as_column
 
@@ -86,7 +87,7 @@ def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True
     did = index.ids.encode(dst, xp)
     identity = index.n_components == index.n_vertices  # acyclic input
     status = k.query_cuts(sid, did, None if identity else index.comp, index.labels, use_cuts)
-    counts = _host(xp, xp.bincount(status.view(xp.uint8), minlength=8))
+    counts = to_host(xp.bincount(status.view(xp.uint8), minlength=8))
     answer = xp.asarray(_ANSWER_OF)[status]
     null = None
     if src.null_count or dst.null_count:
@@ -104,9 +105,9 @@ def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True
         found = _search(index, sid[todo], did[todo], words, use_cuts)
         answer[todo] = found
         stats.search_reachable = int(found.sum())
-    answer = _host(xp, answer)
+    answer = to_host(answer)
     if counts[K.UNKNOWN] > nulls:  # keys that are not vertices still reach themselves
-        rows = np.flatnonzero(_host(xp, status) == K.UNKNOWN)
+        rows = np.flatnonzero(to_host(status) == K.UNKNOWN)
         eq = _same_key(src, dst, rows)
         answer[rows[eq]] = True
         same_key += int(eq.sum())
@@ -128,6 +129,3 @@ def _search(index, sid, did, words, prune):
     hit[order] = found
     return hit
 
-
-def _host(xp, a):
-    return a.get() if hasattr(a, "get") and xp is not np else np.asarray(a)

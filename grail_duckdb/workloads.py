@@ -12,21 +12,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .ids import assign_ids
-from .ingest import edge_columns
+from .ingest import as_column, edge_columns
 
 __all__ = ["random_pairs", "reachable_pairs", "vertex_keys"]
 
 #: default upper bound of the length of the walks of :func:`reachable_pairs`
 MAX_STEPS = 64
-
-
-def _as_array(keys) -> pa.Array:
-    """A pyarrow Array of keys from an Array, ChunkedArray, NumPy array or list."""
-    if isinstance(keys, pa.ChunkedArray):
-        return keys.combine_chunks()
-    if isinstance(keys, pa.Array):
-        return keys
-    return pa.array(np.asarray(keys) if not isinstance(keys, list) else keys)
 
 
 def _pair_table(src: pa.Array, dst: pa.Array) -> pa.Table:
@@ -54,7 +45,7 @@ def random_pairs(keys, count: int, *, seed: int = 0) -> pa.Table:
     >>> t.num_rows, set(t["src"].to_pylist()) <= {"a", "b", "c"}
     (4, True)
     """
-    keys = _as_array(keys)
+    keys = as_column(keys)
     if len(keys) == 0:
         raise ValueError("random_pairs needs at least one vertex key")
     rng = np.random.default_rng(seed)

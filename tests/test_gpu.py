@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb import backend as _backend
+from grail_duckdb.backend import to_host
 from oracle import bfs_pairs
 
 pytestmark = [
@@ -39,10 +40,6 @@ def test_small_calls_use_the_host_copy_with_the_same_answers(monkeypatch):
     assert gpu._host_copy is not None and gpu._host_copy.backend == "cpu"
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
-
-
 def build_both(src, dst=None, **kw):
     """The CPU and the GPU index of one edge list."""
     return (gd.build_index(src, dst, backend="cpu", **kw),
@@ -53,11 +50,11 @@ def assert_same_index(cpu, gpu):
     """Components, condensed DAG, labels and fingerprint are identical on both backends."""
     assert gpu.backend == "gpu" and cpu.backend == "cpu"
     assert gpu.n_components == cpu.n_components
-    np.testing.assert_array_equal(_host(gpu.comp), cpu.comp)
-    np.testing.assert_array_equal(_host(gpu.dag.indptr), cpu.dag.indptr)
-    np.testing.assert_array_equal(_host(gpu.dag.indices), cpu.dag.indices)
+    np.testing.assert_array_equal(to_host(gpu.comp), cpu.comp)
+    np.testing.assert_array_equal(to_host(gpu.dag.indptr), cpu.dag.indptr)
+    np.testing.assert_array_equal(to_host(gpu.dag.indices), cpu.dag.indices)
     for name, arr in cpu.labels.arrays().items():
-        np.testing.assert_array_equal(_host(gpu.labels.arrays()[name]), arr, err_msg=name)
+        np.testing.assert_array_equal(to_host(gpu.labels.arrays()[name]), arr, err_msg=name)
     assert gpu.fingerprint == cpu.fingerprint
 
 

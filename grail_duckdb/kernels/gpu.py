@@ -22,14 +22,12 @@ import cupyx
 import numpy as np
 
 from ..errors import BackendError
+from .cpu import ORDER_BLOCK, order_params  # the vertex order of each label, on the host
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu")
 _BLOCK = 256
 _INT_MAX = np.iinfo(np.int32).max
-#: vertices are permuted in blocks of this many ids (``cpu.ORDER_BLOCK``)
-ORDER_BLOCK = 64
-_M64 = (1 << 64) - 1
 #: upper bound on the search's words per vertex (64 * W queries per pass)
 MAX_WORDS = 64
 #: load balance of the build's traversals: "binned" (thread / warp / grid by degree) or
@@ -58,28 +56,6 @@ def kernel_dir() -> Path:
         if (cand / "common.cuh").is_file():
             return cand
     raise BackendError(f"CUDA sources not found next to {pkg} (kernels/ or _cuda/)")
-
-
-def _mix64(x: int) -> int:
-    """splitmix64 finaliser on Python ints (the host side of ``mix64`` in common.cuh)."""
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def order_params(n_blocks: int, label: int, seed: int):
-    """(mask, a1, c, a2, shift, xor) of label ``label``'s vertex order, as cpu.order_params."""
-    bits = 1
-    while (1 << bits) < max(n_blocks, 2):
-        bits += 1
-    mask = (1 << bits) - 1
-    h = _mix64(((int(seed) & _M64) * 64 + label) & _M64)
-    a1 = (_mix64(h) & mask) | 1
-    c = _mix64((h + 1) & _M64) & mask
-    a2 = (_mix64((h + 2) & _M64) & mask) | 1
-    xr = _mix64((h + 3) & _M64) & (ORDER_BLOCK - 1)
-    return mask, a1, c, a2, max(bits // 2, 1), xr
 
 
 def _out_of_memory(fn):
@@ -367,20 +343,12 @@ class GpuKernels:
     # --- queries ---------------------------------------------------------------------------
     @staticmethod
     def _hubs(lab):
-        """(down, up, words) of the labels' hub bits; no words when the labels have none."""
-        down = getattr(lab, "hub_down", None)
-        if down is None or down.ndim != 2 or down.shape[1] == 0:
-            empty = cp.zeros(1, cp.uint64)
-            return empty, empty, 0
-        return down, lab.hub_up, int(down.shape[1])
+        """(down, up, words) of the labels' hub bits."""
+        return lab.hub_down, lab.hub_up, int(lab.hub_down.shape[1])
 
     @_out_of_memory
-    def query_cuts(self, sid, did, comp, lab=None, prune=True):
-        """Status code per query of vertex ids; ``comp`` None when components are vertices.
-
-        (Also accepts the older form ``query_cuts(cs, ct, lab)`` over component ids.)"""
-        if lab is None:
-            comp, lab = None, comp
+    def query_cuts(self, sid, did, comp, lab, prune=True):
+        """Status code per query of vertex ids; ``comp`` None when components are vertices."""
         nq = sid.shape[0]
         status = cp.empty(nq, cp.int8)
         if nq:

@@ -25,12 +25,12 @@ HEPTH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "snap" / "
 def load_citations(edges: str | None, papers: int):
     """The citation edges (src cites dst): a file, cit-HepTh when present, or generated."""
     if edges or HEPTH.exists():
-        from grail_duckdb.readers import read_edges
+        from grail_duckdb.tools.readers import read_edges
 
         path = edges or HEPTH
         print(f"citations from {path}")
         return read_edges(path)
-    from grail_duckdb.generators import citation_dag
+    from grail_duckdb.tools.generators import citation_dag
 
     print(f"no datasets folder: a generated citation graph of {papers:,} papers")
     return citation_dag(papers, seed=0)

@@ -1,4 +1,4 @@
-"""``python -m grail_duckdb``: see :mod:`grail_duckdb.cli`."""
-from .cli import main
+"""``python -m grail_duckdb``: see :mod:`grail_duckdb.tools.cli`."""
+from .tools.cli import main
 
 raise SystemExit(main())

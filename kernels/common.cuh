@@ -16,13 +16,9 @@ typedef unsigned long long u64;
 #define WARP_MIN 32
 #define GRID_MIN 4096
 
-// splitmix64 finaliser (the same function as mix64 in grail_duckdb/kernels/cpu.py).
-__device__ __forceinline__ u64 mix64(u64 x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+// The constants and small functions shared with the CPU twins (status codes, ORDER_BLOCK, mix64,
+// permute_step, the cut predicates) come from grail_duckdb/kernels/shared.py, which generates
+// them as a header prepended to these sources when the module is compiled.
 
 __device__ __forceinline__ int thread_rank() { return blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int thread_count() { return gridDim.x * blockDim.x; }
@@ -83,23 +79,24 @@ __device__ void advance_huge(const int* huge, int nh, const i64* ptr, const int*
     }
 }
 
-// Load balance of every advance, set from the host (GpuKernels.set_balance): 0 = degree-binned
+// Load balance of an advance, chosen by the host per launch (GpuSettings): 0 = degree-binned
 // (thread / warp / grid), 1 = edge-balanced (prefix sum of the frontier's degrees, then one
-// thread per edge finding its row by binary search). g_scan: scratch of n + 1 + grid entries.
-extern "C" {
-__device__ int g_balance = 0;
-__device__ i64* g_scan = nullptr;
-}
+// thread per edge finding its row by binary search). `scan`: scratch of n + 2 + grid entries,
+// owned by the launch (nothing is shared between launches or threads of the host).
+struct Balance {
+    int mode;
+    i64* scan;
+};
 
 // Edge-balanced advance: an exclusive prefix sum of the items' degrees (per block, then across
 // blocks), then edge e of the frontier goes to thread e mod T, which finds its row by binary
 // search. Two grid syncs per level, no per-row imbalance at all.
 template <class F>
 __device__ void advance_edges(cg::grid_group& g, const int* items, int count, const i64* ptr,
-                              const int* idx, F f) {
+                              const int* idx, i64* scan, F f) {
     __shared__ i64 warp_tot[32];
-    i64* pre = g_scan;               // pre[i] = edges of items before i; pre[count] = total
-    i64* block_tot = g_scan + count + 1;
+    i64* pre = scan;               // pre[i] = edges of items before i; pre[count] = total
+    i64* block_tot = scan + count + 1;
     const int tile = (count + gridDim.x - 1) / gridDim.x;
     const int lo = min(count, (int)blockIdx.x * tile), hi = min(count, lo + tile);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -151,10 +148,11 @@ __device__ void advance_edges(cg::grid_group& g, const int* items, int count, co
 // One level of a frontier traversal: advance the items over one CSR, then the deferred huge rows.
 // Counters: huge_ctr[L % 3] collects level L's huge rows; thread 0 clears the slot of L + 1.
 template <class F>
-__device__ void advance_level(cg::grid_group& g, int L, const int* items, int count,
-                              const i64* ptr, const int* idx, int* huge, int* huge_ctr, F f) {
-    if (g_balance == 1) {
-        if (count > 0) advance_edges(g, items, count, ptr, idx, f);
+__device__ void advance_level(cg::grid_group& g, const Balance& bal, int L, const int* items,
+                              int count, const i64* ptr, const int* idx, int* huge, int* huge_ctr,
+                              F f) {
+    if (bal.mode == 1) {
+        if (count > 0) advance_edges(g, items, count, ptr, idx, bal.scan, f);
         else g.sync();
         return;
     }

@@ -1,6 +1,6 @@
 // GRAIL labels: the four breadth-first passes (GRAIL GPU paper, Section 4), level-synchronous,
 // each pass one persistent cooperative kernel over the topological levels. Twins of
-// topological_levels, tree_parents, subtree_sizes, post_orders and interval_bounds in cpu.py.
+// topological_levels, tree_parents, subtree_sizes, post_orders and interval_bounds in grail_duckdb/kernels/cpu/labels.py.
 #include "common.cuh"
 
 // Kahn's sweep by levels: a vertex enters level L + 1 when its last in-neighbour (level L) is
@@ -9,7 +9,9 @@
 // ctr[7] = vertices seen.
 extern "C" __global__ void levels_kernel(int n, const i64* fptr, const int* fidx,
                                          const i64* rptr, int* pending, int* level, int* order,
-                                         int* offs, int* huge, int* ctr) {
+                                         int* offs, int* huge, int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
     int* cnt = ctr;
@@ -33,7 +35,7 @@ extern "C" __global__ void levels_kernel(int n, const i64* fptr, const int* fidx
                 push(order, base, out_cnt, w);
             }
         };
-        advance_level(g, L, order + lo, hi - lo, fptr, fidx, huge, ctr + 3, release);
+        advance_level(g, bal, L, order + lo, hi - lo, fptr, fidx, huge, ctr + 3, release);
         lo = hi;
         hi = base + *((volatile int*)out_cnt);
     }
@@ -47,12 +49,14 @@ extern "C" __global__ void levels_kernel(int n, const i64* fptr, const int* fidx
 // Step 1: tree parent = smallest-id in-neighbour one level above (INT_MAX until set; the
 // caller turns what is left into -1). One advance over every reverse row.
 extern "C" __global__ void parents_kernel(int n, const i64* rptr, const int* ridx,
-                                          const int* level, int* parent, int* huge, int* ctr) {
+                                          const int* level, int* parent, int* huge, int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     auto adopt = [&](int v, int u) {
         if (level[u] == level[v] - 1) atomicMin(&parent[v], u);
     };
-    advance_level(g, 0, nullptr, n, rptr, ridx, huge, ctr + 3, adopt);
+    advance_level(g, bal, 0, nullptr, n, rptr, ridx, huge, ctr + 3, adopt);
 }
 
 // Step 2: subtree sizes bottom-up, one level at a time (size starts at 1).
@@ -70,27 +74,22 @@ extern "C" __global__ void sizes_kernel(int levels, const int* order, const int*
     }
 }
 
-// Label j's pseudo-random vertex order (cpu.order_params / cpu.permuted_block): blocks of
+// Label j's pseudo-random vertex order (shared.order_params, cpu/labels.permuted_block): blocks of
 // ORDER_BLOCK consecutive ids in a cycle-walked bijective order, ids xored inside a block.
 // inv[blk] = rank of block blk in that order.
-#define ORDER_BLOCK 64
 extern "C" __global__ void block_rank_kernel(i64 n_blocks, u64 mask, u64 a1, u64 c, u64 a2,
                                              u64 shift, i64* inv) {
     for (i64 b = thread_rank(); b < n_blocks; b += thread_count()) {
         u64 x = (u64)b;
-        do {
-            x = (x * a1 + c) & mask;
-            x ^= x >> shift;
-            x = (x * a2) & mask;
-            x ^= x >> shift;
-        } while (x >= (u64)n_blocks);
+        do x = permute_step(x, mask, a1, c, a2, shift);
+        while (x >= (u64)n_blocks);
         inv[x] = b;
     }
 }
 
 // Sort key of vertex v among its siblings in label j: (parent + 1) in the high 32 bits, v's
 // rank in label j's vertex order in the low ones; sorting by it groups every parent's children
-// in exactly the order in which cpu.post_orders visits them.
+// in exactly the order in which cpu/labels.post_orders visits them.
 extern "C" __global__ void sibling_keys_kernel(int n, const int* parent, const i64* inv,
                                                u64 xr, u64* key) {
     for (int v = thread_rank(); v < n; v += thread_count()) {
@@ -169,7 +168,7 @@ extern "C" __global__ void bounds_kernel(int levels, int d, const i64* fptr, con
     }
 }
 
-// Hub bits (cpu.hub_bits): down[v] = hubs v reaches, bottom-up pulling from every DAG child;
+// Hub bits (cpu/labels.hub_bits): down[v] = hubs v reaches, bottom-up pulling from every DAG child;
 // up[v] = hubs reaching v, top-down pulling from every DAG parent. W words per vertex; each
 // vertex is owned by one warp (OR-reduction over its row, one write).
 __device__ __forceinline__ void pull_or(int v, const i64* ptr, const int* idx, int W, u64* bits,

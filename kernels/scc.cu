@@ -1,6 +1,6 @@
 // SCC condensation steps (Multistep, the manycore paper): trim, reach within a colour, and
 // max-colour propagation. Each is one persistent cooperative kernel that runs every level of its
-// frontier traversal; twins of trim / reach_within_colour / propagate_max_colour in cpu.py.
+// frontier traversal; twins of trim / reach_within_colour / propagate_max_colour in grail_duckdb/kernels/cpu/graph.py.
 #include "common.cuh"
 
 // Level-synchronous peel: a live vertex whose live in- or out-degree drops to zero is removed
@@ -9,7 +9,9 @@
 extern "C" __global__ void trim_kernel(int n, int all_alive, const i64* fptr, const int* fidx,
                                        const i64* rptr, const int* ridx, bool* alive,
                                        int* indeg, int* outdeg, int* state, int* queue,
-                                       int* huge, int* ctr) {
+                                       int* huge, int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
     for (int v = t; v < n; v += T) {
@@ -28,7 +30,7 @@ extern "C" __global__ void trim_kernel(int n, int all_alive, const i64* fptr, co
                 atomicAdd(&indeg[w], 1);
             }
         };
-        advance_level(g, step, nullptr, n, fptr, fidx, huge, ctr + 3, count);
+        advance_level(g, bal, step, nullptr, n, fptr, fidx, huge, ctr + 3, count);
         ++step;
     }
     int* cnt = ctr;
@@ -76,7 +78,9 @@ extern "C" __global__ void trim_kernel(int n, int all_alive, const i64* fptr, co
 // state[v] = 1 once reached; queue holds the reached vertices level by level.
 extern "C" __global__ void reach_kernel(int n, const i64* ptr, const int* idx,
                                         const bool* seeds, const int* colour, int* state,
-                                        int* queue, int* huge, int* ctr) {
+                                        int* queue, int* huge, int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
     int* cnt = ctr;
@@ -95,7 +99,7 @@ extern "C" __global__ void reach_kernel(int n, const i64* ptr, const int* idx,
             if (colour[w] == colour[v] && !state[w] && atomicExch(&state[w], 1) == 0)
                 push(queue, base, out_cnt, w);
         };
-        advance_level(g, L, queue + lo, hi - lo, ptr, idx, huge, ctr + 3, visit);
+        advance_level(g, bal, L, queue + lo, hi - lo, ptr, idx, huge, ctr + 3, visit);
         lo = hi;
         hi = base + *((volatile int*)out_cnt);
     }
@@ -105,7 +109,9 @@ extern "C" __global__ void reach_kernel(int n, const i64* ptr, const int* idx,
 // frontier holds the vertices whose colour rose in the last level (ping-pong buffers q0 / q1,
 // stamp[w] = level + 1 keeps each vertex once per level).
 extern "C" __global__ void propagate_kernel(int n, const i64* ptr, const int* idx, int* colour,
-                                            int* stamp, int* q0, int* q1, int* huge, int* ctr) {
+                                            int* stamp, int* q0, int* q1, int* huge, int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
     int* cnt = ctr;
@@ -126,7 +132,7 @@ extern "C" __global__ void propagate_kernel(int n, const i64* ptr, const int* id
                 atomicExch(&stamp[w], mark) != mark)
                 push(out, 0, out_cnt, w);
         };
-        advance_level(g, L, in, count, ptr, idx, huge, ctr + 3, raise);
+        advance_level(g, bal, L, in, count, ptr, idx, huge, ctr + 3, raise);
         count = *((volatile int*)out_cnt);
     }
 }

@@ -1,17 +1,9 @@
 // Queries: the cuts for a whole column in one launch, then the label-pruned multi-query bitmask
 // search (GRAIL GPU paper, Section 5, Algorithm 7). Twins of query_cuts and bitmask_search in
-// cpu.py; the search is its level-synchronous frontier form, one persistent cooperative kernel
+// grail_duckdb/kernels/cpu/search.py; the search is its level-synchronous frontier form, one persistent cooperative kernel
 // for all the passes of a call.
 #include "common.cuh"
 
-#define UNDECIDED 0
-#define SAME_COMPONENT 1
-#define LEVEL_CUT 2
-#define LABEL_CUT 3
-#define TREE_CUT 4
-#define HUB_CUT 5
-#define SAME_VERTEX 6
-#define UNKNOWN 7
 
 struct LabelView {
     const int* level;
@@ -24,33 +16,33 @@ struct LabelView {
     const u64* up;    // hub bits: hubs that reach each vertex
     int hw;
 
-    // The negative cuts: false when u certainly does not reach t (u != t).
+    // The negative cuts: false when u certainly does not reach t (u != t). The predicates are
+    // the shared ones (grail_duckdb/kernels/shared.py), as in the CPU twin.
     __device__ __forceinline__ bool may_reach(int u, int t) const {
-        if (level[u] >= level[t]) return false;
+        if (level_excludes(level[u], level[t])) return false;
         for (int j = 0; j < d; ++j)
-            if (inner[(i64)t * d + j] < inner[(i64)u * d + j] ||
-                outer[(i64)t * d + j] > outer[(i64)u * d + j])
+            if (label_excludes(inner[(i64)u * d + j], outer[(i64)u * d + j],
+                               inner[(i64)t * d + j], outer[(i64)t * d + j]))
                 return false;
         for (int k = 0; k < hw; ++k)
-            if ((down[(i64)t * hw + k] & ~down[(i64)u * hw + k]) ||
-                (up[(i64)u * hw + k] & ~up[(i64)t * hw + k]))
+            if (hubs_exclude(down[(i64)u * hw + k], up[(i64)u * hw + k], down[(i64)t * hw + k],
+                             up[(i64)t * hw + k]))
                 return false;
         return true;
     }
     // The positive cut: t lies in u's spanning-tree interval.
     __device__ __forceinline__ bool tree_reaches(int u, int t) const {
-        const int pt = tree_post[t];
-        return tree_lo[u] <= pt && pt <= tree_post[u];
+        return tree_contains(tree_lo[u], tree_post[u], tree_post[t]);
     }
     // The positive hub cut: u reaches a hub that reaches t.
     __device__ __forceinline__ bool hub_reaches(int u, int t) const {
         for (int k = 0; k < hw; ++k)
-            if (down[(i64)u * hw + k] & up[(i64)t * hw + k]) return true;
+            if (hubs_meet(down[(i64)u * hw + k], up[(i64)t * hw + k])) return true;
         return false;
     }
 };
 
-// One status code per query of vertex ids (cpu.query_cuts): unknown (negative id), same
+// One status code per query of vertex ids (cpu/search.query_cuts): unknown (negative id), same
 // vertex, then through comp (nullptr: the components are the vertices) same component and, with
 // prune, the level cut, the tree and hub cuts (positive), the label and hub tests (negative).
 extern "C" __global__ void cuts_kernel(int nq, const int* sid, const int* did, const int* comp,
@@ -68,7 +60,7 @@ extern "C" __global__ void cuts_kernel(int nq, const int* sid, const int* did, c
             const int u = comp ? comp[a] : a, t = comp ? comp[b] : b;
             if (u == t) s = SAME_COMPONENT;
             else if (!prune) s = UNDECIDED;
-            else if (level[u] >= level[t]) s = LEVEL_CUT;
+            else if (level_excludes(level[u], level[t])) s = LEVEL_CUT;
             else if (lab.tree_reaches(u, t)) s = TREE_CUT;  // positive cuts first: cheap, and a
             else if (lab.hub_reaches(u, t)) s = HUB_CUT;    // reachable pair passes every test
             else if (!lab.may_reach(u, t)) s = LABEL_CUT;
@@ -90,7 +82,9 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
                                          const int* ct, int W, int prune, bool* ans, u64* seen,
                                          u64* pend0, u64* pend1, u64* done, int* stamp,
                                          int* tmark, int* q0, int* q1, int* touched, int* huge,
-                                         int* ctr) {
+                                         int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
     const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
@@ -154,7 +148,7 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
                     }
                 }
             };
-            advance_level(g, gl, in, count, ptr, idx, huge, ctr + 3, expand);
+            advance_level(g, bal, gl, in, count, ptr, idx, huge, ctr + 3, expand);
             for (int i = t; i < count * W; i += T) pin[(i64)in[i / W] * W + (i % W)] = 0ull;
             int answered = 0;
             for (int wd = 0; wd < W; ++wd) answered += __popcll(*((volatile u64*)&done[wd]));

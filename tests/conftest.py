@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grail_duckdb.datasets import datasets_dir as _datasets_dir
+from grail_duckdb.tools.datasets import datasets_dir as _datasets_dir
 from oracle import bfs_pairs, bfs_reachable  # noqa: F401  (re-exported)
 
 

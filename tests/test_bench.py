@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from grail_duckdb import bench
-from grail_duckdb import bench_baselines as bl
+from grail_duckdb.tools import bench
+from grail_duckdb.tools import bench_baselines as bl
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,9 @@ import duckdb
 import pyarrow.parquet as pq
 
 import grail_duckdb as gd
-from grail_duckdb import cli, plugin
+from grail_duckdb import plugin
+from grail_duckdb.plugin import registry as _registry, staleness as _staleness
+from grail_duckdb.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +49,7 @@ def test_build_from_duckdb_table_is_found_by_sql(tmp_path):
     con.close()
     assert cli.main(["build", f"{db}:cites", "--src", "citing", "--dst", "cited"]) == 0
     assert (tmp_path / "papers.cites.grail.parquet").exists()
-    plugin._REGISTRIES.clear()
+    _registry._REGISTRIES.clear()
     con = gd.install(duckdb.connect(str(db)))
     assert con.execute("SELECT reaches(1, 3), reaches(3, 1)").fetchall() == [(True, False)]
     con.close()

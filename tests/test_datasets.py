@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb import datasets, workloads
-from grail_duckdb.ids import assign_ids
-from grail_duckdb.ingest import edge_columns
+from grail_duckdb.tools import datasets, workloads
+from grail_duckdb.engine.ids import assign_ids
+from grail_duckdb.engine.ingest import edge_columns
 from oracle import reaches_by_dfs
 
 PAIRS = 10_000

@@ -157,7 +157,7 @@ def test_duckdb_relation_and_sparse_and_negative_keys():
 
 
 def test_backend_gpu_without_device_is_a_clear_error(monkeypatch):
-    from grail_duckdb import backend
+    from grail_duckdb import kernels as backend
 
     if backend.gpu_available():
         pytest.skip("a GPU is present")

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.datasets
 def hepth():
     if not HEPTH.exists():
         pytest.skip("../shared/datasets is absent")
-    from grail_duckdb.readers import read_edges
+    from grail_duckdb.tools.readers import read_edges
 
     return read_edges(HEPTH)
 
@@ -52,7 +52,7 @@ def test_examples_match_networkx(hepth, answers):
 def test_demo_on_hepth_runs_both_paths(capsys):
     if not HEPTH.exists():
         pytest.skip("../shared/datasets is absent")
-    from grail_duckdb.cli import main
+    from grail_duckdb.tools.cli import main
 
     assert main(["demo", "--edges", str(HEPTH), "--scalar"]) == 0
     out = capsys.readouterr().out

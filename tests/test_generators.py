@@ -8,7 +8,7 @@ import pytest
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from grail_duckdb.generators import citation_dag, random_dag, rmat
+from grail_duckdb.tools.generators import citation_dag, random_dag, rmat
 
 GENERATORS = [
     lambda seed: citation_dag(3000, seed=seed),

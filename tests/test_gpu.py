@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb import backend as _backend
-from grail_duckdb.backend import to_host
+from grail_duckdb import kernels as _backend
+from grail_duckdb.kernels import to_host
 from oracle import bfs_pairs
 
 pytestmark = [
@@ -27,11 +27,11 @@ pytestmark = [
 def queries_on_the_device(monkeypatch):
     """Every query call runs the GPU kernels, however small (by default a GPU index answers
     calls below ``GPU_MIN_QUERIES`` from its host copy)."""
-    monkeypatch.setattr("grail_duckdb.index.GPU_MIN_QUERIES", 0)
+    monkeypatch.setattr("grail_duckdb.engine.index.GPU_MIN_QUERIES", 0)
 
 
 def test_small_calls_use_the_host_copy_with_the_same_answers(monkeypatch):
-    from grail_duckdb import index as index_module
+    from grail_duckdb.engine import index as index_module
 
     monkeypatch.setattr(index_module, "GPU_MIN_QUERIES", 1000)
     cpu, gpu = build_both(*_pairs(500, 3000, 1))
@@ -171,14 +171,14 @@ def test_deep_dag_and_many_passes():
 
 
 def _dataset_names():
-    from grail_duckdb import datasets
+    from grail_duckdb.tools import datasets
 
     return list(datasets.DATASETS)
 
 
 @pytest.mark.parametrize("name", _dataset_names())
 def test_datasets_match_cpu(name, datasets_dir):
-    from grail_duckdb import datasets
+    from grail_duckdb.tools import datasets
 
     if not datasets.DATASETS[name].file(datasets_dir).is_file():
         pytest.skip(f"{name} is not in {datasets_dir}")

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb import persistence
+from grail_duckdb.engine import persistence
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb import plugin
+from grail_duckdb.plugin import registry as _registry, staleness as _staleness
 
 CTE = """
 WITH RECURSIVE walk(start, v) USING KEY (start, v) AS (
@@ -168,9 +169,9 @@ def test_file_database_persists_and_a_new_process_reloads(tmp_path):
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
     s = con.execute("SELECT * FROM grail_index('edges', name := 'cites')").fetchall()[0]
     assert s[-1] == str(tmp_path / "papers.cites.grail.parquet")
-    assert plugin.read_source(tmp_path / "papers.cites.grail.parquet")["table"] == '"edges"'
+    assert _staleness.read_source(tmp_path / "papers.cites.grail.parquet")["table"] == '"edges"'
     con.close()
-    plugin._REGISTRIES.clear()  # what a new process starts with
+    _registry._REGISTRIES.clear()  # what a new process starts with
     con = duckdb.connect(str(db))
     gd.install(con)
     assert con.execute("SELECT reaches(1, 3), reaches(3, 1)").fetchall() == [(True, False)]
@@ -188,7 +189,7 @@ def test_stale_index_is_refused_until_rebuilt(tmp_path):
     with pytest.raises(duckdb.Error, match="stale.*rebuild := true"):
         con.execute("SELECT grail_index('edges')").fetchall()
     con.close()
-    plugin._REGISTRIES.clear()
+    _registry._REGISTRIES.clear()
     con = duckdb.connect(str(db))
     gd.install(con)
     with pytest.raises(duckdb.Error, match="StaleIndexError"):
@@ -202,16 +203,16 @@ def test_stale_index_full_fingerprint_check_when_duckdb_version_differs(tmp_path
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
     con.execute("SELECT grail_index('edges')").fetchall()
     path = tmp_path / "g.edges.grail.parquet"
-    source = {k: v for k, v in plugin.read_source(path).items() if k != "fingerprint"}
+    source = {k: v for k, v in _staleness.read_source(path).items() if k != "fingerprint"}
     gd.load_index(path).save(path, source={**source, "duckdb": "0.0.0", "hash": "other"})
     con.close()
-    plugin._REGISTRIES.clear()
+    _registry._REGISTRIES.clear()
     con = duckdb.connect(str(db))
     gd.install(con)
     assert con.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]  # content unchanged
     con.execute("INSERT INTO edges VALUES (3, 4)")
     con.close()
-    plugin._REGISTRIES.clear()
+    _registry._REGISTRIES.clear()
     con2 = duckdb.connect(str(db))
     gd.install(con2)
     with pytest.raises(duckdb.Error, match="stale"):
@@ -224,7 +225,7 @@ def test_corrupt_index_file_is_refused(tmp_path):
     con.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    plugin._REGISTRIES.clear()
+    _registry._REGISTRIES.clear()
     con2 = fresh([(1, 2), (2, 3)])
     with pytest.raises(duckdb.Error, match="IndexFileError|corrupt|damaged"):
         con2.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()
@@ -238,7 +239,7 @@ def test_in_memory_explicit_path_round_trip(tmp_path):
     con = fresh([(1, 2), (2, 3)])
     assert con.execute("SELECT action FROM grail_index('edges', path := $p)",
                        {"p": str(path)}).fetchall() == [("built",)]
-    plugin._REGISTRIES.clear()
+    _registry._REGISTRIES.clear()
     con2 = fresh([(1, 2), (2, 3)])
     assert con2.execute("SELECT action FROM grail_index('edges', path := $p)",
                         {"p": str(path)}).fetchall() == [("loaded",)]

@@ -5,9 +5,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from grail_duckdb.generators import citation_dag, rmat
-from grail_duckdb.ids import assign_ids
-from grail_duckdb.workloads import random_pairs, reachable_pairs, vertex_keys
+from grail_duckdb.tools.generators import citation_dag, rmat
+from grail_duckdb.engine.ids import assign_ids
+from grail_duckdb.tools.workloads import random_pairs, reachable_pairs, vertex_keys
 from oracle import bfs_pairs
 
 

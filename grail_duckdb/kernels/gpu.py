@@ -1,12 +1,16 @@
-"""GPU twins of the kernels: CUDA sources in ``kernels/*.cu``, loaded with ``cupy.RawModule``.
+"""The GPU backend: :class:`GpuKernels`, the kernel interface over CuPy arrays, with the CUDA
+sources in the repository's ``kernels/*.cu`` loaded as one ``cupy.RawModule``.
 
-:class:`GpuKernels` implements every method of :class:`grail_duckdb.kernels.CpuKernels` over
-CuPy arrays with identical results. Each traversal (trim, reach within a colour, colour
-propagation, topological levels, the label passes, the query search) is the level-synchronous
-frontier form of its CPU twin and runs as one persistent cooperative kernel: the grid walks every
-level itself and meets at ``grid.sync()``, so a DAG with thousands of levels costs one launch.
-Whole-array steps (sorting edges into rows, removing duplicate targets, prefix sums) are CuPy
-calls.
+Each traversal (trim, reach within a colour, colour propagation, topological levels, the label
+passes, the query search) is the level-synchronous frontier form of its CPU twin and runs as one
+persistent cooperative kernel: the grid walks every level itself and meets at ``grid.sync()``,
+so a DAG with thousands of levels costs one launch. Whole-array steps (sorting edges into rows,
+removing duplicate targets, prefix sums) are CuPy calls. The constants and small functions shared
+with the CPU twins come from :mod:`.shared` as a generated header.
+
+Thread safety: a launch's scratch (frontiers, counters, the edge-balanced scan) is allocated for
+that launch; the instance keeps only the compiled module, its settings and the grid size of each
+kernel (written under a lock). Launches from several host threads queue on the current stream.
 
 Running out of device memory raises :class:`grail_duckdb.errors.BackendError` with the size that
 was needed; it never takes the process down.
@@ -15,47 +19,53 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
+import threading
+from dataclasses import dataclass
 
 import cupy as cp
 import cupyx
 import numpy as np
 
 from ..errors import BackendError
-from .cpu import ORDER_BLOCK, order_params  # the vertex order of each label, on the host
+from ..resources import cuda_dir
+from .protocol import CSR, TopoOrder
+from .shared import ORDER_BLOCK, cuda_header, order_params
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu")
 _BLOCK = 256
 _INT_MAX = np.iinfo(np.int32).max
-#: upper bound on the search's words per vertex (64 * W queries per pass)
-MAX_WORDS = 64
-#: load balance of the build's traversals: "binned" (thread / warp / grid by degree) or
-#: "edges" (edge-balanced: prefix sum + binary search). Measured on the device (README, GPU
-#: backend): binned wins the build's many narrow levels, edge-balanced the query search.
-BALANCE = "binned"
-#: load balance of the query search (same choices)
-SEARCH_BALANCE = "edges"
-#: cooperative blocks per SM (None: as many as the registers allow, at most 8); fewer blocks
-#: make grid.sync() cheaper on deep, narrow level sweeps
-BLOCKS_PER_SM: int | None = None
-#: blocks per SM of the deep, narrow level sweeps (the label passes and trim): fewer blocks,
-#: cheaper grid.sync(); 1 measured best on the device (README, GPU backend). None: no cap.
-NARROW_BLOCKS_PER_SM: int | None = 1
+#: the deep, narrow level sweeps (the label passes and trim)
 _NARROW = frozenset({"trim_kernel", "levels_kernel", "parents_kernel", "sizes_kernel",
                      "post_kernel", "bounds_kernel", "hubs_kernel"})
-#: fixes the search's words per vertex (for tuning); None: chosen from the memory budget
-FORCE_WORDS: int | None = None
+_BALANCE_MODES = {"binned": 0, "edges": 1}
 
 
-def kernel_dir() -> Path:
-    """The folder of the CUDA sources: ``<repo>/kernels`` in a checkout, else the installed
-    ``grail_duckdb/_cuda`` (pyproject force-includes the folder there)."""
-    pkg = Path(__file__).resolve().parent.parent
-    for cand in (pkg.parent / "kernels", pkg / "_cuda"):
-        if (cand / "common.cuh").is_file():
-            return cand
-    raise BackendError(f"CUDA sources not found next to {pkg} (kernels/ or _cuda/)")
+@dataclass(frozen=True)
+class GpuSettings:
+    """Tuning knobs of one :class:`GpuKernels` instance (the defaults measured best on an H200,
+    README "GPU backend").
+
+    ``balance`` / ``search_balance``: load balance of the build's traversals / of the query
+    search, "binned" (thread / warp / grid by degree) or "edges" (prefix sum + binary search);
+    ``blocks_per_sm``: cooperative blocks per SM for every kernel (None: as many as the
+    registers allow, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
+    sweeps (fewer blocks, cheaper ``grid.sync()``; None: no cap); ``force_words``: fixes the
+    search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass).
+    """
+
+    balance: str = "binned"
+    search_balance: str = "edges"
+    blocks_per_sm: int | None = None
+    narrow_blocks_per_sm: int | None = 1
+    force_words: int | None = None
+    max_words: int = 64
+
+    def __post_init__(self):
+        for knob in (self.balance, self.search_balance):
+            if knob not in _BALANCE_MODES:
+                raise ValueError(f"load balance must be one of {sorted(_BALANCE_MODES)}, "
+                                 f"got {knob!r}")
 
 
 def _out_of_memory(fn):
@@ -82,49 +92,48 @@ class GpuKernels:
     name = "gpu"
     xp = cp
 
-    def __init__(self):
-        d = kernel_dir()
-        code = "\n".join((d / f).read_text() for f in _SOURCES)
+    def __init__(self, settings: GpuSettings | None = None):
+        self.settings = settings or GpuSettings()
+        d = cuda_dir()
+        code = cuda_header() + "\n".join((d / f).read_text() for f in _SOURCES)
         self._module = cp.RawModule(code=code, options=("-std=c++17", f"-I{d}"),
                                     enable_cooperative_groups=True)
         self._grids: dict[str, int] = {}
+        self._grid_lock = threading.Lock()
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        self._levels: dict[int, tuple] = {}  # order's pointer -> (order, offs on device, levels)
-        self._balance = None
-        self._scan = cp.empty(0, cp.int64)
-
-    def _set_balance(self, args, grid, balance):
-        """Point the kernels at the chosen load balance (and, edge-balanced, its scratch)."""
-        mode = 1 if balance == "edges" else 0
-        if mode != self._balance:
-            flag = cp.ndarray((1,), cp.int32, self._module.get_global("g_balance"))
-            flag[0] = mode
-            self._balance = mode
-        if mode == 1:
-            need = max([int(a.size) for a in args if isinstance(a, cp.ndarray)] + [0]) + 2 + grid
-            if self._scan.size < need:
-                self._scan = cp.empty(need, cp.int64)
-                ptr = cp.ndarray((1,), cp.uint64, self._module.get_global("g_scan"))
-                ptr[0] = self._scan.data.ptr
 
     # --- launching -------------------------------------------------------------------------
-    def _launch(self, name, *args, balance=None):
-        """Launch a kernel cooperatively with as many blocks as fit on the device at once."""
-        fn = self._module.get_function(name)
+    def _grid(self, name, fn) -> int:
+        """Blocks of a cooperative launch of ``name``: as many as fit on the device at once
+        (within the settings' caps), or what a launch found to fit."""
         grid = self._grids.get(name)
         if grid is None:
             regs = max(int(fn.num_regs), 16)
             per_sm = min(2048 // _BLOCK, 65536 // (((regs + 7) // 8) * 8 * _BLOCK), 8)
-            if BLOCKS_PER_SM:
-                per_sm = min(per_sm, BLOCKS_PER_SM)
-            elif NARROW_BLOCKS_PER_SM and name in _NARROW:
-                per_sm = min(per_sm, NARROW_BLOCKS_PER_SM)
+            if self.settings.blocks_per_sm:
+                per_sm = min(per_sm, self.settings.blocks_per_sm)
+            elif self.settings.narrow_blocks_per_sm and name in _NARROW:
+                per_sm = min(per_sm, self.settings.narrow_blocks_per_sm)
             grid = max(1, per_sm) * self._sms
-        self._set_balance(args, grid, balance or BALANCE)
+        return grid
+
+    def _launch(self, name, *args, balance=None, frontier=0):
+        """Launch a kernel cooperatively. With ``balance`` ("binned" or "edges") the kernel
+        advances frontiers of up to ``frontier`` vertices and gets the mode and, edge-balanced,
+        its own scan scratch as its last two arguments."""
+        fn = self._module.get_function(name)
+        grid = self._grid(name, fn)
         while True:
+            extra = ()
+            if balance is not None:
+                mode = _BALANCE_MODES[balance]
+                scan = cp.empty(frontier + 2 + grid if mode else 1, cp.int64)
+                extra = (np.int32(mode), scan)
             try:
-                fn((grid,), (_BLOCK,), args)
-                self._grids[name] = grid
+                fn((grid,), (_BLOCK,), args + extra)
+                if self._grids.get(name) != grid:
+                    with self._grid_lock:
+                        self._grids[name] = grid
                 return
             except cp.cuda.driver.CUDADriverError as exc:
                 if "COOPERATIVE_LAUNCH_TOO_LARGE" not in str(exc) or grid <= self._sms:
@@ -203,7 +212,8 @@ class GpuKernels:
         huge = cp.empty(2 * n, cp.int32)
         ctr = self._ctr()
         self._launch("trim_kernel", np.int32(n), np.int32(all_alive), fwd.indptr, fwd.indices,
-                     rev.indptr, rev.indices, alive, indeg, outdeg, state, queue, huge, ctr)
+                     rev.indptr, rev.indices, alive, indeg, outdeg, state, queue, huge, ctr,
+                     balance=self.settings.balance, frontier=n)
         return int(ctr[6])
 
     @_out_of_memory
@@ -213,7 +223,8 @@ class GpuKernels:
         if n:
             self._launch("reach_kernel", np.int32(n), g.indptr, g.indices,
                          cp.asarray(seeds, cp.bool_), cp.asarray(colour, cp.int32), state,
-                         cp.empty(n, cp.int32), cp.empty(n, cp.int32), self._ctr())
+                         cp.empty(n, cp.int32), cp.empty(n, cp.int32), self._ctr(),
+                         balance=self.settings.balance, frontier=n)
         return state != 0
 
     @_out_of_memory
@@ -222,7 +233,7 @@ class GpuKernels:
         if n:
             self._launch("propagate_kernel", np.int32(n), g.indptr, g.indices, colour,
                          cp.zeros(n, cp.int32), cp.empty(n, cp.int32), cp.empty(n, cp.int32),
-                         cp.empty(n, cp.int32), self._ctr())
+                         cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance, frontier=n)
 
     @_out_of_memory
     def rank_by_first_occurrence(self, label):
@@ -246,7 +257,7 @@ class GpuKernels:
 
     # --- labels ----------------------------------------------------------------------------
     @_out_of_memory
-    def topological_levels(self, fwd, rev):
+    def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
         n = fwd.n
         level = cp.zeros(n, cp.int32)
         order = cp.empty(n, cp.int32)
@@ -254,21 +265,12 @@ class GpuKernels:
         ctr = self._ctr()
         if n:
             self._launch("levels_kernel", np.int32(n), fwd.indptr, fwd.indices, rev.indptr,
-                         cp.empty(n, cp.int32), level, order, offs, cp.empty(n, cp.int32), ctr)
+                         cp.empty(n, cp.int32), level, order, offs, cp.empty(n, cp.int32), ctr,
+                         balance=self.settings.balance, frontier=n)
         levels, seen = (int(x) for x in ctr[6:8].get())
         if seen != n:
             raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
-        if len(self._levels) >= 4:
-            self._levels.pop(next(iter(self._levels)))
-        self._levels[order.data.ptr] = (order, offs[: levels + 1].copy(), levels)
-        return level, order
-
-    def _level_offsets(self, order):
-        """Level starts of an ``order`` returned by :meth:`topological_levels`."""
-        hit = self._levels.get(order.data.ptr)
-        if hit is None or hit[0] is not order:
-            raise AssertionError("order must come from GpuKernels.topological_levels")
-        return hit[1], hit[2]
+        return TopoOrder(level, order, offs[: levels + 1].copy())
 
     @_out_of_memory
     def tree_parents(self, rev, level):
@@ -276,22 +278,22 @@ class GpuKernels:
         parent = cp.full(n, _INT_MAX, cp.int32)
         if n:
             self._launch("parents_kernel", np.int32(n), rev.indptr, rev.indices, level, parent,
-                         cp.empty(n, cp.int32), self._ctr())
+                         cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance, frontier=n)
         parent[parent == _INT_MAX] = -1
         return parent
 
     @_out_of_memory
-    def subtree_sizes(self, parent, order):
+    def subtree_sizes(self, parent, topo: TopoOrder):
         size = cp.ones(parent.shape[0], cp.int32)
-        offs, levels = self._level_offsets(order)
+        order, offs, levels = topo.order, topo.offsets, topo.levels
         if levels > 1:
             self._launch("sizes_kernel", np.int32(levels), order, offs, parent, size)
         return size
 
     @_out_of_memory
-    def post_orders(self, parent, order, size, d, seed):
+    def post_orders(self, parent, topo: TopoOrder, size, d, seed):
         n = parent.shape[0]
-        offs, levels = self._level_offsets(order)
+        order, offs, levels = topo.order, topo.offsets, topo.levels
         excl = cp.empty((n, d), cp.int32)
         key = cp.empty(n, cp.uint64)
         size64 = size.astype(cp.int64)
@@ -316,11 +318,11 @@ class GpuKernels:
         return post
 
     @_out_of_memory
-    def interval_bounds(self, fwd, order, post):
+    def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
         n, d = post.shape
         inner = post.copy()
         outer = post.copy()
-        offs, levels = self._level_offsets(order)
+        order, offs, levels = topo.order, topo.offsets, topo.levels
         if levels:
             self._launch("bounds_kernel", np.int32(levels), np.int32(d), fwd.indptr,
                          fwd.indices, order, offs, inner, outer, cp.empty(n, cp.int32),
@@ -328,11 +330,11 @@ class GpuKernels:
         return inner, outer
 
     @_out_of_memory
-    def hub_bits(self, fwd, rev, order, hub_of, words):
+    def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words):
         n = hub_of.shape[0]
         down = cp.zeros((n, words), cp.uint64)
         up = cp.zeros((n, words), cp.uint64)
-        offs, levels = self._level_offsets(order)
+        order, offs, levels = topo.order, topo.offsets, topo.levels
         if n and words:
             self._launch("hubs_kernel", np.int32(n), np.int32(levels), np.int32(words),
                          fwd.indptr, fwd.indices, rev.indptr, rev.indices, order, offs,
@@ -360,15 +362,14 @@ class GpuKernels:
                          down, up, np.int32(hw), np.int32(bool(prune)), status)
         return status
 
-    @staticmethod
-    def search_words(n, nq, words, budget):
+    def search_words(self, n, nq, words, budget):
         """Words per vertex for the search: as many as the memory budget allows (three arrays
         of n * W 64-bit words), at least ``words``, at most what the queries need."""
         fit = budget // max(24 * n, 1)
         need = -(-nq // 64)
-        if FORCE_WORDS:
-            return int(max(1, min(FORCE_WORDS, need)))
-        return int(max(1, min(max(words, fit), need, MAX_WORDS)))
+        if self.settings.force_words:
+            return int(max(1, min(self.settings.force_words, need)))
+        return int(max(1, min(max(words, fit), need, self.settings.max_words)))
 
     @_out_of_memory
     def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
@@ -388,7 +389,8 @@ class GpuKernels:
                      lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
                      down, up, np.int32(hw), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
                      np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
-                     cp.zeros(W, cp.uint64), *ints, self._ctr(), balance=SEARCH_BALANCE)
+                     cp.zeros(W, cp.uint64), *ints, self._ctr(),
+                     balance=self.settings.search_balance, frontier=n)
         return ans
 
     @_out_of_memory
@@ -398,4 +400,12 @@ class GpuKernels:
         if m:
             self._launch("hash_sum_kernel", np.int64(m), cp.asarray(src, cp.int32),
                          cp.asarray(dst, cp.int32), out)
+        return int(out.get()[0])
+
+    @_out_of_memory
+    def key_hash_sum(self, keys):
+        out = cp.zeros(1, cp.uint64)
+        n = keys.shape[0]
+        if n:
+            self._launch("key_hash_sum_kernel", np.int64(n), cp.asarray(keys, cp.int64), out)
         return int(out.get()[0])

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.protocol import Kernels
+from ..kernels.shared import HUB_WORDS
 from .condensation import Condensation
-
-#: 64-bit words of hub bits per component (64 hubs per word)
-HUB_WORDS = 2
 
 
 @dataclass(frozen=True)
@@ -47,26 +46,26 @@ class Labels:
                 "hub_down": self.hub_down, "hub_up": self.hub_up}
 
 
-def grail_labels(k, cond: Condensation, d: int, seed: int, timer=None) -> Labels:
+def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) -> Labels:
     """Compute the d label pairs, levels and tree intervals of a condensed DAG."""
     if d < 1:
         raise ValueError(f"labels must be >= 1, got {d}")
     tick = timer or (lambda name: None)
-    level, order = k.topological_levels(cond.dag, cond.dag_rev)
-    parent = k.tree_parents(cond.dag_rev, level)
+    topo = k.topological_levels(cond.dag, cond.dag_rev)
+    parent = k.tree_parents(cond.dag_rev, topo.level)
     tick("labels: levels and tree (pass 1)")
-    size = k.subtree_sizes(parent, order)
+    size = k.subtree_sizes(parent, topo)
     tick("labels: subtree sizes (pass 2)")
-    post = k.post_orders(parent, order, size, d, seed)
+    post = k.post_orders(parent, topo, size, d, seed)
     tick("labels: post orders (pass 3)")
-    inner, outer = k.interval_bounds(cond.dag, order, post)
+    inner, outer = k.interval_bounds(cond.dag, topo, post)
     tick("labels: intervals (pass 4)")
     tree_post = post[:, 0].copy()
     tree_lo = (tree_post - size + 1).astype(post.dtype)
     hub_of = hub_slots(k.xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
-    down, up = k.hub_bits(cond.dag, cond.dag_rev, order, hub_of, HUB_WORDS)
+    down, up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, HUB_WORDS)
     tick("labels: hubs")
-    return Labels(level, inner, outer, tree_post, tree_lo, down, up)
+    return Labels(topo.level, inner, outer, tree_post, tree_lo, down, up)
 
 
 def hub_slots(xp, dag, dag_rev, count: int):

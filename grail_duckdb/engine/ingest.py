@@ -12,11 +12,24 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .errors import EdgeInputError
-from .ids import key_kind
+from ..errors import EdgeInputError
 
 #: schema metadata key (set by the .gra reader): the keys 0..n-1 all are vertices
 VERTEX_COUNT_META = b"grail.vertices"
+
+
+def key_kind(typ: pa.DataType) -> str:
+    """'int' or 'str' for a supported key type; anything else is an error."""
+    if pa.types.is_integer(typ):
+        return "int"
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
+        return "str"
+    if pa.types.is_dictionary(typ):
+        return key_kind(typ.value_type)
+    raise EdgeInputError(
+        f"vertex keys must be integers or strings (VARCHAR), got {typ}; cast the key columns "
+        "first, e.g. CAST(col AS BIGINT) or CAST(col AS VARCHAR)"
+    )
 
 
 @dataclass

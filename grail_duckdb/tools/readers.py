@@ -25,12 +25,16 @@ import re
 import zlib
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
-from .errors import EdgeInputError
-from .ingest import VERTEX_COUNT_META
+from ..errors import EdgeInputError
+from ..engine.ingest import VERTEX_COUNT_META
+from ..plugin.names import quote_identifier
 
 __all__ = ["read_edges", "detect_format", "FORMATS"]
 
@@ -399,7 +403,6 @@ def _plain_snap(data: bytes) -> pa.Table | None:
     with exactly one tab or space between them. pyarrow.csv then parses the rest with that
     delimiter and int64 columns; any complaint sends the file to the NumPy lexer instead.
     """
-    import pyarrow.csv as pacsv
 
     offset = 0
     while data.startswith(b"#", offset) or data.startswith(b"\n", offset):
@@ -503,7 +506,6 @@ def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ
 
     Raises ``pa.ArrowInvalid`` when a field does not convert to ``typ``.
     """
-    import pyarrow.csv as pacsv
 
     invalid: list = []
     read = pacsv.ReadOptions(autogenerate_column_names=not header)
@@ -619,7 +621,6 @@ def _normalised(col, name: str) -> pa.Array:
 
 def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
     """The two endpoint columns of a Parquet file."""
-    import pyarrow.parquet as pq
 
     try:
         names = pq.read_schema(path).names
@@ -630,17 +631,8 @@ def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
     return _edge_table(_normalised(table.column(src), src), _normalised(table.column(dst), dst))
 
 
-def _quoted(name: str) -> str:
-    """A SQL identifier quoted for DuckDB (never pasted raw into a query)."""
-    from sqlglot import exp
-
-    return exp.to_identifier(name, quoted=True).sql("duckdb")
-
-
 def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:
     """The endpoint columns of ``db.duckdb:table``, the database opened read-only."""
-    import duckdb
-
     m = _DUCKDB_TARGET.match(target)
     if m is None:
         raise EdgeInputError(f"name a DuckDB table as 'file.duckdb:table', got {target!r}")
@@ -652,7 +644,8 @@ def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:
     try:
         names = _duckdb_columns(con, db, table)
         src, dst = _pick_columns(names, src_col, dst_col)
-        sql = f"SELECT {_quoted(src)}, {_quoted(dst)} FROM {_quoted(table)}"
+        sql = (f"SELECT {quote_identifier(src)}, {quote_identifier(dst)} "
+               f"FROM {quote_identifier(table)}")
         result = con.sql(sql).to_arrow_table()
     finally:
         con.close()

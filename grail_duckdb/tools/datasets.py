@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .errors import DatasetError
+from ..errors import DatasetError
 from .readers import read_edges
 
 __all__ = ["Dataset", "DATASETS", "ENV_VAR", "available", "datasets_dir", "load_dataset",

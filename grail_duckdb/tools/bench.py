@@ -45,13 +45,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
+import numba
 import numpy as np
 import pyarrow as pa
 
+from ..engine.csr import CSR
+from ..engine.index import build_index, load_index
+from ..engine.ingest import as_column
+from ..errors import GrailError
+from ..kernels import gpu_available, resolve, to_host
+from ..plugin import install
 from . import bench_baselines as bl
-from .backend import to_host
-from .csr import CSR
-from .ingest import as_column
+from . import datasets, workloads
+from . import generators as gen
+from .readers import read_edges
 
 DEFAULT_DATASETS = ["citeseer", "uniprot", "cit-HepTh"]
 QUICK_DATASETS = ["gen:citation:20000", "gen:random:5000:4", "gen:rmat:12"]
@@ -136,7 +144,6 @@ def command_line(s: dict) -> str:
 
 def run(args) -> int:
     """Run the bench with parsed ``args``; 0 on success, 2 on a bad workload or backend."""
-    from .errors import GrailError
 
     s = settings(args)
     say = Progress()
@@ -181,11 +188,10 @@ class Progress:
 
 def resolve_backends(which: str) -> list[str]:
     """'cpu' / 'gpu' / 'all' -> the backends to run ('all': the GPU too when there is one)."""
-    from . import backend
 
     if which == "all":
-        return ["cpu", "gpu"] if backend.gpu_available() else ["cpu"]
-    return [backend.resolve(which)]
+        return ["cpu", "gpu"] if gpu_available() else ["cpu"]
+    return [resolve(which)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -203,10 +209,8 @@ def load_workload(spec: str, seed: int = 0) -> Workload:
     if spec.startswith("gen:"):
         return Workload(spec[4:], spec, _generated(spec, seed))
     if os.path.exists(spec):
-        from .readers import read_edges
 
         return Workload(Path(spec).name, spec, _src_dst(read_edges(spec)))
-    from . import datasets
 
     try:
         table = datasets.load_dataset(spec)
@@ -229,7 +233,6 @@ def check_workload(spec: str) -> None:
             raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N, "
                                   "gen:random:N:DEGREE or gen:rmat:SCALE[:EDGE_FACTOR]")
     elif not os.path.exists(spec):
-        from . import datasets
 
         try:
             datasets.lookup(spec)
@@ -240,7 +243,6 @@ def check_workload(spec: str) -> None:
 
 def _generated(spec: str, seed: int) -> pa.Table:
     """Edges of ``gen:citation:N``, ``gen:random:N:DEGREE`` or ``gen:rmat:SCALE[:FACTOR]``."""
-    from . import generators as gen
 
     parts = spec.split(":")
     try:
@@ -267,7 +269,6 @@ def _src_dst(table: pa.Table) -> pa.Table:
 
 def query_sets(edges: pa.Table, keys: pa.Array, count: int, seed: int) -> dict[str, pa.Table]:
     """The two query sets: uniform random pairs of vertices, and reachable pairs."""
-    from . import workloads
 
     return {"random": workloads.random_pairs(keys, count, seed=seed),
             "reachable": workloads.reachable_pairs(edges, count, seed=seed)}
@@ -359,7 +360,6 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
     compiled too; a first run that compiles would otherwise be timed (runs over a second are
     not repeated).
     """
-    import grail_duckdb as gd
 
     if edges is None:
         src = [0, 1, 2, 2, 3, 5, 6, 7, 7, 9]
@@ -370,7 +370,7 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
         tables = [edges.slice(0, min(edges.num_rows, WARM_UP_EDGES))]
     labels = (s or {}).get("labels", 5)
     for table in tables:
-        idx = gd.build_index(table, labels=labels, backend=backend)
+        idx = build_index(table, labels=labels, backend=backend)
         src, dst = as_column(table.column("src")), as_column(table.column("dst"))
         idx.reaches_with_stats(src, dst)
         idx.reaches_with_stats(dst, src)
@@ -381,10 +381,9 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
 
 def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, dict]:
     """Build the index (best of three when under a second); phases, memory, save, load."""
-    import grail_duckdb as gd
 
     def build():
-        return gd.build_index(edges, labels=s["labels"], seed=s["seed"], backend=backend)
+        return build_index(edges, labels=s["labels"], seed=s["seed"], backend=backend)
 
     with PeakMemory(gpu=backend == "gpu") as mem:
         seconds, idx = bl.best_of(build, repeat=1)
@@ -410,7 +409,6 @@ def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, di
 
 def bench_persistence(idx) -> dict:
     """Time ``idx.save`` (the persistence phase) and ``load_index``; the file's size."""
-    import grail_duckdb as gd
 
     with tempfile.TemporaryDirectory(prefix="grail-bench-") as tmp:
         path = Path(tmp) / "bench.grail.parquet"
@@ -419,7 +417,7 @@ def bench_persistence(idx) -> dict:
         except (ImportError, AttributeError, NotImplementedError) as exc:
             return {"save_seconds": None, "note": f"persistence unavailable: {exc}"}
         size = path.stat().st_size
-        load_s, _ = bl.best_of(lambda: gd.load_index(path, expect_fingerprint=idx.fingerprint))
+        load_s, _ = bl.best_of(lambda: load_index(path, expect_fingerprint=idx.fingerprint))
     return {"save_seconds": save_s, "load_seconds": load_s, "size_bytes": size}
 
 
@@ -530,12 +528,8 @@ def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backen
     """The SQL paths on one backend: scalar ``reaches`` and whole-column ``reaches_pairs``.
 
     Returns ``{method: {query set: figures}}`` plus ``_build_seconds`` (``grail_index`` on the
-    edge table, read through DuckDB); a ``_note`` instead when the SQL layer is missing.
+    edge table, read through DuckDB).
     """
-    try:
-        from .plugin import install
-    except ImportError as exc:
-        return {"_note": f"SQL paths not measured: grail_duckdb.plugin unavailable ({exc})"}
     old = os.environ.get("GRAIL_DUCKDB_BACKEND")
     os.environ["GRAIL_DUCKDB_BACKEND"] = backend
     con = bl.pairs_connection(sets, s["threads"])
@@ -698,10 +692,7 @@ def bench_baselines(w: Workload, sets, expected, s: dict, say) -> dict:
 
 def machine_info() -> dict:
     """CPU model and cores, memory, GPU name, library versions."""
-    import duckdb
-    import numba
 
-    from . import backend
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -719,7 +710,7 @@ def machine_info() -> dict:
                                    / 2**30, 1)
     except (ValueError, OSError):
         info["memory_gib"] = None
-    if backend.gpu_available():
+    if gpu_available():
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(0)

@@ -1,99 +1,24 @@
-"""Names and queries through sqlglot: quoting of identifiers that arrive as strings, and the
-rewrite of ``reaches(...)`` calls into the whole-column path.
+"""The rewrite of ``reaches(...)`` calls into the whole-column path, with sqlglot.
 
-Every table, column or index name that reaches SQL text is parsed here and re-rendered quoted,
-so that a name can never carry SQL:
-
->>> quote_table('main.cites')
-'"main"."cites"'
->>> quote_table('x; DROP TABLE y')
-Traceback (most recent call last):
-...
-grail_duckdb.errors.EdgeInputError: 'x; DROP TABLE y' is not a table name ...
-
-The rewrite turns the per-chunk scalar calls of one SELECT into one engine call per column:
+The per-chunk scalar calls of one SELECT become one engine call per column:
 
 >>> print(rewrite("SELECT a, b FROM pairs WHERE reaches(a, b)"))
 SELECT a, b FROM (SELECT UNNEST(__grail_rows, max_depth => 2), UNNEST(REACHES_LIST(__grail_s0, __grail_d0, '')) AS __grail_r0 FROM (SELECT LIST(__grail_t) AS __grail_rows, LIST(a) AS __grail_s0, LIST(b) AS __grail_d0 FROM pairs AS __grail_t)) AS pairs WHERE pairs.__grail_r0
 """
 from __future__ import annotations
 
-import re
-
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from .errors import EdgeInputError, GrailError
+from ..errors import GrailError
+from .names import DIALECT
 
-__all__ = ["quote_table", "quote_column", "table_leaf", "index_name", "rewrite", "sql"]
+__all__ = ["columns_via", "rewrite"]
 
-DIALECT = "duckdb"
-_INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
 _PREFIX = "__grail_"
 
 
-# --- identifiers ------------------------------------------------------------------------------
-def _parse_name(text: str, into, what: str):
-    if not isinstance(text, str) or not text.strip():
-        raise EdgeInputError(f"{text!r} is not a {what} name")
-    try:
-        node = sqlglot.parse_one(text, into=into, dialect=DIALECT)
-    except (ParseError, TokenError):
-        node = None
-    if node is None:
-        raise EdgeInputError(f"{text!r} is not a {what} name (quote names with spaces or "
-                             f"symbols in double quotes, e.g. '\"my {what}\"')")
-    return node
-
-
-def table_parts(name: str) -> list[str]:
-    """The parts (catalog, schema, table) of a table name written as SQL, unquoted."""
-    node = _parse_name(name, exp.Table, "table")
-    parts = node.parts
-    if not parts or not all(isinstance(p, exp.Identifier) for p in parts) or node.alias:
-        raise EdgeInputError(f"{name!r} is not a table name (quote names with spaces or symbols "
-                             "in double quotes, e.g. '\"my table\"')")
-    return [p.name for p in parts]
-
-
-def quote_table(name: str) -> str:
-    """A table name (``t``, ``schema.t``, ``"my table"``) as quoted SQL; anything else is an
-    :class:`EdgeInputError`."""
-    return ".".join(exp.to_identifier(p, quoted=True).sql(DIALECT) for p in table_parts(name))
-
-
-def table_leaf(name: str) -> str:
-    """The last part of a table name: ``main.cites`` -> ``cites``."""
-    return table_parts(name)[-1]
-
-
-def quote_column(name: str) -> str:
-    """A column name (``citing`` or ``"Citing Paper"``) as one quoted identifier.
-
-    >>> quote_column('citing')
-    '"citing"'
-    """
-    node = _parse_name(name, exp.Column, "column")
-    if not isinstance(node, exp.Column) or node.table or not isinstance(node.this, exp.Identifier):
-        raise EdgeInputError(f"{name!r} is not a column name (quote names with spaces or symbols "
-                             "in double quotes)")
-    return exp.to_identifier(node.this.name, quoted=True).sql(DIALECT)
-
-
-def index_name(name: str) -> str:
-    """Check an index name: letters, digits, ``_`` and ``-`` (it becomes part of a file name).
-
-    >>> index_name('cites')
-    'cites'
-    """
-    if not isinstance(name, str) or not _INDEX_NAME.match(name):
-        raise GrailError(f"{name!r} cannot name an index: use letters, digits, '_' and '-' "
-                         "(pass name := '...' to grail_index)")
-    return name
-
-
-# --- the whole-column rewrite -----------------------------------------------------------------
 def _is_reaches(node) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() == "reaches"
 
@@ -207,7 +132,7 @@ def rewrite(query: str, columns_of=None) -> str:
     return tree.sql(DIALECT)
 
 
-def _columns_via(con):
+def columns_via(con):
     """A ``columns_of`` that asks DuckDB for a source's column names (no rows are read)."""
     def columns_of(src) -> set[str] | None:
         src.set("alias", None)
@@ -217,12 +142,3 @@ def _columns_via(con):
             return None
         return {d[0].lower() for d in desc}
     return columns_of
-
-
-def sql(con, query: str, params=None):
-    """Run ``query`` on ``con`` with its ``reaches`` calls on the whole-column path; returns
-    the DuckDB relation of the same rows as the plain query (``.fetchall()``, ``.arrow()``)."""
-    from .plugin import install
-
-    install(con)
-    return con.sql(rewrite(query, _columns_via(con)), params=params)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .ingest import VERTEX_COUNT_META
+from ..engine.ingest import VERTEX_COUNT_META
 
 __all__ = ["citation_dag", "random_dag", "rmat"]
 

@@ -11,11 +11,24 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-from .errors import GrailError
+import duckdb
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from .. import plugin
+from ..engine.index import build_index, load_index
+from ..errors import GrailError
+from ..plugin import install, named_queries
+from ..plugin import sql as whole
+from . import bench
+from .generators import citation_dag
+from .readers import read_edges
 
 #: suffixes dropped from an edge file's name to name its index (``cit-HepTh.tsv.gz`` ->
 #: ``cit-HepTh.grail.parquet``)
@@ -47,8 +60,6 @@ def cmd_build(args) -> int:
     db, _, table = args.edges.rpartition(":") if ".duckdb:" in args.edges else ("", "", "")
     if db:
         return _build_in_database(db, table, args)
-    from .index import build_index
-    from .readers import read_edges
 
     t0 = time.perf_counter()
     edges = read_edges(args.edges, fmt=args.format, src_col=args.src, dst_col=args.dst,
@@ -64,12 +75,9 @@ def cmd_build(args) -> int:
 
 def _build_in_database(db: str, table: str, args) -> int:
     """``file.duckdb:table``: build through the plugin, so SQL on that database finds it."""
-    import duckdb
 
-    from . import plugin
 
     if args.backend:
-        import os
         os.environ["GRAIL_DUCKDB_BACKEND"] = args.backend
     con = duckdb.connect(db)
     try:
@@ -92,12 +100,7 @@ def _print_summary(summary: dict, path) -> None:
 # --- query ---------------------------------------------------------------------------------------
 def cmd_query(args) -> int:
     """Answer a pairs file with a saved index; write (src, dst, reaches)."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
 
-    from . import load_index
-    from .readers import read_edges
 
     index = load_index(args.index, backend=args.backend)
     pairs = read_edges(args.pairs, fmt=args.format, src_col=args.src, dst_col=args.dst)
@@ -122,9 +125,7 @@ def cmd_query(args) -> int:
 def demo_connection(edges, *, index_path=None):
     """An in-memory DuckDB with ``cites(citing, cited)``, the ``papers`` view and the index
     built through SQL; returns ``(con, summary)``."""
-    import duckdb
 
-    from . import install
 
     con = install(duckdb.connect())
     con.execute("SET enable_progress_bar = false")
@@ -144,8 +145,6 @@ def run_examples(con, *, scalar: bool = False, say=_say) -> dict:
     whole-column path) and, with ``scalar``, also as written (the per-chunk scalar path),
     checking that both give the same rows; returns ``{name: rows}`` and prints the answers
     with their timings."""
-    from .plugin import named_queries
-    from .sqlrewrite import sql as whole
 
     results: dict = {}
     params: dict = {}
@@ -183,14 +182,12 @@ def cmd_demo(args) -> int:
     """The README's first command: generate (or read) a citation graph, index it, query it."""
     t_all = time.perf_counter()
     if args.edges:
-        from .readers import read_edges
 
         t0 = time.perf_counter()
         edges = read_edges(args.edges, reverse=args.reverse)
         _say(f"read {edges.num_rows:,} citations from {args.edges} "
              f"({time.perf_counter() - t0:.2f} s)")
     else:
-        from .generators import citation_dag
 
         t0 = time.perf_counter()
         edges = citation_dag(args.papers, seed=args.seed)
@@ -211,23 +208,12 @@ def cmd_demo(args) -> int:
 
 
 # --- bench ---------------------------------------------------------------------------------------
-def _bench_module():
-    try:
-        from . import bench
-    except ImportError as exc:
-        raise GrailError(f"the bench command is not available in this install ({exc})") from None
-    return bench
-
-
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="the benchmark: build phases, query sets, SQL paths",
                        add_help=False)
-    try:
-        _bench_module().add_arguments(p)
-        p.add_argument("-h", "--help", action="help", help="show this help message and exit")
-    except GrailError:
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: _bench_module().run(a))
+    bench.add_arguments(p)
+    p.add_argument("-h", "--help", action="help", help="show this help message and exit")
+    p.set_defaults(func=bench.run)
 
 
 # --- the parser ----------------------------------------------------------------------------------

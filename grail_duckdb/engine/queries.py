@@ -20,10 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import kernels as K
-from .backend import to_host
-from .ids import key_kind
-from .ingest import as_column
+from ..kernels import shared as K
+from ..kernels import to_host
+from .ingest import as_column, key_kind
 
 #: queries per search pass = 64 * SEARCH_WORDS
 SEARCH_WORDS = 1

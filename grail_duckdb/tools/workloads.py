@@ -11,8 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .ids import assign_ids
-from .ingest import as_column, edge_columns
+from ..engine.ids import assign_ids
+from ..engine.ingest import as_column, edge_columns
+from ..kernels import CpuKernels
 
 __all__ = ["random_pairs", "reachable_pairs", "vertex_keys"]
 
@@ -81,8 +82,6 @@ def reachable_pairs(edges, count: int, *, seed: int = 0, max_steps: int = MAX_ST
     >>> all(s < d for s, d in zip(t["src"].to_pylist(), t["dst"].to_pylist()))
     True
     """
-    from .kernels import CpuKernels
-
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     cols = edge_columns(edges, src_col=src_col, dst_col=dst_col)

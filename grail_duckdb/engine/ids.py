@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from .errors import EdgeInputError, KeyTypeError
+from ..errors import EdgeInputError, KeyTypeError
+from .ingest import key_kind
 
 #: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
 DENSE_FACTOR = 4
@@ -31,20 +32,6 @@ def _lookup_dense(keys, offset, table):
         j = keys[i] - offset
         out[i] = table[j] if 0 <= j < size else -1
     return out
-
-
-def key_kind(typ: pa.DataType) -> str:
-    """'int' or 'str' for a supported key type; anything else is an error."""
-    if pa.types.is_integer(typ):
-        return "int"
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
-        return "str"
-    if pa.types.is_dictionary(typ):
-        return key_kind(typ.value_type)
-    raise EdgeInputError(
-        f"vertex keys must be integers or strings (VARCHAR), got {typ}; cast the key columns "
-        "first, e.g. CAST(col AS BIGINT) or CAST(col AS VARCHAR)"
-    )
 
 
 def _as_int64(arr: pa.Array) -> np.ndarray:

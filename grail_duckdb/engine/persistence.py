@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +40,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import backend as _backend
-from .backend import to_host
+from ..errors import IndexFileError, StaleIndexError
+from ..kernels import to_host
 from .csr import CSR
-from .errors import IndexFileError, StaleIndexError
 from .ids import VertexIds
 from .labels import Labels
 
@@ -187,15 +187,29 @@ def read_metadata(path) -> dict[str, str]:
     return meta
 
 
-def load(path, *, expect_fingerprint: str | None = None, backend: str | None = None):
-    """Read an index written by :func:`save`, with no recomputation.
+@dataclass
+class StoredIndex:
+    """The parts of an index as read from its file, on the host (see :func:`load`)."""
+
+    ids: VertexIds
+    comp: np.ndarray
+    n_components: int
+    dag: CSR
+    labels: Labels
+    seed: int
+    edge_rows: int
+    fingerprint: str
+    meta: dict
+
+
+def load(path, *, expect_fingerprint: str | None = None) -> StoredIndex:
+    """Read an index written by :func:`save`, with no recomputation (host arrays; the engine's
+    :func:`grail_duckdb.engine.index.load_index` moves them to a backend).
 
     Refused with :class:`IndexFileError`: a missing, truncated, corrupt, foreign or newer-format
     file, or one whose content digest does not match. With ``expect_fingerprint``, an index
     built from other edges is refused with :class:`StaleIndexError`.
     """
-    from .index import GrailIndex
-
     path = Path(path)
     meta = read_metadata(path)
     if expect_fingerprint is not None and meta.get("fingerprint") != expect_fingerprint:
@@ -239,16 +253,13 @@ def load(path, *, expect_fingerprint: str | None = None, backend: str | None = N
         raise
     except Exception as exc:
         raise IndexFileError(f"{path} is damaged ({exc}); delete it and rebuild the index") from exc
-    which = _backend.resolve(backend)
-    xp = _backend.kernels_for(which).xp
     inner = np.stack([ccols[f"inner_{j + 1}"] for j in range(d)], axis=1)
     outer = np.stack([ccols[f"outer_{j + 1}"] for j in range(d)], axis=1)
     down = np.stack([ccols[f"hub_down_{w + 1}"] for w in range(hw)], axis=1).reshape(c, hw)
     up = np.stack([ccols[f"hub_up_{w + 1}"] for w in range(hw)], axis=1).reshape(c, hw)
-    lab = Labels(level=xp.asarray(ccols["level"]), inner=xp.asarray(inner.reshape(c, d)),
-                 outer=xp.asarray(outer.reshape(c, d)), tree_post=xp.asarray(ccols["tree_post"]),
-                 tree_lo=xp.asarray(ccols["tree_lo"]), hub_down=xp.asarray(down),
-                 hub_up=xp.asarray(up))
-    return GrailIndex(ids=VertexIds.from_sorted_keys(keys), comp=xp.asarray(comp),
-                      n_components=c, dag=CSR(xp.asarray(ptr), xp.asarray(idx)), labels=lab,
-                      seed=seed, edge_rows=edge_rows, fingerprint=fingerprint, backend=which)
+    lab = Labels(level=ccols["level"], inner=inner.reshape(c, d), outer=outer.reshape(c, d),
+                 tree_post=ccols["tree_post"], tree_lo=ccols["tree_lo"], hub_down=down,
+                 hub_up=up)
+    return StoredIndex(ids=VertexIds.from_sorted_keys(keys), comp=comp, n_components=c,
+                       dag=CSR(ptr, idx), labels=lab, seed=seed, edge_rows=edge_rows,
+                       fingerprint=fingerprint, meta=meta)

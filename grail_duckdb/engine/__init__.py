@@ -1,0 +1,14 @@
+"""The engine: the pipeline that builds the index and the query path that answers from it.
+
+One module per stage, in pipeline order:
+
+* :mod:`.ingest`: edge input (Arrow, DuckDB relation, arrays) -> two checked key columns
+* :mod:`.ids`: keys -> dense vertex ids 0..n-1 and back
+* :mod:`.csr`: ids -> compressed sparse rows, forward and reverse
+* :mod:`.condensation`: strongly connected components -> the condensed DAG (Multistep)
+* :mod:`.labels`: GRAIL labels (four breadth-first passes), levels, tree intervals, hub sets
+* :mod:`.persistence`: the index as one Parquet file, atomic and digested
+* :mod:`.queries`: query columns -> ids -> components -> cuts -> label-pruned search
+* :mod:`.index`: :class:`~.index.GrailIndex` and :func:`~.index.build_index`, the pipeline end
+  to end
+"""

@@ -1,0 +1,268 @@
+"""The reachability index: build it from edges (the whole pipeline), query it, save and load it.
+
+ingest -> ids -> CSR -> condensation -> labels -> persistence; queries -> cuts -> search.
+
+>>> import grail_duckdb as gd
+>>> idx = gd.build_index([1, 2, 3], [2, 3, 1], backend="cpu")   # a 3-cycle
+>>> idx.reaches([1, 3, 1, None], [3, 2, 9, 1]).to_pylist()
+[True, True, False, None]
+>>> idx.reaches(1, 3), idx.reaches(1, 9)
+(True, False)
+>>> idx
+GrailIndex(vertices=3, edges=3, components=1, dag_edges=0, labels=5, backend='cpu')
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..kernels import Kernels, kernels_for, to_host
+from . import persistence, queries
+from .condensation import Condensation, condense
+from .csr import CSR, forward_and_reverse
+from .ids import VertexIds, assign_ids
+from .ingest import edge_columns
+from .labels import Labels, grail_labels
+
+DEFAULT_LABELS = 5
+DEFAULT_SEED = 0
+#: the largest number of label pairs a build accepts: each pair costs 8 bytes per component and
+#: a pass of the build, and beyond a few dozen they settle no more queries
+MAX_LABELS = 64
+#: a GPU index answers calls with fewer queries than this from its host copy: a kernel launch
+#: and two copies cost more than the CPU kernels spend on a DuckDB chunk (2,048 rows)
+GPU_MIN_QUERIES = 32_768
+
+
+class PhaseTimer:
+    """Wall-clock seconds per named phase, in order; calls ``progress(phase, seconds)``."""
+
+    def __init__(self, progress=None, sync=None):
+        self.phases: dict[str, float] = {}
+        self._progress = progress
+        self._sync = sync or (lambda: None)
+        self._t = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        self._sync()
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + (now - self._t)
+        self._t = now
+        if self._progress is not None:
+            self._progress(name, self.phases[name])
+
+    @property
+    def total(self) -> float:
+        return sum(self.phases.values())
+
+
+def _is_scalar(x) -> bool:
+    """One key (a Python or NumPy scalar, or None), as opposed to a column."""
+    return x is None or isinstance(x, (str, bytes, int, np.integer))
+
+
+@dataclass(repr=False)
+class GrailIndex:
+    """An exact reachability index over one edge list.
+
+    Attributes: ``ids`` (keys <-> dense vertex ids), ``comp`` (component of each vertex),
+    ``dag`` (forward CSR of the condensed DAG), ``labels`` (levels, GRAIL intervals, tree
+    intervals, hub sets), ``edge_rows`` (rows of the source edge table), ``fingerprint``
+    (content hash of the source edges), ``build_seconds`` (per phase), ``kernels`` (the backend
+    whose arrays these are; ``backend`` is its name, 'cpu' or 'gpu').
+    """
+
+    ids: VertexIds
+    comp: object
+    n_components: int
+    dag: CSR
+    labels: Labels
+    seed: int
+    edge_rows: int
+    fingerprint: str
+    kernels: Kernels
+    build_seconds: dict = field(default_factory=dict)
+    last_stats: queries.QueryStats | None = None
+    _host_copy: "GrailIndex | None" = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def backend(self) -> str:
+        return self.kernels.name
+
+    @property
+    def n_vertices(self) -> int:
+        return self.ids.n
+
+    @property
+    def d(self) -> int:
+        return self.labels.d
+
+    @property
+    def key_kind(self) -> str:
+        return self.ids.kind
+
+    def __repr__(self) -> str:
+        return (f"GrailIndex(vertices={self.n_vertices}, edges={self.edge_rows}, "
+                f"components={self.n_components}, dag_edges={self.dag.m}, labels={self.d}, "
+                f"backend={self.backend!r})")
+
+    def reaches(self, src, dst):
+        """Whole columns in, a pyarrow BooleanArray out (NULL where either key is NULL); two
+        single keys in, a bool (or None) out.
+
+        Statistics of the call (how many queries each cut settled) are left in ``last_stats``.
+        """
+        if _is_scalar(src) and _is_scalar(dst):
+            return self.reaches([src], [dst])[0].as_py()
+        answers, stats = self.reaches_with_stats(src, dst)
+        self.last_stats = stats
+        return answers
+
+    def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None):
+        """Like :meth:`reaches` but returns ``(answers, QueryStats)``; ``use_cuts=False``
+        answers with the plain multi-source bitmask BFS (no label pruning).
+
+        On a GPU index, calls of fewer than ``GPU_MIN_QUERIES`` queries run on a host copy
+        of the index (the same answers: every kernel has an identical CPU twin)."""
+        target = self
+        if self.backend != "cpu" and len(src) < GPU_MIN_QUERIES:
+            target = self.host_copy()
+        return queries.reaches(target, src, dst, use_cuts=use_cuts,
+                               words=words or queries.SEARCH_WORDS)
+
+    def host_copy(self) -> "GrailIndex":
+        """The same index on the CPU backend (made once, then kept)."""
+        if self.backend == "cpu":
+            return self
+        with self._lock:
+            if self._host_copy is None:
+                self._host_copy = self.to_backend("cpu")
+            return self._host_copy
+
+    def summary(self) -> dict:
+        return {
+            "vertices": self.n_vertices,
+            "edges": self.edge_rows,
+            "components": self.n_components,
+            "dag_edges": self.dag.m,
+            "labels": self.d,
+            "seed": self.seed,
+            "key_type": self.key_kind,
+            "backend": self.backend,
+            "build_seconds": round(sum(self.build_seconds.values()), 6),
+        }
+
+    def to_backend(self, backend) -> "GrailIndex":
+        """The same index with its arrays moved to another backend ('cpu', 'gpu' or a
+        :class:`~grail_duckdb.kernels.protocol.Kernels` instance)."""
+        k = kernels_for(backend)
+        if k is self.kernels:
+            return self
+        return _on_backend(k, self.ids, self.comp, self.n_components, self.dag, self.labels,
+                           seed=self.seed, edge_rows=self.edge_rows,
+                           fingerprint=self.fingerprint, build_seconds=dict(self.build_seconds))
+
+    def save(self, path, **kw):
+        """Write the index as Parquet, atomically (see :func:`grail_duckdb.engine.persistence.save`)."""
+        return persistence.save(self, path, **kw)
+
+
+def _on_backend(k: Kernels, ids, comp, n_components, dag, labels, **kw) -> GrailIndex:
+    """A :class:`GrailIndex` of arrays moved to the backend of ``k``."""
+    move = k.xp.asarray if k.xp is not np else to_host
+    lab = Labels(**{name: move(a) for name, a in labels.arrays().items()})
+    return GrailIndex(ids=ids, comp=move(comp), n_components=n_components,
+                      dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab, kernels=k, **kw)
+
+
+def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
+    """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`)."""
+    stored = persistence.load(path, expect_fingerprint=expect_fingerprint)
+    return _on_backend(kernels_for(backend), stored.ids, stored.comp, stored.n_components,
+                       stored.dag, stored.labels, seed=stored.seed, edge_rows=stored.edge_rows,
+                       fingerprint=stored.fingerprint)
+
+
+def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
+    """Content hash of an edge list, independent of row order (duplicates count).
+
+    Combines a hash of the distinct keys (a 64-bit sum of hashed integer keys, or a digest of
+    the sorted strings) with an order-independent 64-bit sum of the hashed (src id, dst id)
+    pairs and the row count.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    keys = ids.keys
+    if ids.kind == "int":
+        h.update(kernels.key_hash_sum(keys.to_numpy(zero_copy_only=False)).to_bytes(8, "little"))
+    else:
+        for buf in keys.buffers():
+            if buf is not None:
+                h.update(memoryview(buf))
+    h.update(f"{ids.kind}:{ids.n}".encode())
+    h.update(int(src_ids.shape[0]).to_bytes(8, "little"))
+    h.update(kernels.edge_hash_sum(src_ids, dst_ids).to_bytes(8, "little"))
+    return h.hexdigest()
+
+
+def edges_fingerprint(edges, *, src_col: str = "src", dst_col: str = "dst") -> str:
+    """The content fingerprint of an edge list, without building an index (CPU)."""
+    cols = edge_columns(edges, src_col=src_col, dst_col=dst_col)
+    ids, s, d = assign_ids(cols.src, cols.dst, cols.extra_vertices)
+    return fingerprint_of(kernels_for("cpu"), ids, s, d)
+
+
+def check_labels(labels) -> int:
+    """The number of label pairs as an int in 1..MAX_LABELS, or a ValueError that says so."""
+    try:
+        d = int(labels)
+    except (TypeError, ValueError):
+        raise ValueError(f"labels must be a whole number from 1 to {MAX_LABELS}, got "
+                         f"{labels!r}") from None
+    if not 1 <= d <= MAX_LABELS:
+        raise ValueError(f"labels must be from 1 to {MAX_LABELS}, got {d} (5 is the default; "
+                         "more than a few dozen settle no more queries)")
+    return d
+
+
+def build_index(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
+                labels: int = DEFAULT_LABELS, seed: int = DEFAULT_SEED,
+                backend=None, progress=None) -> GrailIndex:
+    """Build an index from an edge list.
+
+    ``edges`` is a pyarrow Table / RecordBatch (columns ``src_col`` and ``dst_col``), a DuckDB
+    relation, or a source key column with ``dst`` the destination column. ``labels`` is the
+    number d of GRAIL label pairs (1..MAX_LABELS), ``seed`` makes them reproducible,
+    ``backend`` is 'cpu', 'gpu', 'auto' (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
+    :class:`~grail_duckdb.kernels.protocol.Kernels` instance, ``progress`` an optional callable
+    ``(phase, seconds)`` called after each phase.
+    """
+    d = check_labels(labels)
+    k = kernels_for(backend)
+    xp = k.xp
+    timer = PhaseTimer(progress, k.synchronize)
+    cols = edge_columns(edges, dst, src_col=src_col, dst_col=dst_col)
+    timer("ingest")
+    ids, s_ids, d_ids = assign_ids(cols.src, cols.dst, cols.extra_vertices, xp=xp)
+    timer("ids")
+    s_dev, d_dev = xp.asarray(s_ids), xp.asarray(d_ids)
+    fwd, rev = forward_and_reverse(k, s_dev, d_dev, ids.n)
+    timer("csr")
+    cond: Condensation = condense(k, fwd, rev)
+    del fwd, rev
+    timer("scc")
+    lab = grail_labels(k, cond, d, int(seed), timer)
+    fp = fingerprint_of(k, ids, s_dev, d_dev)
+    timer("fingerprint")
+    return GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components, dag=cond.dag,
+                      labels=lab, seed=int(seed), edge_rows=cols.rows, fingerprint=fp,
+                      kernels=k, build_seconds=dict(timer.phases))
+
+
+__all__ = ["DEFAULT_LABELS", "DEFAULT_SEED", "GPU_MIN_QUERIES", "GrailIndex", "MAX_LABELS",
+           "PhaseTimer", "build_index", "check_labels", "edges_fingerprint", "fingerprint_of",
+           "load_index"]

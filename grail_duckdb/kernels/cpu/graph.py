@@ -1,0 +1,226 @@
+"""CPU twins of ``kernels/graph.cu`` and ``kernels/scc.cu``: the CSR, the SCC steps (Multistep:
+trim, forward-backward, colour propagation), the condensed edges and the fingerprints.
+
+Each computes exactly what its CUDA twin computes; only the schedule differs (a worklist in one
+pass where the GPU runs level-synchronous frontiers). Every function is ``nogil``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..shared import mix64
+
+_JIT = dict(cache=True, nogil=True, boundscheck=False)
+
+
+@njit(**_JIT)
+def csr_from_edges(src, dst, n):
+    """Counting sort of the edge list by source: ``(indptr[n+1] int64, indices[m] int32)``.
+
+    Self-loops are dropped (they never change reachability). Within a row the targets keep
+    their input order, so the CSR is a deterministic function of the edge list.
+    """
+    m = src.shape[0]
+    indptr = np.zeros(n + 1, np.int64)
+    for e in range(m):
+        if src[e] != dst[e]:
+            indptr[src[e] + 1] += 1
+    for v in range(n):
+        indptr[v + 1] += indptr[v]
+    fill = indptr[:-1].copy()
+    indices = np.empty(indptr[n], np.int32)
+    for e in range(m):
+        s = src[e]
+        if s != dst[e]:
+            indices[fill[s]] = dst[e]
+            fill[s] += 1
+    return indptr, indices
+
+
+@njit(**_JIT)
+def trim(fwd_ptr, fwd_idx, rev_ptr, rev_idx, alive):
+    """Repeatedly remove live vertices whose live in-degree or live out-degree is zero.
+
+    Each removed vertex is a singleton strong component. ``alive`` is updated in place; the
+    number removed is returned. A worklist makes the whole fixpoint one O(n + m) pass.
+    """
+    n = alive.shape[0]
+    indeg = np.zeros(n, np.int64)
+    outdeg = np.zeros(n, np.int64)
+    for v in range(n):
+        if alive[v]:
+            for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+                w = fwd_idx[e]
+                if alive[w]:
+                    outdeg[v] += 1
+                    indeg[w] += 1
+    queue = np.empty(n, np.int32)
+    head = 0
+    tail = 0
+    for v in range(n):
+        if alive[v] and (indeg[v] == 0 or outdeg[v] == 0):
+            alive[v] = False
+            queue[tail] = v
+            tail += 1
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+            w = fwd_idx[e]
+            if alive[w]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    alive[w] = False
+                    queue[tail] = w
+                    tail += 1
+        for e in range(rev_ptr[v], rev_ptr[v + 1]):
+            u = rev_idx[e]
+            if alive[u]:
+                outdeg[u] -= 1
+                if outdeg[u] == 0:
+                    alive[u] = False
+                    queue[tail] = u
+                    tail += 1
+    return tail
+
+
+@njit(**_JIT)
+def reach_within_colour(ptr, idx, seeds, colour):
+    """Vertices reachable from a seed through vertices of the seed's colour (negative = dead).
+
+    Used for the forward and backward sweeps from the pivot (all live vertices share colour 0)
+    and for the backward sweep from every colour root (the manycore paper's colouring step).
+    """
+    n = colour.shape[0]
+    seen = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int32)
+    top = 0
+    for s in range(n):
+        if seeds[s] and colour[s] >= 0:
+            seen[s] = True
+            stack[top] = s
+            top += 1
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        c = colour[v]
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            if not seen[w] and colour[w] == c:
+                seen[w] = True
+                stack[top] = w
+                top += 1
+    return seen
+
+
+@njit(**_JIT)
+def propagate_max_colour(ptr, idx, colour):
+    """Fixpoint of colour[w] = max(colour[w], colour[v]) over edges v -> w between live vertices.
+
+    Afterwards every live vertex holds the largest vertex id among its live ancestors.
+    """
+    n = colour.shape[0]
+    queued = np.zeros(n, np.bool_)
+    queue = np.empty(n, np.int32)
+    head = 0
+    size = 0
+    for v in range(n):
+        if colour[v] >= 0:
+            queued[v] = True
+            queue[size] = v
+            size += 1
+    tail = size % n if n > 0 else 0
+    count = size
+    while count > 0:
+        v = queue[head]
+        head = head + 1 if head + 1 < n else 0
+        count -= 1
+        queued[v] = False
+        c = colour[v]
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            if colour[w] >= 0 and colour[w] < c:
+                colour[w] = c
+                if not queued[w]:
+                    queued[w] = True
+                    queue[tail] = w
+                    tail = tail + 1 if tail + 1 < n else 0
+                    count += 1
+
+
+@njit(**_JIT)
+def rank_by_first_occurrence(label):
+    """Renumber arbitrary labels 0..k-1 in order of their first occurrence (lowest vertex id)."""
+    n = label.shape[0]
+    remap = np.full(n, -1, np.int32)
+    out = np.empty(n, np.int32)
+    k = 0
+    for v in range(n):
+        lab = label[v]
+        if remap[lab] < 0:
+            remap[lab] = k
+            k += 1
+        out[v] = remap[lab]
+    return out, k
+
+
+@njit(**_JIT)
+def condensed_edges(ptr, idx, comp):
+    """Edges between different components, as (src_comp, dst_comp) arrays (duplicates kept)."""
+    n = comp.shape[0]
+    m = 0
+    for v in range(n):
+        cv = comp[v]
+        for e in range(ptr[v], ptr[v + 1]):
+            if comp[idx[e]] != cv:
+                m += 1
+    s = np.empty(m, np.int32)
+    d = np.empty(m, np.int32)
+    k = 0
+    for v in range(n):
+        cv = comp[v]
+        for e in range(ptr[v], ptr[v + 1]):
+            cw = comp[idx[e]]
+            if cw != cv:
+                s[k] = cv
+                d[k] = cw
+                k += 1
+    return s, d
+
+
+@njit(**_JIT)
+def dedupe_rows(ptr, idx):
+    """Remove duplicate targets inside each CSR row (keeps first occurrences, in order)."""
+    n = ptr.shape[0] - 1
+    mark = np.full(n, -1, np.int64)
+    out_ptr = np.zeros(n + 1, np.int64)
+    out_idx = np.empty(idx.shape[0], np.int32)
+    k = 0
+    for v in range(n):
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            if mark[w] != v:
+                mark[w] = v
+                out_idx[k] = w
+                k += 1
+        out_ptr[v + 1] = k
+    return out_ptr, out_idx[:k].copy()
+
+
+@njit(**_JIT)
+def key_hash_sum(keys):
+    """Order-independent 64-bit sum of mix64 over integer keys."""
+    acc = np.uint64(0)
+    for i in range(keys.shape[0]):
+        acc += mix64(np.uint64(keys[i]))
+    return acc
+
+
+@njit(**_JIT)
+def edge_hash_sum(src, dst):
+    """Order-independent 64-bit sum of mix64(src, dst) over the edges (duplicates counted)."""
+    acc = np.uint64(0)
+    for e in range(src.shape[0]):
+        acc += mix64((np.uint64(src[e]) << np.uint64(32)) ^ np.uint64(dst[e]))
+    return acc

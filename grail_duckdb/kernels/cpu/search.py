@@ -1,0 +1,203 @@
+"""CPU twins of ``kernels/search.cu``: the query cuts and the label-pruned multi-query bitmask
+search (GRAIL GPU paper, Section 5, Algorithm 7).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..shared import (HUB_CUT, LABEL_CUT, LEVEL_CUT, SAME_COMPONENT, SAME_VERTEX, TREE_CUT,
+                      UNDECIDED, UNKNOWN, hubs_exclude, hubs_meet, label_excludes,
+                      level_excludes, tree_contains)
+
+_JIT = dict(cache=True, nogil=True, boundscheck=False)
+
+
+@njit(**_JIT)
+def _may_reach(u, t, level, inner, outer, down, up):
+    """The negative cuts: False when u certainly does not reach t (u != t): levels, the d
+    GRAIL intervals, and the hub sets (the shared predicates of :mod:`..shared`)."""
+    if level_excludes(level[u], level[t]):
+        return False
+    for j in range(inner.shape[1]):
+        if label_excludes(inner[u, j], outer[u, j], inner[t, j], outer[t, j]):
+            return False
+    for k in range(down.shape[1]):
+        if hubs_exclude(down[u, k], up[u, k], down[t, k], up[t, k]):
+            return False
+    return True
+
+
+@njit(**_JIT)
+def _tree_reaches(u, t, tree_lo, tree_post):
+    """Positive cut: t lies in u's spanning-tree interval (label 0's post order)."""
+    return tree_contains(tree_lo[u], tree_post[u], tree_post[t])
+
+
+@njit(**_JIT)
+def _hub_reaches(u, t, down, up):
+    """Positive cut: u reaches a hub that reaches t."""
+    for k in range(down.shape[1]):
+        if hubs_meet(down[u, k], up[t, k]):
+            return True
+    return False
+
+
+@njit(**_JIT)
+def query_cuts(sid, did, comp, level, inner, outer, tree_lo, tree_post, down, up, prune, status):
+    """Classify each query of vertex ids (negative: NULL or not a vertex) in one pass: the
+    component lookup and every cut, one status code per query (see the module's constants).
+
+    ``comp`` may be empty: the components are then the vertices (an acyclic input). With
+    ``prune`` off only the identity cuts (unknown, same vertex, same component) apply.
+
+    Two sweeps: the first does only the lookups every query needs (components, levels) with
+    no unpredictable branch, so the processor keeps many cache misses in flight; the second
+    runs the rest for the queries the level cut left: the positive cuts first (cheap, and a
+    reachable pair would pass every negative test), then the labels and hub sets.
+    """
+    identity = comp.shape[0] == 0
+    nq = sid.shape[0]
+    cu = np.empty(nq, np.int32)
+    cv = np.empty(nq, np.int32)
+    for q in range(nq):
+        a = sid[q]
+        b = did[q]
+        ok = (a >= 0) & (b >= 0)
+        a = a if ok else 0
+        b = b if ok else 0
+        u = a if identity else comp[a]
+        t = b if identity else comp[b]
+        cu[q] = u
+        cv[q] = t
+        code = UNDECIDED
+        code = LEVEL_CUT if prune & level_excludes(level[u], level[t]) else code
+        code = SAME_COMPONENT if u == t else code
+        code = SAME_VERTEX if a == b else code
+        status[q] = code if ok else UNKNOWN
+    if not prune:
+        return
+    for q in range(nq):
+        if status[q] != UNDECIDED:
+            continue
+        u = cu[q]
+        t = cv[q]
+        if _tree_reaches(u, t, tree_lo, tree_post):
+            status[q] = TREE_CUT
+        elif _hub_reaches(u, t, down, up):
+            status[q] = HUB_CUT
+        elif not _may_reach(u, t, level, inner, outer, down, up):
+            status[q] = LABEL_CUT
+
+
+@njit(**_JIT)
+def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, down, up, cs, ct,
+                   words, prune, seen, pend, queued, marked, touched, stack):
+    """Answer queries cs[i] ->? ct[i] with one bit per query, 64 * ``words`` queries a pass.
+
+    Every vertex carries ``words`` 64-bit words: bit i of ``seen`` says query i has reached it,
+    bit i of ``pend`` that it still has to expand it. A bit enters a child only when the child
+    passes the level and label cuts for that query's target; a query stops (its bit is dropped
+    everywhere) once it is answered, either by meeting its target or by entering a vertex
+    whose tree interval holds the target or that reaches a hub reaching the target. ``prune=False`` turns every cut off (a plain
+    multi-source BFS, the baseline the cuts are measured against). Returns bool answers.
+
+    The scratch arrays (``seen``/``pend`` uint64[n, words] and ``queued``/``marked`` bool[n]
+    all zero, ``touched``/``stack`` int32[n]) are handed back all zero again, so one set per
+    thread serves every call without clearing n-sized memory each time.
+    """
+    nq = cs.shape[0]
+    ans = np.zeros(nq, np.bool_)
+    per = 64 * words
+    done = np.zeros(words, np.uint64)
+    one = np.uint64(1)
+    for base in range(0, nq, per):
+        nb = min(per, nq - base)
+        ntouched = 0
+        top = 0
+        for wd in range(words):
+            done[wd] = np.uint64(0)
+        for i in range(nb):
+            u = cs[base + i]
+            wd = i >> 6
+            b = one << np.uint64(i & 63)
+            if not marked[u]:
+                marked[u] = True
+                touched[ntouched] = u
+                ntouched += 1
+            seen[u, wd] |= b
+            pend[u, wd] |= b
+            if not queued[u]:
+                queued[u] = True
+                stack[top] = u
+                top += 1
+        remaining = nb
+        while top > 0 and remaining > 0:
+            top -= 1
+            v = stack[top]
+            queued[v] = False
+            for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+                w = fwd_idx[e]
+                for wd in range(words):
+                    new = pend[v, wd] & ~done[wd] & ~seen[w, wd]
+                    if new == 0:
+                        continue
+                    if not marked[w]:
+                        marked[w] = True
+                        touched[ntouched] = w
+                        ntouched += 1
+                    seen[w, wd] |= new
+                    keep = np.uint64(0)
+                    bits = new
+                    while bits != 0:
+                        low = bits & (~bits + one)
+                        bits ^= low
+                        i = wd * 64 + _ctz(low)
+                        t = ct[base + i]
+                        if w == t or (prune and (_tree_reaches(w, t, tree_lo, tree_post)
+                                                 or _hub_reaches(w, t, down, up))):
+                            ans[base + i] = True
+                            done[wd] |= low
+                            remaining -= 1
+                        elif not prune or _may_reach(w, t, level, inner, outer, down, up):
+                            keep |= low
+                    if keep != 0:
+                        pend[w, wd] |= keep
+                        if not queued[w]:
+                            queued[w] = True
+                            stack[top] = w
+                            top += 1
+            for wd in range(words):
+                pend[v, wd] = np.uint64(0)
+        for k in range(ntouched):
+            u = touched[k]
+            marked[u] = False
+            queued[u] = False
+            for wd in range(words):
+                seen[u, wd] = np.uint64(0)
+                pend[u, wd] = np.uint64(0)
+    return ans
+
+
+@njit(**_JIT)
+def _ctz(low):
+    """Index of the single set bit of a power of two."""
+    i = 0
+    if low & np.uint64(0xFFFFFFFF) == 0:
+        i += 32
+        low >>= np.uint64(32)
+    if low & np.uint64(0xFFFF) == 0:
+        i += 16
+        low >>= np.uint64(16)
+    if low & np.uint64(0xFF) == 0:
+        i += 8
+        low >>= np.uint64(8)
+    if low & np.uint64(0xF) == 0:
+        i += 4
+        low >>= np.uint64(4)
+    if low & np.uint64(0x3) == 0:
+        i += 2
+        low >>= np.uint64(2)
+    if low & np.uint64(0x1) == 0:
+        i += 1
+    return i

@@ -1,0 +1,153 @@
+"""The one interface to the hot loops: every operation the pipeline and the queries need.
+
+Two backends implement it with identical results: :class:`~grail_duckdb.kernels.cpu.CpuKernels`
+(Numba, NumPy arrays) and :class:`~grail_duckdb.kernels.gpu.GpuKernels` (CuPy arrays and the CUDA
+sources in the repository's ``kernels/*.cu``). The pipeline modules call only these methods,
+with arrays of the backend's own array module ``xp``, so each algorithm is written once.
+
+Rules every implementation keeps:
+
+* **No hidden state between calls.** What a backend keeps (compiled modules, launch sizes,
+  per-thread scratch) belongs to its instance and is safe under concurrent calls from several
+  threads: results depend only on the arguments.
+* **Tuning knobs are settings of the instance** (``GpuKernels(GpuSettings(...))``), never module
+  globals, so two differently tuned instances can run side by side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
+
+Array = Any  # a NumPy or CuPy array, of the backend's array module
+
+
+@dataclass(frozen=True)
+class CSR:
+    """Compressed sparse rows, the one graph layout every stage and both backends share: the
+    out-neighbours of vertex v are ``indices[indptr[v]:indptr[v + 1]]``.
+
+    ``indptr`` is int64 (n + 1), ``indices`` int32 (m); both live on the backend that built
+    them (NumPy or CuPy arrays).
+    """
+
+    indptr: Array
+    indices: Array
+
+    @property
+    def n(self) -> int:
+        return int(self.indptr.shape[0]) - 1
+
+    @property
+    def m(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.indptr.nbytes + self.indices.nbytes)
+
+
+@dataclass(frozen=True)
+class TopoOrder:
+    """A topological order of a DAG, level by level (Kahn's sweep).
+
+    ``level[v]`` is the longest path from a root to v, ``order`` lists the vertices by
+    non-decreasing level, and level L occupies ``order[offsets[L]:offsets[L + 1]]``
+    (``offsets`` is a host NumPy array of ``levels + 1`` entries)."""
+
+    level: Array
+    order: Array
+    offsets: Any
+
+    @property
+    def levels(self) -> int:
+        return int(len(self.offsets)) - 1
+
+
+class LabelArrays(Protocol):
+    """What the query kernels read of the labels (see :class:`grail_duckdb.engine.labels.Labels`)."""
+
+    level: Array
+    inner: Array
+    outer: Array
+    tree_lo: Array
+    tree_post: Array
+    hub_down: Array
+    hub_up: Array
+
+
+@runtime_checkable
+class Kernels(Protocol):
+    """Every operation of the pipeline (ids -> CSR -> condensation -> labels) and of the queries
+    (cuts -> search), on one backend."""
+
+    name: str  # 'cpu' or 'gpu'
+    xp: ModuleType  # numpy or cupy
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (a no-op on the CPU)."""
+
+    # --- CSR ---------------------------------------------------------------------------------
+    def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
+        """Rows of an edge list of dense ids: ``(indptr, indices)``; self-loops dropped, the
+        targets of a row in input order."""
+
+    def dedupe_rows(self, indptr: Array, indices: Array) -> tuple[Array, Array]:
+        """The same rows without duplicate targets (first occurrences, in order)."""
+
+    # --- condensation (Multistep) ------------------------------------------------------------
+    def trim(self, fwd: CSR, rev: CSR, alive: Array) -> int:
+        """Peel live vertices with no live in- or out-edge, repeatedly (``alive`` updated in
+        place); returns how many were removed."""
+
+    def reach_within_colour(self, g: CSR, seeds: Array, colour: Array) -> Array:
+        """bool[n]: vertices reached from a seed through vertices of the seed's colour
+        (negative colour: dead)."""
+
+    def propagate_max_colour(self, g: CSR, colour: Array) -> None:
+        """Fixpoint of colour[w] = max(colour[w], colour[v]) over edges between live vertices."""
+
+    def rank_by_first_occurrence(self, label: Array) -> tuple[Array, int]:
+        """Labels renumbered 0..k-1 in order of first occurrence, and k."""
+
+    def condensed_edges(self, g: CSR, comp: Array) -> tuple[Array, Array]:
+        """The edges between different components, as component pairs (duplicates kept)."""
+
+    # --- labels (GRAIL GPU paper, Section 4) ----------------------------------------------------
+    def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
+        """Levels and a level-by-level order of a DAG (Algorithm 2's sweep)."""
+
+    def tree_parents(self, rev: CSR, level: Array) -> Array:
+        """int32[n]: the smallest-id in-neighbour one level above, or -1 (step 1)."""
+
+    def subtree_sizes(self, parent: Array, topo: TopoOrder) -> Array:
+        """int32[n]: tree descendants of each vertex, itself included (step 2, Algorithm 4)."""
+
+    def post_orders(self, parent: Array, topo: TopoOrder, size: Array, d: int,
+                    seed: int) -> Array:
+        """int32[n, d]: post ranks for d sibling orders (step 3, Algorithm 5)."""
+
+    def interval_bounds(self, fwd: CSR, topo: TopoOrder, post: Array) -> tuple[Array, Array]:
+        """(inner, outer) int32[n, d]: min and max post rank over every DAG descendant (step 4,
+        Algorithm 6)."""
+
+    def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of: Array,
+                 words: int) -> tuple[Array, Array]:
+        """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
+
+    # --- queries (Section 5) -------------------------------------------------------------------
+    def query_cuts(self, sid: Array, did: Array, comp: Array | None, lab: LabelArrays,
+                   prune: bool = True) -> Array:
+        """int8 status code per query of vertex ids (codes in :mod:`.shared`)."""
+
+    def bitmask_search(self, dag: CSR, lab: LabelArrays, cs: Array, ct: Array,
+                       words: int = 1, prune: bool = True) -> Array:
+        """bool answers of component pairs by the label-pruned multi-query search
+        (Algorithm 7), 64 * ``words`` queries per pass at least."""
+
+    # --- fingerprints ---------------------------------------------------------------------------
+    def edge_hash_sum(self, src: Array, dst: Array) -> int:
+        """Order-independent 64-bit sum of mix64 over the (src, dst) id pairs."""
+
+    def key_hash_sum(self, keys: Array) -> int:
+        """Order-independent 64-bit sum of mix64 over integer keys."""

@@ -1,0 +1,125 @@
+"""Constants and small functions shared by the CPU (Numba) and GPU (CUDA) kernels, written once.
+
+Each shared function is written here as a few assignments and a result in the subset of syntax
+that C and Python read alike (fully parenthesised ``+ * & | ^ ~ >> << < <= >= > != ==``,
+``U(x)`` for an unsigned 64-bit value). :func:`cuda_header` turns them, with every shared
+constant, into a header that :mod:`.gpu` prepends to ``kernels/*.cu``; the Numba twins import the
+compiled Python versions from this module. A change here reaches both backends at once.
+
+(Numba caches a compiled kernel by its own file's time stamp; after changing a function here
+during development, delete the ``__pycache__`` folders of ``grail_duckdb/kernels/cpu`` so the
+kernels that inline it are compiled again. A fresh install always compiles afresh.)
+
+>>> int(mix64(np.uint64(1))) == 0x910A2DEC89025CC1
+True
+>>> bool(tree_contains(2, 5, 3)), bool(tree_contains(2, 5, 6))
+(True, False)
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# --- status codes of the query classification (index = code) --------------------------------------
+STATUS_NAMES = ("UNDECIDED", "SAME_COMPONENT", "LEVEL_CUT", "LABEL_CUT", "TREE_CUT", "HUB_CUT",
+                "SAME_VERTEX", "UNKNOWN")
+UNDECIDED, SAME_COMPONENT, LEVEL_CUT, LABEL_CUT, TREE_CUT, HUB_CUT, SAME_VERTEX, UNKNOWN = range(8)
+#: status codes whose answer is true
+SETTLED_TRUE = (SAME_COMPONENT, TREE_CUT, HUB_CUT, SAME_VERTEX)
+
+#: vertices are permuted in blocks of this many consecutive ids (cache lines stay whole)
+ORDER_BLOCK = 64
+#: 64-bit words of hub bits per component (64 hubs per word)
+HUB_WORDS = 2
+
+#: splitmix64 constants (Steele et al.): a cheap, well-mixed 64-bit hash used to pick sibling
+#: orders and fingerprints identically on every backend
+SPLITMIX = {"SM_GAMMA": 0x9E3779B97F4A7C15, "SM_M1": 0xBF58476D1CE4E5B9,
+            "SM_M2": 0x94D049BB133111EB}
+
+#: name -> (C return type, ((C type, argument), ...), ((variable, expression), ...), result)
+FUNCTIONS = {
+    # splitmix64 finaliser of a uint64
+    "mix64": ("u64", (("u64", "x"),), (
+        ("x", "x + SM_GAMMA"),
+        ("x", "(x ^ (x >> U(30))) * SM_M1"),
+        ("x", "(x ^ (x >> U(27))) * SM_M2"),
+    ), "x ^ (x >> U(31))"),
+    # one step of the bijection of the k-bit integers behind each label's vertex order
+    # (multiply by an odd number, add, xor-shift, multiply, xor-shift), cycle-walked by callers
+    "permute_step": ("u64", (("u64", "x"), ("u64", "mask"), ("u64", "a1"), ("u64", "c"),
+                             ("u64", "a2"), ("u64", "shift")), (
+        ("x", "((x * a1) + c) & mask"),
+        ("x", "x ^ (x >> shift)"),
+        ("x", "(x * a2) & mask"),
+    ), "x ^ (x >> shift)"),
+    # negative cut: an edge always leads at least one topological level down
+    "level_excludes": ("bool", (("int", "level_u"), ("int", "level_t")), (),
+                       "level_u >= level_t"),
+    # negative cut, per label: t's interval is not inside u's
+    "label_excludes": ("bool", (("int", "inner_u"), ("int", "outer_u"), ("int", "inner_t"),
+                                ("int", "outer_t")), (),
+                       "(inner_t < inner_u) | (outer_t > outer_u)"),
+    # negative cut, per hub word: t reaches a hub that u does not, or a hub reaches u but not t
+    "hubs_exclude": ("bool", (("u64", "down_u"), ("u64", "up_u"), ("u64", "down_t"),
+                              ("u64", "up_t")), (),
+                     "((down_t & (~down_u)) | (up_u & (~up_t))) != U(0)"),
+    # positive cut: t lies in u's spanning-tree interval
+    "tree_contains": ("bool", (("int", "lo_u"), ("int", "post_u"), ("int", "post_t")), (),
+                      "(lo_u <= post_t) & (post_t <= post_u)"),
+    # positive cut, per hub word: u reaches a hub that reaches t
+    "hubs_meet": ("bool", (("u64", "down_u"), ("u64", "up_t")), (), "(down_u & up_t) != U(0)"),
+}
+
+
+def _python_function(name: str):
+    """The Numba version of one shared function (compiled on first use, inlined by callers)."""
+    _, args, steps, result = FUNCTIONS[name]
+    lines = [f"def {name}({', '.join(a for _, a in args)}):"]
+    lines += [f"    {var} = {expr}" for var, expr in steps]
+    lines.append(f"    return {result}")
+    namespace = {"U": np.uint64, **{k: np.uint64(v) for k, v in SPLITMIX.items()}}
+    exec(compile("\n".join(lines) + "\n", f"<grail_duckdb shared {name}>", "exec"), namespace)
+    return njit(inline="always", nogil=True)(namespace[name])
+
+
+mix64 = _python_function("mix64")
+permute_step = _python_function("permute_step")
+level_excludes = _python_function("level_excludes")
+label_excludes = _python_function("label_excludes")
+hubs_exclude = _python_function("hubs_exclude")
+tree_contains = _python_function("tree_contains")
+hubs_meet = _python_function("hubs_meet")
+
+
+def cuda_header() -> str:
+    """The C text of every shared constant and function, for the CUDA compile."""
+    out = ["// generated by grail_duckdb/kernels/shared.py: do not edit",
+           "#define U(x) ((unsigned long long)(x##ull))"]
+    out += [f"#define {name} {code}" for code, name in enumerate(STATUS_NAMES)]
+    out += [f"#define ORDER_BLOCK {ORDER_BLOCK}", f"#define HUB_WORDS {HUB_WORDS}"]
+    out += [f"#define {k} {v:#x}ull" for k, v in SPLITMIX.items()]
+    for name, (ret, args, steps, result) in FUNCTIONS.items():
+        params = ", ".join(f"{'unsigned long long' if t == 'u64' else t} {a}" for t, a in args)
+        ctype = "unsigned long long" if ret == "u64" else ret
+        body = "".join(f" {var} = {expr};" for var, expr in steps)
+        out.append(f"__device__ __forceinline__ {ctype} {name}({params}) {{{body} "
+                   f"return {result}; }}")
+    return "\n".join(out) + "\n"
+
+
+@njit(nogil=True, cache=True)
+def order_params(n_blocks, label, seed):
+    """Parameters of label ``label``'s vertex order: (mask, a1, c, a2, shift, xor), uint64.
+
+    Both backends compute them on the host with this one function."""
+    bits = 1
+    while (np.uint64(1) << np.uint64(bits)) < np.uint64(max(n_blocks, 2)):
+        bits += 1
+    mask = (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+    h = mix64(np.uint64(seed) * np.uint64(64) + np.uint64(label))
+    a1 = (mix64(h) & mask) | np.uint64(1)
+    c = mix64(h + np.uint64(1)) & mask
+    a2 = (mix64(h + np.uint64(2)) & mask) | np.uint64(1)
+    xor = mix64(h + np.uint64(3)) & np.uint64(ORDER_BLOCK - 1)
+    return mask, a1, c, a2, np.uint64(max(bits // 2, 1)), xor

@@ -65,11 +65,11 @@ CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, i
 -- grail_index(table [, src, dst, labels, name, path, rebuild]): build the index of an edge table
 -- (or load the persisted one while it is fresh) and return a one-row summary. As a scalar:
 -- SELECT grail_index('cites'); as a table: SELECT * FROM grail_index('cites').
-CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := 5,
+CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false) AS
     __grail_index(table_name, src, dst, labels, name, path, rebuild);
 
-CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := 5,
+CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false) AS TABLE
     WITH built AS MATERIALIZED (
         SELECT __grail_index(table_name, src, dst, labels, name, path, rebuild) AS s)

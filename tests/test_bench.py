@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from grail_duckdb.tools import bench
+from grail_duckdb.tools import bench, bench_report, bench_sql
 from grail_duckdb.tools import bench_baselines as bl
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,7 @@ def test_every_workload_has_every_figure(quick_run):
         for graph in ("input graph", "condensed DAG"):
             assert cpu["gteps"][graph]["roots"] <= 64
         assert cpu["gteps"]["input graph"]["gteps"] > 0
-        for qset in bench.QUERY_SETS:
+        for qset in bench_report.QUERY_SETS:
             eng = cpu["queries"]["grail_duckdb"][qset]
             assert eng["seconds"] > 0 and eng["total_pairs"] == bench.QUICK_QUERIES
             assert cpu["queries"]["plain bitmask BFS (no cuts)"][qset]["agree"] is True
@@ -60,7 +60,7 @@ def test_every_workload_has_every_figure(quick_run):
                 assert fig["seconds"] > 0 and fig["run_pairs"] >= 1
             assert w["baselines"]["identity arrow UDF (floor)"][qset]["seconds"] > 0
             if cpu.get("sql_note") is None:  # the SQL layer is there: its counts must agree
-                for method in bench._SQL_QUERIES:
+                for method in bench_sql._SQL_QUERIES:
                     assert cpu["queries"][method][qset]["agree"] is True, (method, qset)
 
 

@@ -9,8 +9,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 import grail_duckdb as gd
-from grail_duckdb import plugin
-from grail_duckdb.plugin import registry as _registry, staleness as _staleness
+from grail_duckdb.plugin import registry as _registry
 from grail_duckdb.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]

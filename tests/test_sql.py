@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb import plugin
 from grail_duckdb.plugin import registry as _registry, staleness as _staleness
 
 CTE = """

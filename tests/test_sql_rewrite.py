@@ -10,7 +10,7 @@ import pytest
 
 import grail_duckdb as gd
 import grail_duckdb.plugin.rewrite as _rewrite_mod
-from grail_duckdb.plugin import names as sqlrewrite
+from grail_duckdb.plugin import names
 from grail_duckdb.errors import EdgeInputError, GrailError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reaches_rewrite.sql"
@@ -77,16 +77,16 @@ def test_bad_queries_are_errors():
 @pytest.mark.parametrize("name,want", [("cites", '"cites"'), ("main.cites", '"main"."cites"'),
                                        ('"my table"', '"my table"'), ('"a""b"', '"a""b"')])
 def test_quote_table(name, want):
-    assert sqlrewrite.quote_table(name) == want
+    assert names.quote_table(name) == want
 
 
 @pytest.mark.parametrize("name", ["x; DROP TABLE y", "t; --", "f()", "t AS u", "1", "", "a b"])
 def test_quote_table_refuses(name):
     with pytest.raises(EdgeInputError):
-        sqlrewrite.quote_table(name)
+        names.quote_table(name)
 
 
 @pytest.mark.parametrize("name", ["a.b", "x; DROP", "f(x)", "*"])
 def test_quote_column_refuses(name):
     with pytest.raises(EdgeInputError):
-        sqlrewrite.quote_column(name)
+        names.quote_column(name)

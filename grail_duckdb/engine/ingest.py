@@ -2,7 +2,7 @@
 
 Accepted inputs: a pyarrow Table or RecordBatch (columns named by ``src``/``dst``), a DuckDB
 relation, or two array-likes (pyarrow, NumPy, lists). A .gra file read by
-:mod:`grail_duckdb.readers` carries its vertex count in the table's schema metadata
+:mod:`grail_duckdb.tools.readers` carries its vertex count in the table's schema metadata
 (``grail.vertices``) so that vertices without edges exist in the index too.
 """
 from __future__ import annotations
@@ -30,6 +30,19 @@ def key_kind(typ: pa.DataType) -> str:
         f"vertex keys must be integers or strings (VARCHAR), got {typ}; cast the key columns "
         "first, e.g. CAST(col AS BIGINT) or CAST(col AS VARCHAR)"
     )
+
+
+def edge_table(src, dst, vertices: int | None = None) -> pa.Table:
+    """Two key columns as a Table ``src``/``dst`` (NumPy arrays are not copied); with
+    ``vertices``, the keys 0..vertices-1 are all vertices, also those without an edge.
+
+    >>> edge_table([1], [2], vertices=4).schema.metadata
+    {b'grail.vertices': b'4'}
+    """
+    table = pa.table({"src": src, "dst": dst})
+    if vertices is None:
+        return table
+    return table.replace_schema_metadata({VERTEX_COUNT_META: str(max(int(vertices), 0)).encode()})
 
 
 @dataclass

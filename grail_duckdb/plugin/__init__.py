@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import duckdb
 
+from ..engine.index import DEFAULT_LABELS
 from . import registry
 from .functions import register_functions
 from .registry import Registry
@@ -57,8 +58,9 @@ def install(con):
     return con
 
 
-def build(con, table: str, *, src: str = "src", dst: str = "dst", labels: int = 5,
-          name: str | None = None, path=None, rebuild: bool = False, progress=None) -> dict:
+def build(con, table: str, *, src: str = "src", dst: str = "dst",
+          labels: int = DEFAULT_LABELS, name: str | None = None, path=None, rebuild: bool = False,
+          progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""
     install(con)

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.index import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError
 from .registry import SUMMARY_SQL, SUMMARY_TYPE, Registry, registry_by_token
 
@@ -146,7 +147,8 @@ def _index_udf(token: str):
                 raise EdgeInputError("grail_index: the table name is NULL")
             rows.append(reg.build(table, src=srcs[i].as_py() or "src",
                                    dst=dsts[i].as_py() or "dst",
-                                   labels=5 if labels[i].as_py() is None else labels[i].as_py(),
+                                   labels=(DEFAULT_LABELS if labels[i].as_py() is None
+                                           else labels[i].as_py()),
                                    name=names[i].as_py() or None,
                                    path=paths[i].as_py() or None,
                                    rebuild=bool(rebuilds[i].as_py())))

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ..engine.index import build_index, check_labels
+from ..engine.index import DEFAULT_LABELS, build_index, check_labels
 from ..errors import GrailError
 from . import names
 from .staleness import (SOURCE_VERSION, load_checked, read_edge_table, read_source, same_check,
@@ -148,8 +148,8 @@ class Registry:
         return entry
 
     # --- build, reuse or load ---------------------------------------------------------------
-    def build(self, table: str, *, src="src", dst="dst", labels=5, name=None, path=None,
-              rebuild=False, progress=None) -> dict:
+    def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
+              path=None, rebuild=False, progress=None) -> dict:
         """Build, reuse or load the index ``name`` of ``table``; returns its summary."""
         qtable = names.quote_table(table)
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)

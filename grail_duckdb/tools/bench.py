@@ -1,7 +1,7 @@
 """The bench command: one run that measures the engine beside the alternatives a user has.
 
 ``python -m grail_duckdb bench [--datasets ...] [--queries N] [--backend cpu|gpu|all] [--out DIR]``
-(or ``python -m grail_duckdb.bench ...``). For every workload (a dataset by name, an edge file,
+(or ``python -m grail_duckdb.tools.bench ...``). For every workload (a dataset by name, an edge file,
 or a seeded generator ``gen:citation:N``, ``gen:random:N:DEGREE``, ``gen:rmat:SCALE[:FACTOR]``)
 and every backend it measures:
 
@@ -50,32 +50,22 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ..engine.csr import CSR
-from ..engine.index import build_index, load_index
+from ..engine.index import DEFAULT_LABELS, build_index, load_index
 from ..engine.ingest import as_column
 from ..errors import GrailError
-from ..kernels import gpu_available, resolve, to_host
-from ..plugin import install
+from ..kernels import gpu_available, resolve
 from . import bench_baselines as bl
 from . import datasets, workloads
 from . import generators as gen
+from .bench_report import plot, to_markdown
+from .bench_sql import bench_identity, bench_sql
+from .bench_traversal import bench_traversal
 from .readers import read_edges
 
 DEFAULT_DATASETS = ["citeseer", "uniprot", "cit-HepTh"]
 QUICK_DATASETS = ["gen:citation:20000", "gen:random:5000:4", "gen:rmat:12"]
 QUICK_QUERIES = 2000
 QUICK_BUDGET = 0.3
-QUERY_SETS = ("random", "reachable")
-
-#: the design's "figures to beat" (original authors' code, 2-core machine, one thread, 100K
-#: queries): build / reachable ("positive") / random, in milliseconds
-FIGURES_TO_BEAT = {
-    "citeseer": {"GRAIL C++ (d=2)": (406, 104, 10.1), "BFL": (58, 11.7, 0.61),
-                 "O'Reach": (272, 3.4, 1.6)},
-    "uniprot": {"GRAIL C++ (d=2)": (474, 95, 6.5), "BFL": (45, 6.0, 0.58),
-                "O'Reach": (713, 2.4, 1.6)},
-}
-
 
 # ----------------------------------------------------------------------------------------------
 # command line
@@ -83,7 +73,7 @@ FIGURES_TO_BEAT = {
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Register the bench options on ``parser`` (the ``bench`` subcommand of the CLI)."""
     parser.add_argument("--datasets", nargs="+", metavar="WORKLOAD", default=None,
-                        help="dataset names (see grail_duckdb.datasets), edge files, or "
+                        help="dataset names (see grail_duckdb.tools.datasets), edge files, or "
                              "gen:citation:N, gen:random:N:DEGREE, gen:rmat:SCALE[:FACTOR] "
                              f"(default: {' '.join(DEFAULT_DATASETS)})")
     parser.add_argument("--queries", type=int, default=None,
@@ -93,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "this machine has (default)")
     parser.add_argument("--out", default="bench-out", help="folder for bench.md, bench.json, "
                         "bench.png (default: bench-out)")
-    parser.add_argument("--labels", type=int, default=5, help="GRAIL label pairs d (default 5)")
+    parser.add_argument("--labels", type=int, default=DEFAULT_LABELS,
+                        help=f"GRAIL label pairs d (default {DEFAULT_LABELS})")
     parser.add_argument("--seed", type=int, default=0, help="seed of generators, queries, "
                         "labels and roots (default 0)")
     parser.add_argument("--budget", type=float, default=None,
@@ -163,8 +154,8 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m grail_duckdb.bench``: the bench on its own, without the rest of the CLI."""
-    prog = "python -m grail_duckdb.bench"
+    """``python -m grail_duckdb.tools.bench``: the bench on its own, without the rest of the CLI."""
+    prog = "python -m grail_duckdb.tools.bench"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.set_defaults(bench_prog=prog)
     return run(add_arguments(parser).parse_args(argv))
@@ -340,13 +331,6 @@ class PeakMemory:
                 "gpu_pool_peak_bytes": self.gpu_peak if self.pool is not None else None}
 
 
-def _sync(idx) -> None:
-    """Wait for the device (a no-op on the CPU) so a timer sees finished work."""
-    sync = getattr(idx.kernels, "synchronize", None)
-    if sync is not None:
-        sync()
-
-
 #: edges of the workload prefix that each warm-up builds on
 WARM_UP_EDGES = 50_000
 
@@ -376,7 +360,7 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
         idx.reaches_with_stats(dst, src)
         idx.reaches_with_stats(src[:640], dst[:640], use_cuts=False)
         bench_traversal(idx, table, roots=2, seed=0)
-        _sync(idx)
+        idx.kernels.synchronize()
 
 
 def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, dict]:
@@ -427,7 +411,7 @@ def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:
 
     def once():
         result = idx.reaches_with_stats(src, dst)
-        _sync(idx)
+        idx.kernels.synchronize()
         return result
 
     seconds, (answers, stats) = bl.best_of(once)
@@ -443,156 +427,11 @@ def bench_plain_bfs(idx, pairs: pa.Table, expected: np.ndarray, budget: float) -
     """The engine's search with every cut off (plain multi-source bitmask BFS), sampled."""
     def answer(s, d):
         a, _ = idx.reaches_with_stats(s, d, use_cuts=False)
-        _sync(idx)
+        idx.kernels.synchronize()
         return a.to_numpy(zero_copy_only=False)
 
     src, dst = as_column(pairs.column("src")), as_column(pairs.column("dst"))
     return bl.measure(answer, src, dst, expected, budget=budget, probe=640).as_dict()
-
-
-def traversal_gteps(idx, graph, roots: int = 64, seed: int = 0) -> dict:
-    """GTEPS of single-source traversals of ``graph`` (a CSR on idx's backend) from random roots.
-
-    Roots are drawn among the vertices with at least one out-edge (a root with none traverses
-    nothing); the edges traversed from a root are the out-edges of every vertex it reaches.
-    GTEPS = all edges traversed / all traversal time, over the ``roots`` traversals.
-    """
-    k = idx.kernels
-    xp = k.xp
-    outdeg = np.diff(to_host(graph.indptr))
-    candidates = np.flatnonzero(outdeg > 0)
-    if candidates.shape[0] == 0:
-        return {"roots": 0, "edges": 0, "seconds": 0.0, "gteps": None}
-    rng = np.random.default_rng(seed)
-    picked = rng.choice(candidates, size=min(roots, candidates.shape[0]), replace=False)
-    colour = xp.zeros(graph.n, dtype=xp.int32)
-    seeds = xp.zeros(graph.n, dtype=bool)
-    total_s, total_e, per_root = 0.0, 0, []
-    for r in picked:
-        seeds[int(r)] = True
-        _sync(idx)
-        t0 = time.perf_counter()
-        seen = k.reach_within_colour(graph, seeds, colour)
-        _sync(idx)
-        dt = time.perf_counter() - t0
-        seeds[int(r)] = False
-        edges = int(outdeg[to_host(seen)].sum())
-        total_s += dt
-        total_e += edges
-        per_root.append(edges)
-    return {"roots": int(picked.shape[0]), "edges": total_e, "seconds": total_s,
-            "gteps": total_e / total_s / 1e9 if total_s > 0 else None,
-            "edges_per_root_median": float(np.median(per_root)),
-            "edges_per_root_max": int(max(per_root))}
-
-
-def sweep_gteps(idx, graph) -> dict:
-    """GTEPS of one traversal seeded from every vertex at once: each edge is crossed once, so
-    this is the kernel's edge throughput with no per-root set-up (best of three)."""
-    k = idx.kernels
-    xp = k.xp
-    seeds = xp.ones(graph.n, dtype=bool)
-    colour = xp.zeros(graph.n, dtype=xp.int32)
-
-    def once():
-        k.reach_within_colour(graph, seeds, colour)
-        _sync(idx)
-
-    _sync(idx)
-    seconds, _ = bl.best_of(once)
-    return {"roots": graph.n, "edges": graph.m, "seconds": seconds,
-            "gteps": graph.m / seconds / 1e9 if seconds > 0 else None}
-
-
-def input_graph(idx, edges: pa.Table):
-    """The forward CSR of the input graph (not condensed), on the index's backend."""
-    k = idx.kernels
-    s = idx.ids.encode(edges.column("src"), k.xp)
-    d = idx.ids.encode(edges.column("dst"), k.xp)
-    return CSR(*k.csr(s, d, idx.n_vertices))
-
-
-def bench_traversal(idx, edges: pa.Table, roots: int, seed: int) -> dict:
-    """GTEPS on the input graph and on the condensed DAG (the graph the query search walks)."""
-    g = input_graph(idx, edges)
-    return {"input graph": traversal_gteps(idx, g, roots, seed),
-            "condensed DAG": traversal_gteps(idx, idx.dag, roots, seed),
-            "input graph, every vertex a root (one sweep)": sweep_gteps(idx, g)}
-
-
-# ----------------------------------------------------------------------------------------------
-# the SQL paths
-# ----------------------------------------------------------------------------------------------
-def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backend: str,
-              s: dict) -> dict:
-    """The SQL paths on one backend: scalar ``reaches`` and whole-column ``reaches_pairs``.
-
-    Returns ``{method: {query set: figures}}`` plus ``_build_seconds`` (``grail_index`` on the
-    edge table, read through DuckDB).
-    """
-    old = os.environ.get("GRAIL_DUCKDB_BACKEND")
-    os.environ["GRAIL_DUCKDB_BACKEND"] = backend
-    con = bl.pairs_connection(sets, s["threads"])
-    try:
-        return _sql_paths(con, install, edges, sets, expected, s)
-    finally:
-        con.close()
-        if old is None:
-            os.environ.pop("GRAIL_DUCKDB_BACKEND", None)
-        else:
-            os.environ["GRAIL_DUCKDB_BACKEND"] = old
-
-
-_SQL_QUERIES = {
-    "SQL reaches() scalar": "SELECT count(*) FROM pairs_{q} WHERE reaches(a, b)",
-    "SQL reaches_pairs() whole column":
-        "SELECT count(*) FROM reaches_pairs('pairs_{q}', 'a', 'b') WHERE reaches",
-}
-
-
-def _sql_paths(con, install, edges, sets, expected, s) -> dict:
-    """Build the index through SQL, then time each query of ``_SQL_QUERIES`` per query set."""
-    install(con)
-    con.register("bench_edges_view", edges.select(["src", "dst"]))
-    con.execute("CREATE TABLE bench_edges AS SELECT * FROM bench_edges_view")
-    con.unregister("bench_edges_view")
-    t0 = time.perf_counter()
-    try:
-        con.execute("SELECT grail_index('bench_edges', src := 'src', dst := 'dst', "
-                    f"labels := {int(s['labels'])})").fetchall()
-    except Exception as exc:  # a SQL layer still in progress: report, do not abort the bench
-        return {"_note": f"SQL paths not measured: grail_index failed: {exc}"[:300]}
-    out: dict = {"_build_seconds": time.perf_counter() - t0}
-    for q, table in sets.items():
-        want = int(expected[q].sum())
-        for method, sql in _SQL_QUERIES.items():
-            out.setdefault(method, {})[q] = _time_count(con, sql.format(q=q), want, len(table))
-    return out
-
-
-def _time_count(con, sql: str, want: int, total: int) -> dict:
-    """Best-of-three time of a ``count(*)`` query; agree = the count matches the engine's."""
-    try:
-        seconds, row = bl.best_of(lambda: con.execute(sql).fetchall()[0])
-    except Exception as exc:  # a SQL layer still in progress: report, do not abort the bench
-        return {"seconds": None, "note": f"failed: {type(exc).__name__}: {exc}"[:300]}
-    m = bl.Measured(seconds=seconds, total=total, run_pairs=total, sampled=False,
-                    agree=int(row[0]) == want)
-    return m.as_dict()
-
-
-def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
-    """DuckDB's floor for a Python UDF: an identity arrow UDF over the same pairs tables."""
-    out = {}
-    con = bl.pairs_connection(sets, s["threads"])
-    try:
-        for name, table in sets.items():
-            seconds, _ = bl.identity_udf_seconds(con, f"pairs_{name}")
-            out[name] = bl.Measured(seconds=seconds, total=len(table), run_pairs=len(table),
-                                    sampled=False).as_dict()
-    finally:
-        con.close()
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -736,233 +575,6 @@ def _json_default(x):
         return str(x)
     raise TypeError(f"not JSON serialisable: {type(x)}")
 
-
-# ----------------------------------------------------------------------------------------------
-# the report: Markdown and the plot
-# ----------------------------------------------------------------------------------------------
-def method_rows(workload: dict) -> list[dict]:
-    """Every measured method of a workload, one row each: name, kind, figures per query set.
-
-    kind: 'engine' (grail_duckdb, Python or SQL), 'baseline' (another way to answer), 'floor'
-    (the identity UDF: what any Python UDF costs).
-    """
-    rows = []
-    for b, per in workload["backends"].items():
-        for method, figures in per["queries"].items():
-            kind = "baseline" if method.startswith("plain") else "engine"
-            rows.append({"method": f"{method} [{b}]", "kind": kind, "figures": figures})
-    for method, figures in workload.get("baselines", {}).items():
-        kind = "floor" if "floor" in method else "baseline"
-        rows.append({"method": method, "kind": kind, "figures": figures})
-    return rows
-
-
-def best_baseline(rows: list[dict], qset: str) -> float | None:
-    """Seconds of the fastest baseline on a query set (None when there is none)."""
-    times = [r["figures"][qset]["seconds"] for r in rows
-             if r["kind"] == "baseline" and r["figures"].get(qset, {}).get("seconds")]
-    return min(times) if times else None
-
-
-def _ms(seconds) -> str:
-    if seconds is None:
-        return "–"
-    ms = seconds * 1e3
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:,.1f}" if ms >= 1 else f"{ms:.3f}"
-
-
-def _rate(x) -> str:
-    if not x:
-        return "–"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if x >= scale:
-            return f"{x / scale:.3g}{unit}"
-    return f"{x:.3g}"
-
-
-def _cell(fig: dict | None, best: float | None) -> list[str]:
-    """Three cells of a query set: time (ms, '~' when scaled from a sample), pairs/s, ratio."""
-    if not fig or fig.get("seconds") is None:
-        return ["–", "–", (fig or {}).get("note", "")[:60] or "–"]
-    mark = "~" if fig.get("sampled") else ""
-    bad = "" if fig.get("agree") in (True, None) else " ✗"
-    ratio = f"{best / fig['seconds']:.3g}×" if best else "–"
-    return [f"{mark}{_ms(fig['seconds'])}{bad}", _rate(fig["pairs_per_second"]), ratio]
-
-
-def to_markdown(report: dict) -> str:
-    """The whole report as Markdown: machine, build table, query tables, GTEPS, references."""
-    s, m = report["settings"], report["machine"]
-    lines = [
-        "## Bench results", "",
-        f"Command: `{report['command']}`", "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
-        f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
-        f"{m['numba']}. One thread: the Numba kernels are serial (no `parallel=True`, so "
-        f"`NUMBA_NUM_THREADS` does not matter); DuckDB `threads={s['threads']}`. Load average "
-        f"when the run began: {m.get('load_average_at_start')}.", "",
-        f"d = {s['labels']} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
-        "set. Times in ms; `~` = measured on a prefix of the pairs that fits "
-        f"{s['budget']:g} s and scaled to the whole set; ✗ = answers differ from the engine's; "
-        "ratio = best baseline's time / this row's time (above 1: faster than every baseline).",
-        "",
-    ]
-    lines += _build_table(report)
-    for w in report["workloads"]:
-        lines += _query_table(w, s) + _stats_table(w)
-    lines += _gteps_table(report) + _reference_table(report)
-    return "\n".join(lines) + "\n"
-
-
-def _build_table(report: dict) -> list[str]:
-    """Rows = build phases and sizes, columns = workload on backend."""
-    cols = [(w, b) for w in report["workloads"] for b in w["backends"]]
-    if not cols:
-        return []
-    phases: list[str] = []
-    for w, b in cols:
-        for p in w["backends"][b]["build"]["phases_seconds"]:
-            if p not in phases:
-                phases.append(p)
-    head = "| build (ms) | " + " | ".join(f"{w['name']} [{b}]" for w, b in cols) + " |"
-    out = ["### Index build", "", head, "|---|" + "---:|" * len(cols)]
-
-    def row(label, fn):
-        out.append(f"| {label} | " + " | ".join(fn(w["backends"][b]["build"], w)
-                                                for w, b in cols) + " |")
-
-    row("vertices / edges", lambda bd, w: f"{w.get('vertices', 0):,} / {w['edge_rows']:,}")
-    row("components / DAG edges", lambda bd, w: f"{bd['summary']['components']:,} / "
-                                                f"{bd['summary']['dag_edges']:,}")
-    for p in phases:
-        row(p, lambda bd, w, p=p: _ms(bd["phases_seconds"].get(p)))
-    row("**total build**", lambda bd, w: f"**{_ms(bd['total_seconds'])}**")
-    row("save (persistence)", lambda bd, w: _ms(bd["persistence"].get("save_seconds")))
-    row("load", lambda bd, w: _ms(bd["persistence"].get("load_seconds")))
-    row("SQL `grail_index()` (read table, build; in-memory DB)",
-        lambda bd, w: _ms(bd.get("sql_grail_index_seconds")))
-    row("index file (MiB)", lambda bd, w: _mib(bd["persistence"].get("size_bytes")))
-    row("peak host RSS growth (MiB)", lambda bd, w: _mib(bd["memory"]["rss_growth_bytes"]))
-    row("peak GPU pool (MiB)", lambda bd, w: _mib(bd["memory"]["gpu_pool_peak_bytes"]))
-    out += ["", "Peak host RSS growth: resident set size sampled every 2 ms during the build, "
-            "minus the size when it began. Peak GPU pool: CuPy's default memory pool, emptied "
-            "before the build.", ""]
-    return out
-
-
-def _mib(x) -> str:
-    return "–" if x is None else f"{x / 2**20:,.1f}"
-
-
-def _query_table(w: dict, s: dict) -> list[str]:
-    """One row per method; time, pairs/s and ratio to the best baseline for each query set."""
-    rows = method_rows(w)
-    best = {q: best_baseline(rows, q) for q in QUERY_SETS}
-    n = f"{s['queries'] // 1000}K" if s["queries"] % 1000 == 0 else f"{s['queries']:,}"
-    out = [f"### Queries: {w['name']}", "",
-           f"| method | kind | random {n} (ms) | pairs/s | ratio | reachable {n} (ms) | "
-           "pairs/s | ratio |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        cells = [c for q in QUERY_SETS for c in _cell(r["figures"].get(q), best[q])]
-        out.append(f"| {r['method']} | {r['kind']} | " + " | ".join(cells) + " |")
-    notes = [per.get("sql_note") for per in w["backends"].values() if per.get("sql_note")]
-    setup = {k: v.get("setup_seconds") for k, v in w.get("baselines", {}).items()
-             if isinstance(v, dict) and v.get("setup_seconds") is not None}
-    if setup:
-        notes.append("baseline set-up, not in the times above: " + ", ".join(
-            f"{k} {_ms(v)} ms" for k, v in setup.items()))
-    return out + [""] + [f"*{x}*" for x in notes] + ([""] if notes else [])
-
-
-def _stats_table(w: dict) -> list[str]:
-    """Which cut settled each query of the engine's runs (the columns are QueryStats' fields,
-    so a new cut shows up without a change here)."""
-    figs = [(q, b, fig["stats"]) for b, per in w["backends"].items()
-            for q, fig in per["queries"].get("grail_duckdb", {}).items()]
-    if not figs:
-        return []
-    keys = [k for k in figs[0][2] if k not in ("queries", "null")]
-    out = ["| cuts [backend] | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
-           "|---|" + "---:|" * len(keys)]
-    for q, b, st in figs:
-        out.append(f"| {q} [{b}] | " + " | ".join(f"{st.get(k, 0):,}" for k in keys) + " |")
-    return out + [""]
-
-
-def _gteps_table(report: dict) -> list[str]:
-    out = ["### Traversal primitive", "",
-           "Single-source traversals from random roots with at least one out-edge, with the "
-           "kernels' `reach_within_colour` (the primitive of the SCC sweeps; a worklist on the "
-           "CPU), on the input graph and on the condensed DAG that the query search walks; "
-           "edges traversed = out-edges of every reached vertex; GTEPS = all edges / all time "
-           "(each traversal also allocates and clears its visited array, which dominates on "
-           "shallow graphs). The last row per workload seeds one traversal from every vertex: "
-           "each edge crossed once, the kernel's raw edge throughput.", "",
-           "| workload [backend] | graph | roots | edges traversed | median per root | "
-           "time (ms) | GTEPS |", "|---|---|---:|---:|---:|---:|---:|"]
-    for w in report["workloads"]:
-        for b, per in w["backends"].items():
-            for graph, g in per["gteps"].items():
-                gteps = "–" if g["gteps"] is None else f"{g['gteps']:.3g}"
-                med = g.get("edges_per_root_median")
-                out.append(f"| {w['name']} [{b}] | {graph} | {g['roots']:,} | {g['edges']:,} | "
-                           f"{'–' if med is None else f'{med:,.0f}'} | {_ms(g['seconds'])} | "
-                           f"{gteps} |")
-    return out + [""]
-
-
-def _reference_table(report: dict) -> list[str]:
-    """Our build / reachable / random times beside the design's figures to beat."""
-    out = []
-    for w in report["workloads"]:
-        ref = next((v for k, v in FIGURES_TO_BEAT.items() if k in w["name"].lower()), None)
-        if not ref:
-            continue
-        if not out:
-            out = ["### Against the figures to beat", "",
-                   "| workload | index | build (ms) | reachable (ms) | random (ms) |",
-                   "|---|---|---:|---:|---:|"]
-        for b, per in w["backends"].items():
-            q = per["queries"]["grail_duckdb"]
-            out.append(f"| {w['name']} | grail_duckdb [{b}], d={report['settings']['labels']} "
-                       f"| {_ms(per['build']['total_seconds'])} | "
-                       f"{_ms(q['reachable']['seconds'])} | {_ms(q['random']['seconds'])} |")
-        for name, (bt, pos, rnd) in ref.items():
-            out.append(f"| {w['name']} | {name} (design) | {bt:g} | {pos:g} | {rnd:g} |")
-    return out + ([""] if out else [])
-
-
-def plot(report: dict, path: Path) -> None:
-    """Throughput per method (pairs per second, log scale), one panel per workload."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ws = report["workloads"]
-    fig, axes = plt.subplots(len(ws), 1, figsize=(9, 1.2 + 0.55 * max(
-        (len(method_rows(w)) for w in ws), default=1) * max(len(ws), 1)), squeeze=False)
-    for ax, w in zip(axes[:, 0], ws):
-        rows = method_rows(w)
-        y = np.arange(len(rows))
-        for j, (q, colour) in enumerate(zip(QUERY_SETS, ("tab:blue", "tab:orange"))):
-            vals = [(r["figures"].get(q) or {}).get("pairs_per_second") or 0 for r in rows]
-            hatch = ["//" if (r["figures"].get(q) or {}).get("sampled") else "" for r in rows]
-            bars = ax.barh(y + (j - 0.5) * 0.4, vals, height=0.4, color=colour,
-                           label=f"{q} pairs")
-            for bar, h in zip(bars, hatch):
-                bar.set_hatch(h)
-        ax.set_yticks(y, [r["method"] for r in rows], fontsize=7)
-        ax.set_xscale("log")
-        ax.invert_yaxis()
-        ax.set_title(f"{w['name']} ({w.get('vertices', 0):,} vertices, "
-                     f"{w['edge_rows']:,} edges)", fontsize=9)
-        ax.set_xlabel("pairs per second (log; hatched = scaled from a sample)", fontsize=8)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=8, loc="upper right", ncol=2)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 * ``demo``: a seeded citation-like graph (or ``--edges FILE``) in an in-memory DuckDB, the index
   built through SQL, the example queries of ``sql/examples.sql`` run on the scalar and on the
   whole-column path, with answers and timings.
-* ``bench``: the benchmark (:mod:`grail_duckdb.bench`).
+* ``bench``: the benchmark (:mod:`grail_duckdb.tools.bench`).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .. import plugin
-from ..engine.index import build_index, load_index
+from ..engine.index import DEFAULT_LABELS, build_index, load_index
 from ..errors import GrailError
 from ..plugin import install, named_queries
 from ..plugin import sql as whole
@@ -230,7 +230,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--dst", help="destination column")
     b.add_argument("--format", help="override the format detected from the file name")
     b.add_argument("--reverse", action="store_true", help="swap the columns (cited citing files)")
-    b.add_argument("--labels", type=int, default=5, help="GRAIL label pairs (default 5)")
+    b.add_argument("--labels", type=int, default=DEFAULT_LABELS,
+                   help=f"GRAIL label pairs (default {DEFAULT_LABELS})")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     b.add_argument("--name", help="index name for file.duckdb:table (default: the table name)")

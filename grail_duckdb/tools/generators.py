@@ -13,18 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..engine.ingest import VERTEX_COUNT_META
+from ..engine.ingest import edge_table
 
 __all__ = ["citation_dag", "random_dag", "rmat"]
 
 #: edges drawn per block by the generators that bound their working memory
 _BLOCK = 1 << 24
-
-
-def _edge_table(src: np.ndarray, dst: np.ndarray, n: int) -> pa.Table:
-    """int64 NumPy arrays -> a Table ``src``, ``dst`` (zero copy) over the vertices 0..n-1."""
-    table = pa.table({"src": pa.array(src, pa.int64()), "dst": pa.array(dst, pa.int64())})
-    return table.replace_schema_metadata({VERTEX_COUNT_META: str(max(int(n), 0)).encode()})
 
 
 def _index_dtype(n: int):
@@ -64,7 +58,7 @@ def citation_dag(n: int, *, mean_citations: float = 4.38, seed: int = 0) -> pa.T
     """
     rng = np.random.default_rng(seed)
     if n < 2:
-        return _edge_table(np.empty(0, np.int64), np.empty(0, np.int64), n)
+        return edge_table(np.empty(0, np.int64), np.empty(0, np.int64), n)
     counts = rng.poisson(mean_citations, n)
     counts[0] = 0
     src = np.repeat(np.arange(n, dtype=np.int64), counts)
@@ -75,7 +69,7 @@ def citation_dag(n: int, *, mean_citations: float = 4.38, seed: int = 0) -> pa.T
     dst[recent] = np.maximum(i - lookback, 0)
     i = src[~recent]
     dst[~recent] = np.floor(i * rng.random(i.shape[0]) ** 3).astype(np.int64)
-    return _edge_table(src, dst, n)
+    return edge_table(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False), n)
 
 
 def random_dag(n: int, avg_degree: float, *, seed: int = 0) -> pa.Table:
@@ -121,7 +115,7 @@ def random_dag(n: int, avg_degree: float, *, seed: int = 0) -> pa.Table:
         b[b >= n] -= n
         src[lo:lo + k] = vertex_at[np.minimum(a, b)]
         dst[lo:lo + k] = vertex_at[np.maximum(a, b)]
-    return _edge_table(src, dst, n)
+    return edge_table(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False), n)
 
 
 def rmat(scale: int, edge_factor: int = 16, *, a: float = 0.57, b: float = 0.19,
@@ -177,4 +171,4 @@ def rmat(scale: int, edge_factor: int = 16, *, a: float = 0.57, b: float = 0.19,
             d |= right.astype(dtype) << bit
         src[lo:lo + k] = relabel[s]
         dst[lo:lo + k] = relabel[d]
-    return _edge_table(src, dst, n)
+    return edge_table(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False), n)

@@ -12,7 +12,7 @@ One entry point, :func:`read_edges`, picks the format from the file name (``.gz`
 
 Integer keys come back as int64, text keys as string. A ``.gra`` file also names vertices
 without edges: its vertex count n travels in the schema metadata under ``b"grail.vertices"``
-(:data:`grail_duckdb.ingest.VERTEX_COUNT_META`), so the index knows every vertex 0..n-1.
+(:data:`grail_duckdb.engine.ingest.VERTEX_COUNT_META`), so the index knows every vertex 0..n-1.
 
 The two whitespace formats (``.gra``, SNAP) are parsed by whole-array NumPy passes over the
 bytes (no Python loop per edge): one pass classifies every byte, the symbols (numbers, ``:``,
@@ -33,7 +33,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import EdgeInputError
-from ..engine.ingest import VERTEX_COUNT_META
+from ..engine.ingest import edge_table
 from ..plugin.names import quote_identifier
 
 __all__ = ["read_edges", "detect_format", "FORMATS"]
@@ -161,12 +161,6 @@ def _swap(table: pa.Table) -> pa.Table:
     """``dst`` becomes ``src`` and back; schema metadata (the .gra vertex count) is kept."""
     swapped = pa.table({"src": table.column("dst"), "dst": table.column("src")})
     return swapped.replace_schema_metadata(table.schema.metadata)
-
-
-def _edge_table(src, dst, metadata=None) -> pa.Table:
-    """Two columns as a Table named ``src``/``dst`` (NumPy int64 arrays are not copied)."""
-    table = pa.table({"src": src, "dst": dst})
-    return table.replace_schema_metadata(metadata) if metadata else table
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,7 +292,7 @@ def parse_gra(data: bytes) -> pa.Table:
         src, dst = _gra_body(data, offset, n)
     except _LineError as exc:
         raise EdgeInputError(f"malformed .gra file: line {exc.line + 3} {exc.what}") from None
-    return _edge_table(src, dst, {VERTEX_COUNT_META: str(n).encode()})
+    return edge_table(src, dst, n)
 
 
 def _gra_header(data: bytes) -> tuple[int, int]:
@@ -380,7 +374,7 @@ def parse_snap(data: bytes) -> pa.Table:
     """
     if not data or data.isspace():
         empty = np.empty(0, np.int64)
-        return _edge_table(empty, empty)
+        return edge_table(empty, empty)
     fast = _plain_snap(data)
     if fast is not None:
         return fast
@@ -393,7 +387,7 @@ def parse_snap(data: bytes) -> pa.Table:
             f"malformed edge list: line {exc.line + 1} {exc.what} (SNAP edge lists hold two "
             "integers per line; read text keys from a .tsv/.csv file)"
         ) from None
-    return _edge_table(src, dst)
+    return edge_table(src, dst)
 
 
 def _plain_snap(data: bytes) -> pa.Table | None:
@@ -429,7 +423,7 @@ def _plain_snap(data: bytes) -> pa.Table | None:
     src, dst = (table.column(c).combine_chunks() for c in ("f0", "f1"))
     if src.null_count or dst.null_count:                   # an empty field: not plain
         return None
-    return _edge_table(src, dst)
+    return edge_table(src, dst)
 
 
 def _blank_comments(data: bytes) -> bytes:
@@ -495,10 +489,10 @@ def parse_delimited(data: bytes, delimiter: str, src_col=None, dst_col=None,
     names = _header_names(data, delimiter) if header else None
     src, dst = _pick_columns(names, src_col, dst_col) if header else ("f0", "f1")
     try:                                                   # integer keys: parsed directly
-        return _edge_table(*_read_csv(data, delimiter, header, src, dst, pa.int64()))
+        return edge_table(*_read_csv(data, delimiter, header, src, dst, pa.int64()))
     except pa.ArrowInvalid:                                # some field is not an integer
         pass
-    return _edge_table(*_text_or_int(*_read_csv(data, delimiter, header, src, dst, pa.string())))
+    return edge_table(*_text_or_int(*_read_csv(data, delimiter, header, src, dst, pa.string())))
 
 
 def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ):
@@ -628,7 +622,7 @@ def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
         raise EdgeInputError(f"{str(path)!r} is not a readable Parquet file: {exc}") from None
     src, dst = _pick_columns(names, src_col, dst_col)
     table = pq.read_table(path, columns=[src, dst])
-    return _edge_table(_normalised(table.column(src), src), _normalised(table.column(dst), dst))
+    return edge_table(_normalised(table.column(src), src), _normalised(table.column(dst), dst))
 
 
 def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:
@@ -649,7 +643,7 @@ def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:
         result = con.sql(sql).to_arrow_table()
     finally:
         con.close()
-    return _edge_table(_normalised(result.column(0), src), _normalised(result.column(1), dst))
+    return edge_table(_normalised(result.column(0), src), _normalised(result.column(1), dst))
 
 
 def _duckdb_columns(con, db: Path, table: str) -> list[str]:

@@ -142,13 +142,13 @@ def _rmat_edges(scale, factor, seed):
 
 @pytest.mark.parametrize("scale", [10, 14])
 @pytest.mark.parametrize("balance", ["binned", "edges"])
-def test_giant_scc_rmat(scale, balance, monkeypatch):
-    import grail_duckdb.kernels.gpu as G
+def test_giant_scc_rmat(scale, balance):
+    from grail_duckdb.kernels.gpu import GpuKernels, GpuSettings
 
-    monkeypatch.setattr(G, "BALANCE", balance)
-    monkeypatch.setattr(G, "SEARCH_BALANCE", balance)
+    tuned = GpuKernels(GpuSettings(balance=balance, search_balance=balance))
     src, dst = _rmat_edges(scale, 8, seed=scale)
-    cpu, gpu = build_both(src, dst)
+    cpu = gd.build_index(src, dst, backend="cpu")
+    gpu = gd.build_index(src, dst, backend=tuned)
     assert cpu.n_components < cpu.n_vertices  # there is a non-trivial component
     sizes = np.bincount(cpu.comp)
     assert sizes.max() > cpu.n_vertices // 10  # and a giant one

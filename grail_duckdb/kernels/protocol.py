@@ -53,7 +53,7 @@ class TopoOrder:
 
     ``level[v]`` is the longest path from a root to v, ``order`` lists the vertices by
     non-decreasing level, and level L occupies ``order[offsets[L]:offsets[L + 1]]``
-    (``offsets`` is a host NumPy array of ``levels + 1`` entries)."""
+    (``offsets``: ``levels + 1`` entries). All three are arrays of the backend."""
 
     level: Array
     order: Array

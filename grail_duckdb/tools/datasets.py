@@ -79,7 +79,7 @@ def candidate_dirs() -> list[Path]:
     env = os.environ.get(ENV_VAR)
     if env:
         return [Path(env)]
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     cwd = Path.cwd()
     return [repo.parent / "shared" / "datasets", cwd.parent / "shared" / "datasets",
             cwd / "shared" / "datasets"]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb.plugin import registry as _registry, staleness as _staleness
+from grail_duckdb.plugin import files as _files, registry as _registry
 
 CTE = """
 WITH RECURSIVE walk(start, v) USING KEY (start, v) AS (
@@ -81,9 +81,9 @@ def test_string_keys_and_type_mismatch():
                        "reaches('a', NULL)").fetchall()[0] == (True, False, True, None)
     with pytest.raises(duckdb.Error, match="KeyTypeError"):
         con.execute("SELECT reaches(1, 2)").fetchall()
-    with pytest.raises(duckdb.Error, match="integers or both VARCHAR"):
+    with pytest.raises(duckdb.Error, match="both integers or both VARCHAR"):
         con.execute("SELECT reaches('a', 2)").fetchall()
-    with pytest.raises(duckdb.Error, match="integers or both VARCHAR"):
+    with pytest.raises(duckdb.Error, match="both integers or both VARCHAR"):
         con.execute("SELECT reaches(1.5, 2.5)").fetchall()
 
 
@@ -166,9 +166,9 @@ def test_quoted_names_work():
 def test_file_database_persists_and_a_new_process_reloads(tmp_path):
     db = tmp_path / "papers.duckdb"
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
-    s = con.execute("SELECT * FROM grail_index('edges', name := 'cites')").fetchall()[0]
-    assert s[-1] == str(tmp_path / "papers.cites.grail.parquet")
-    assert _staleness.read_source(tmp_path / "papers.cites.grail.parquet")["table"] == '"edges"'
+    s = con.execute("SELECT grail_index('edges', name := 'cites')").fetchall()[0][0]
+    assert s["path"] == str(tmp_path / "papers.duckdb.cites.grail.parquet")
+    assert _files.read_source(tmp_path / "papers.duckdb.cites.grail.parquet")["table"] == '"edges"'
     con.close()
     _registry._REGISTRIES.clear()  # what a new process starts with
     con = duckdb.connect(str(db))
@@ -201,8 +201,8 @@ def test_stale_index_full_fingerprint_check_when_duckdb_version_differs(tmp_path
     db = tmp_path / "g.duckdb"
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(db)))
     con.execute("SELECT grail_index('edges')").fetchall()
-    path = tmp_path / "g.edges.grail.parquet"
-    source = {k: v for k, v in _staleness.read_source(path).items() if k != "fingerprint"}
+    path = tmp_path / "g.duckdb.edges.grail.parquet"
+    source = {k: v for k, v in _files.read_source(path).items() if k != "fingerprint"}
     gd.load_index(path).save(path, source={**source, "duckdb": "0.0.0", "hash": "other"})
     con.close()
     _registry._REGISTRIES.clear()

@@ -1,5 +1,6 @@
-"""The DuckDB surface: ``install(con)`` registers ``grail_index``, ``reaches``,
-``reaches_pairs``, ``reaches_list`` and ``grail_indexes`` on a connection.
+"""The DuckDB surface: ``install(con)`` makes ``reaches``, ``grail_index``, ``descendants``,
+``ancestors`` (and their helpers) available on a connection, and sends its plain statements
+that use them to the engine with whole columns where the rows allow it.
 
 >>> import duckdb, grail_duckdb as gd
 >>> con = gd.install(duckdb.connect())
@@ -8,68 +9,77 @@
 [(3,)]
 >>> con.execute("SELECT reaches(1, 3), reaches(3, 1), reaches(NULL, 1)").fetchall()
 [(True, False, None)]
+>>> con.execute("SELECT key FROM descendants(2) ORDER BY key").fetchall()
+[(2,), (3,)]
+>>> con.close()
 
-One module per concern: :mod:`.registry` (the named indices of each database, where their
-files live), :mod:`.functions` (the Python functions behind the macros), :mod:`.staleness`
-(whether an index still describes its table), :mod:`.names` (identifiers through sqlglot),
-:mod:`.rewrite` (``reaches`` calls moved to the whole-column path), :mod:`.sqlfiles` (the SQL
-the plugin installs).
-
-Layout of the state: DuckDB keeps Python functions per database (every connection and cursor
-of one database sees them), so the ``__grail_*`` functions are registered once per database,
-with a closure over that database's registry token; a token function (``__grail_db_token()``)
-lets a later ``install`` on another connection or cursor find the same registry. The macros
-of ``sql/grail.sql`` are TEMP macros, so ``install`` runs that file on every connection or
-cursor it is given.
+One module per concern: :mod:`.connections` (registration per connection, safe in every order
+of ``close``), :mod:`.hooks` (DuckDB's ``execute`` / ``sql`` seen by the plugin),
+:mod:`.statements` (which path a statement takes, and running it), :mod:`.rewrite` (the
+statement analysis, with sqlglot), :mod:`.registry` (the named indices of each database),
+:mod:`.files` (where index files live, what they record), :mod:`.staleness` (whether an index
+still describes its table), :mod:`.functions` and :mod:`.chunks` (the Python functions behind
+the macros, the per-chunk path), :mod:`.traversal` (one-to-all sets), :mod:`.names`
+(identifiers through sqlglot), :mod:`.sqlerrors` (errors as SQL callers see them) and
+:mod:`.sqlfiles` (the SQL the plugin installs).
 """
 from __future__ import annotations
 
 import duckdb
 
 from ..engine.index import DEFAULT_LABELS
-from . import registry
-from .functions import register_functions
+from . import connections, hooks, statements
 from .registry import Registry
-from .rewrite import columns_via
-from .rewrite import rewrite as rewrite_query
+from .sqlerrors import grail_error
 from .sqlfiles import named_queries, sql_text
 
-__all__ = ["build", "install", "named_queries", "registry_of", "sql"]
+__all__ = ["build", "grail_error", "install", "named_queries", "registry_of", "sql",
+           "sql_text"]
+
+
+def install(con=None):
+    """Make grail_duckdb's SQL available on ``con`` and return ``con``.
+
+    Safe to call again. The indices are per database (shared by its connections and cursors);
+    cursors of an installed connection are installed on their first statement that uses
+    ``reaches``. With no argument (or ``duckdb`` itself) it installs on DuckDB's default
+    connection, so that ``duckdb.sql(...)`` / ``duckdb.execute(...)`` see it too.
+    """
+    hooks.enable(statements.route, connections.forget)
+    if con is None or con is duckdb:
+        hooks.enable_module_functions()
+        con = duckdb.default_connection()
+    connections.install_on(con)
+    return con
 
 
 def registry_of(con) -> Registry:
-    """The registry of ``con``'s database (registering the functions there when it has none)."""
-    try:
-        token = con.execute("SELECT __grail_db_token()").fetchall()[0][0]
-    except duckdb.CatalogException:
-        token = None
-    reg, created = registry.find_or_create(con, token)
-    if created:
-        register_functions(con, reg.token)
-    return reg
-
-
-def install(con):
-    """Register ``grail_index``, ``reaches``, ``reaches_pairs`` (and ``grail_indexes``) on
-    ``con``; safe to call again, and needed once on each connection or cursor (the macros are
-    per connection, the indices per database). Returns ``con``."""
-    registry_of(con)
-    con.execute(sql_text("grail.sql"))
-    return con
+    """The registry of ``con``'s database (installing grail_duckdb on ``con`` if needed)."""
+    return install(con) and connections.installed_registry(con)
 
 
 def build(con, table: str, *, src: str = "src", dst: str = "dst",
           labels: int = DEFAULT_LABELS, name: str | None = None, path=None, rebuild: bool = False,
-          progress=None) -> dict:
+          auto_rebuild: bool = False, progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""
-    install(con)
-    return registry_of(con).build(table, src=src, dst=dst, labels=labels, name=name,
-                                  path=path, rebuild=rebuild, progress=progress)
+    return registry_of(con).build(table, src=src, dst=dst, labels=labels, name=name, path=path,
+                                  rebuild=rebuild, auto_rebuild=auto_rebuild, progress=progress)
 
 
-def sql(con, query: str, params=None):
-    """Run ``query`` on ``con`` with its ``reaches`` calls on the whole-column path; returns
-    the DuckDB relation of the same rows as the plain query (``.fetchall()``, ``.arrow()``)."""
+def sql(con, query: str, params=None, *, whole_column: bool = True):
+    """Run ``query`` on ``con`` and return its DuckDB relation (``.fetchall()``, ``.arrow()``).
+
+    The explicit form of what ``con.sql(query)`` does on an installed connection: the
+    ``reaches`` calls that read one FROM source are answered with whole columns, the rest per
+    chunk; ``whole_column=False`` runs every call per chunk (DuckDB's 2,048-row chunks), for
+    comparison.
+    """
     install(con)
-    return con.sql(rewrite_query(query, columns_via(con)), params=params)
+    if not whole_column:
+        with statements.per_chunk(con):
+            return con.sql(query, params=params)
+    return con.sql(query, params=params)
+
+
+sql = hooks.in_duckdb_frame(sql)  # DuckDB finds the caller's Python variables (see .hooks)

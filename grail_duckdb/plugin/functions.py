@@ -1,164 +1,167 @@
-"""The Python functions behind the SQL macros (``__grail_*``), registered once per database.
+"""The Python functions behind the SQL macros of ``sql/grail.sql``.
 
-Each finds its database's :class:`~.registry.Registry` by a token on every call. Arrow UDFs
-get DuckDB's chunks (at most 2,048 rows) as ``pyarrow`` arrays; the list forms answer whole
-columns in one engine call.
+Each body takes the database's :class:`~.registry.Registry` first (the trampolines of
+:mod:`.connections` pass it) and then DuckDB's arguments. The ``reaches`` bodies are the
+per-chunk path: DuckDB calls them once per chunk of at most 2,048 rows, from several threads at
+once; each checks the index's freshness (one counter read while nothing was written) and
+answers the chunk in one compiled call (:mod:`.chunks`).
 """
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine.index import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError
-from .registry import SUMMARY_SQL, SUMMARY_TYPE, Registry, registry_by_token
+from . import chunks, traversal
+from .registry import SUMMARY_SQL, SUMMARY_TYPE
 
-__all__ = ["answer_lists", "register_functions"]
+__all__ = ["FUNCTIONS", "answer_lists", "db_token"]
 
 
-def register_functions(con, token: str) -> None:
-    """The Python functions behind the macros, on ``con``'s database; each finds its registry
-    by ``token`` on every call."""
-    funcs = [
-        ("__grail_db_token", _token_udf(token), [], "VARCHAR", "native", False),
-        ("__grail_reaches_int", _reaches_udf(token), ["BIGINT", "BIGINT", "VARCHAR"], "BOOLEAN",
-         "arrow", False),
-        ("__grail_reaches_str", _reaches_udf(token), ["VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN",
-         "arrow", False),
-        # the same without the index name: DuckDB then converts no per-row name column
-        ("__grail_reaches_int_only", _reaches_only_udf(token), ["BIGINT", "BIGINT"], "BOOLEAN",
-         "arrow", False),
-        ("__grail_reaches_str_only", _reaches_only_udf(token), ["VARCHAR", "VARCHAR"], "BOOLEAN",
-         "arrow", False),
-        ("__grail_reaches_list_int", _reaches_list_udf(token), ["BIGINT[]", "BIGINT[]", "VARCHAR"],
-         "BOOLEAN[]", "arrow", False),
-        ("__grail_reaches_list_str", _reaches_list_udf(token),
-         ["VARCHAR[]", "VARCHAR[]", "VARCHAR"], "BOOLEAN[]", "arrow", False),
-        ("__grail_index", _index_udf(token),
-         ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN"],
-         SUMMARY_SQL, "arrow", True),
-        ("__grail_indexes", _indexes_udf(token), [], f"{SUMMARY_SQL}[]", "native", True),
-    ]
-    for name, fn, params, ret, kind, side_effects in funcs:
-        try:
-            con.remove_function(name)
-        except (duckdb.InvalidInputException, duckdb.CatalogException):
-            pass
-        con.create_function(name, fn, params, ret, type=kind, null_handling="special",
-                            side_effects=side_effects)
+def db_token(reg):
+    """The registry token of this database (found again by later installs)."""
+    return reg.token
 
-def _token_udf(token: str):
-    def db_token():
-        """The registry token of this database (found again by later installs)."""
-        return token
-    return db_token
+
+def _index_for(reg, name: str):
+    """The fresh entry named ``name`` ('' = the only one)."""
+    return reg.fresh(reg.get(name))
+
+
+def reaches_only(reg, src, dst):
+    """``reaches(a, b)`` on the database's only index: one chunk of pairs -> answers."""
+    return chunks.answer(_index_for(reg, "").index, src, dst)
+
+
+def reaches_named(reg, src, dst, names):
+    """``reaches(a, b, index_name)``: one chunk of pairs -> answers."""
+    return chunks.answer(_index_for(reg, _one_name(names)).index, src, dst)
+
 
 def _one_name(names) -> str:
-    """The index name of a chunk: the argument is a constant in practice; refuse mixtures."""
-    if isinstance(names, pa.ChunkedArray):
-        arr = names.chunk(0) if names.num_chunks == 1 else names.combine_chunks()
-    else:
-        arr = names
+    """The index name of a chunk: a constant in practice (checked cheaply); refuse mixtures."""
+    arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
     if len(arr) == 0:
         return ""
     first = arr[0].as_py()
-    if len(arr) > 1 and not _constant(arr, first):
+    if len(arr) > 1 and not chunks.constant_strings(arr, first):
         raise GrailError("reaches: the index name must be the same on every row (a constant)")
     return first or ""
 
-def _constant(arr: pa.Array, first) -> bool:
-    """Whether every value of ``arr`` is ``first``; a byte comparison of the string buffers
-    (a few microseconds per 2048-row chunk, against ~35 for a compute kernel)."""
-    if arr.null_count:
-        return arr.null_count == len(arr) and first is None
-    if pa.types.is_string(arr.type) and first is not None:
-        raw = first.encode()
-        off = np.frombuffer(arr.buffers()[1], np.int32)[arr.offset:arr.offset + len(arr) + 1]
-        if int(off[-1] - off[0]) != len(raw) * len(arr):
-            return False
-        lengths_ok = bool((np.diff(off) == len(raw)).all())
-        data = arr.buffers()[2]
-        if not lengths_ok or data is None:
-            return lengths_ok
-        start, stop = int(off[0]), int(off[-1])
-        return data.slice(start, stop - start).equals(pa.py_buffer(raw * len(arr)))
-    return bool(pc.all(pc.equal(arr, first)).as_py())
 
-def _reaches_udf(token: str):
-    def reaches(src, dst, names):
-        """Arrow scalar UDF: one chunk (<= 2048 rows) of pairs -> answers."""
-        if src.null_count == len(src) or dst.null_count == len(dst):
-            return pa.nulls(len(src), pa.bool_())
-        return registry_by_token(token).get(_one_name(names)).index.reaches(src, dst)
-    return reaches
+def reaches_list(reg, src, dst, names):
+    """Arrow UDF over list rows: each row's two key lists -> one list of answers."""
+    return answer_lists(reg, src, dst, _one_name(names))
 
-def _reaches_only_udf(token: str):
-    def reaches_only(src, dst):
-        """Arrow scalar UDF on the database's only index: one chunk of pairs -> answers."""
-        if src.null_count == len(src) or dst.null_count == len(dst):
-            return pa.nulls(len(src), pa.bool_())
-        return registry_by_token(token).get("").index.reaches(src, dst)
-    return reaches_only
 
-def _reaches_list_udf(token: str):
-    def reaches_list(src, dst, names):
-        """Arrow UDF over list rows: each row's two key lists -> one list of answers."""
-        return answer_lists(registry_by_token(token), src, dst, _one_name(names))
-    return reaches_list
-
-def answer_lists(reg: Registry, src, dst, name: str) -> pa.ListArray:
-    """Answers for list rows, all rows' keys sent to the engine in one call."""
+def answer_lists(reg, src, dst, name: str) -> pa.ListArray:
+    """Answers for list rows, all rows' keys sent to the engine in one call (a NULL list on
+    either side gives a NULL row)."""
     src = src.combine_chunks() if isinstance(src, pa.ChunkedArray) else src
     dst = dst.combine_chunks() if isinstance(dst, pa.ChunkedArray) else dst
     ls = pc.list_value_length(src).fill_null(0)
     ld = pc.list_value_length(dst).fill_null(0)
-    if not pc.all(pc.equal(ls, ld)).as_py() and len(src):
-        raise GrailError("reaches_list: the two key lists of a row differ in length")
     valid = pc.and_(src.is_valid(), dst.is_valid())
+    if len(src) and not pc.all(pc.or_(pc.equal(ls, ld), pc.invert(valid))).as_py():
+        raise GrailError("reaches_list: the two key lists of a row differ in length")
     lengths = pc.if_else(valid, ls, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     keep = np.repeat(valid.to_numpy(zero_copy_only=False), ls.to_numpy(zero_copy_only=False))
     s_vals, d_vals = _list_values(src), _list_values(dst)
+    if len(keep) != len(d_vals):
+        d_vals = pa.nulls(len(keep), s_vals.type)
     if not keep.all():
         s_vals, d_vals = s_vals.filter(pa.array(keep)), d_vals.filter(pa.array(keep))
-    if len(s_vals) == 0 or s_vals.null_count == len(s_vals) or d_vals.null_count == len(d_vals):
-        answers = pa.nulls(len(s_vals), pa.bool_()) if len(s_vals) else pa.array([], pa.bool_())
+    if len(s_vals) == 0:
+        answers = pa.array([], pa.bool_())
     else:
-        answers = reg.get(name).index.reaches(s_vals, d_vals)
+        answers = chunks.answer(_index_for(reg, name).index, s_vals, d_vals)
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-    mask = pc.invert(valid)
-    return pa.ListArray.from_arrays(offsets, answers, mask=mask)
+    return pa.ListArray.from_arrays(offsets, answers, mask=pc.invert(valid))
+
 
 def _list_values(arr: pa.ListArray) -> pa.Array:
-    """The element values of a list array, respecting slicing (NULL rows contribute their
-    stored elements, if any; callers drop those by the rows' lengths)."""
+    """The element values of a list array, respecting slicing."""
     offsets = arr.offsets.to_numpy(zero_copy_only=False)
     return arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
-def _index_udf(token: str):
-    def grail_index(tables, srcs, dsts, labels, names, paths, rebuilds):
-        """Arrow UDF behind the grail_index macro: one summary struct per row."""
-        reg = registry_by_token(token)
-        rows = []
-        for i in range(len(tables)):
-            table = tables[i].as_py()
-            if table is None:
-                raise EdgeInputError("grail_index: the table name is NULL")
-            rows.append(reg.build(table, src=srcs[i].as_py() or "src",
-                                   dst=dsts[i].as_py() or "dst",
-                                   labels=(DEFAULT_LABELS if labels[i].as_py() is None
-                                           else labels[i].as_py()),
-                                   name=names[i].as_py() or None,
-                                   path=paths[i].as_py() or None,
-                                   rebuild=bool(rebuilds[i].as_py())))
-        return pa.array(rows, SUMMARY_TYPE)
-    return grail_index
 
-def _indexes_udf(token: str):
-    def grail_indexes():
-        """The summaries of the indices this registry holds."""
-        reg = registry_by_token(token)
-        with reg.lock:
-            return [e.summary() for _, e in sorted(reg.entries.items())]
-    return grail_indexes
+def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos):
+    """Arrow UDF behind the grail_index macro: one summary struct per row."""
+    rows = []
+    for i in range(len(tables)):
+        table = tables[i].as_py()
+        if table is None:
+            raise EdgeInputError("grail_index: the table name is NULL")
+        label = labels[i].as_py()
+        rows.append(reg.build(table, src=srcs[i].as_py() or "src", dst=dsts[i].as_py() or "dst",
+                              labels=DEFAULT_LABELS if label is None else label,
+                              name=names[i].as_py() or None, path=paths[i].as_py() or None,
+                              rebuild=bool(rebuilds[i].as_py()),
+                              auto_rebuild=bool(autos[i].as_py())))
+    return pa.array(rows, SUMMARY_TYPE)
+
+
+def grail_indexes(reg):
+    """The summaries of the indices this registry holds."""
+    with reg.lock:
+        return [e.summary() for _, e in sorted(reg.entries.items())]
+
+
+def reach_ids(reg, keys, names, forwards):
+    """``descendants`` / ``ancestors``: the vertex ids reached from (or reaching) each key,
+    ``[-1]`` for a key that is not a vertex (it reaches only itself), NULL for NULL."""
+    out = []
+    for key, name, forward in zip(keys.to_pylist(), names.to_pylist(), forwards.to_pylist()):
+        if key is None:
+            out.append(None)
+            continue
+        rec = traversal.record(_index_for(reg, name or ""), key, bool(forward))
+        out.append(pa.array([-1] if rec["ids"] is None else rec["ids"], pa.int32()))
+    return pa.array([None if o is None else o.to_numpy() for o in out], pa.list_(pa.int32()))
+
+
+def reach_count(reg, keys, names, forwards):
+    """``descendants_count`` / ``ancestors_count``: the size of each key's set."""
+    return pa.array([traversal.set_count(_index_for(reg, n or ""), k, bool(f))
+                     if k is not None else None
+                     for k, n, f in zip(keys.to_pylist(), names.to_pylist(), forwards.to_pylist())],
+                    pa.int64())
+
+
+def keys_source(reg, name):
+    """The name of an Arrow source ``(id, key)`` of every vertex of an index, registered in
+    DuckDB while the index lives (folded at bind time inside the one-to-all table macros)."""
+    entry = _index_for(reg, name or "")
+    handle = entry.cache.get("keys_handle")
+    if handle is None:
+        cur = reg.cursor()
+        try:
+            handle = cur._register_source(traversal.keys_table(entry))
+        finally:
+            cur.close()
+        entry.cache["keys_handle"] = handle
+    return handle.name
+
+
+_KEY = {"int": "BIGINT", "str": "VARCHAR"}
+
+#: (name, body, parameter types, return type, 'arrow' | 'native', side effects)
+FUNCTIONS = [
+    *[(f"reaches_{k}_only", reaches_only, [t, t], "BOOLEAN", "arrow", False)
+      for k, t in _KEY.items()],
+    *[(f"reaches_{k}", reaches_named, [t, t, "VARCHAR"], "BOOLEAN", "arrow", False)
+      for k, t in _KEY.items()],
+    *[(f"reaches_list_{k}", reaches_list, [f"{t}[]", f"{t}[]", "VARCHAR"], "BOOLEAN[]",
+       "arrow", False) for k, t in _KEY.items()],
+    *[(f"reach_ids_{k}", reach_ids, [t, "VARCHAR", "BOOLEAN"], "INTEGER[]", "arrow", False)
+      for k, t in _KEY.items()],
+    *[(f"reach_count_{k}", reach_count, [t, "VARCHAR", "BOOLEAN"], "BIGINT", "arrow", False)
+      for k, t in _KEY.items()],
+    ("keys_source", keys_source, ["VARCHAR"], "VARCHAR", "native", False),
+    ("index", grail_index,
+     ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"],
+     SUMMARY_SQL, "arrow", True),
+    ("indexes", grail_indexes, [], f"{SUMMARY_SQL}[]", "native", True),
+]

@@ -18,8 +18,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from ..errors import EdgeInputError, GrailError
 
-__all__ = ["DIALECT", "index_name", "quote_column", "quote_identifier", "quote_table", "table_leaf",
-           "table_parts"]
+__all__ = ["DIALECT", "index_name", "plain_table", "quote_column", "quote_identifier",
+           "quote_table", "sql_string", "table_leaf", "table_parts", "column_name"]
 
 DIALECT = "duckdb"
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
@@ -45,6 +45,33 @@ def quote_identifier(name: str) -> str:
     '"my ""odd"" table"'
     """
     return exp.to_identifier(name, quoted=True).sql(DIALECT)
+
+
+def sql_string(text: str) -> str:
+    """A SQL string literal of ``text`` (quotes doubled).
+
+    >>> sql_string("it's")
+    "'it''s'"
+    """
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def column_name(quoted: str) -> str:
+    """A quoted column name as the user reads it.
+
+    >>> column_name('"Citing Paper"')
+    'Citing Paper'
+    """
+    return _parse_name(quoted, exp.Column, "column").name
+
+
+def plain_table(name: str) -> str:
+    """A table name as its parts joined by dots, unquoted (for summaries and messages).
+
+    >>> plain_table('"My Edges"')
+    'My Edges'
+    """
+    return ".".join(table_parts(name))
 
 
 def table_parts(name: str) -> list[str]:

@@ -1,15 +1,15 @@
 """The named indices of each database, shared by its connections and cursors in the process.
 
-An index of a file database ``data/papers.duckdb`` named ``cites`` is written to
-``data/papers.cites.grail.parquet`` (the engine's format, one file written atomically); its
-metadata also records which table and columns it indexes and a cheap check of that table's
-content (:mod:`.staleness`). A new process finds it on the first ``reaches(..., 'cites')``
-and loads it without rebuilding, after checking that the edge table did not change.
+A :class:`Registry` belongs to one DuckDB database instance and lives while any connection
+object that grail_duckdb was installed on does (see :mod:`.connections`); it holds no strong
+reference to a connection, so dropping the last one releases its indices. Each index is an
+:class:`Entry`: the engine's index, what it was built from, where its file is, and its
+freshness (:mod:`.staleness`), checked before every statement that uses it.
 """
 from __future__ import annotations
 
 import threading
-import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,231 +17,353 @@ import duckdb
 import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
-from ..errors import GrailError
-from . import names
-from .staleness import (SOURCE_VERSION, load_checked, read_edge_table, read_source, same_check,
-                        stale_error, table_check)
+from ..errors import GrailError, IndexFileError, StaleIndexError
+from . import files, names
+from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
+                        table_check, where_is)
 
-__all__ = ["Entry", "Registry", "SUMMARY_SQL", "SUMMARY_TYPE", "index_path_for",
-           "persisted_names", "registry_by_token"]
+__all__ = ["Entry", "Registry", "SUMMARY_SQL", "SUMMARY_TYPE", "new_registry",
+           "registry_by_token"]
 
-SUMMARY_TYPE = pa.struct([
-    ("name", pa.string()), ("table_name", pa.string()), ("src", pa.string()),
-    ("dst", pa.string()), ("vertices", pa.int64()), ("edges", pa.int64()),
-    ("components", pa.int64()), ("dag_edges", pa.int64()), ("labels", pa.int32()),
-    ("backend", pa.string()), ("build_seconds", pa.float64()), ("action", pa.string()),
-    ("path", pa.string()),
-])
+SUMMARY_FIELDS = [
+    ("name", pa.string(), "VARCHAR"), ("table_name", pa.string(), "VARCHAR"),
+    ("src", pa.string(), "VARCHAR"), ("dst", pa.string(), "VARCHAR"),
+    ("vertices", pa.int64(), "BIGINT"), ("edges", pa.int64(), "BIGINT"),
+    ("components", pa.int64(), "BIGINT"), ("dag_edges", pa.int64(), "BIGINT"),
+    ("labels", pa.int32(), "INTEGER"), ("backend", pa.string(), "VARCHAR"),
+    ("build_seconds", pa.float64(), "DOUBLE"), ("action", pa.string(), "VARCHAR"),
+    ("path", pa.string(), "VARCHAR"), ("auto_rebuild", pa.bool_(), "BOOLEAN"),
+    ("note", pa.string(), "VARCHAR"),
+]
+SUMMARY_TYPE = pa.struct([(n, t) for n, t, _ in SUMMARY_FIELDS])
+SUMMARY_SQL = "STRUCT(" + ", ".join(f"{n} {s}" for n, _, s in SUMMARY_FIELDS) + ")"
 
-SUMMARY_SQL = ("STRUCT(name VARCHAR, table_name VARCHAR, src VARCHAR, dst VARCHAR, "
-                "vertices BIGINT, edges BIGINT, components BIGINT, dag_edges BIGINT, "
-                "labels INTEGER, backend VARCHAR, build_seconds DOUBLE, action VARCHAR, "
-                "path VARCHAR)")
-
-_REGISTRIES: dict[str, "Registry"] = {}
-
-_REGISTRIES_LOCK = threading.Lock()
+_REGISTRIES: "weakref.WeakValueDictionary[str, Registry]" = weakref.WeakValueDictionary()
 
 
-@dataclass
+@dataclass(eq=False)
 class Entry:
-    """One named index of a database: the engine's index and what it was built from."""
+    """One named index of a database: the engine's index, its source and its freshness."""
 
     name: str
     index: object
     table: str  # quoted table name
     src: str  # quoted column names
     dst: str
+    labels: int
     path: Path | None
-    check: dict  # {"rows": int, "hash": str, "duckdb": version}
+    check: dict  # {"rows", "hash", "duckdb"}: the content check at build time
+    where: tuple | None  # (database, schema, name, kind) of the edge table
     action: str = "built"
+    auto_rebuild: bool = False
+    note: str = ""
+    verified: int | None = None  # catalog version at the last successful freshness check
+    signals: tuple | None = None
+    stale: str | None = None  # the error message, once found stale (until rebuilt)
+    cache: dict = field(default_factory=dict)  # one-to-all sets and the like (traversal)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def rebuild_sql(self) -> str:
+        """The statement that rebuilds this index as it was built (pasteable)."""
+        s = names.sql_string
+        return (f"SELECT grail_index({s(self.table)}, src := {s(self.src)}, dst := "
+                f"{s(self.dst)}, labels := {self.labels}, name := {s(self.name)}, rebuild := "
+                f"true{', auto_rebuild := true' if self.auto_rebuild else ''})")
 
     def summary(self) -> dict:
         s = self.index.summary()
         return {
-            "name": self.name, "table_name": self.table, "src": self.src, "dst": self.dst,
+            "name": self.name, "table_name": names.plain_table(self.table),
+            "src": names.column_name(self.src), "dst": names.column_name(self.dst),
             "vertices": s["vertices"], "edges": s["edges"], "components": s["components"],
             "dag_edges": s["dag_edges"], "labels": s["labels"], "backend": s["backend"],
             "build_seconds": float(s["build_seconds"]), "action": self.action,
             "path": str(self.path) if self.path is not None else None,
+            "auto_rebuild": self.auto_rebuild, "note": self.note or None,
         }
 
-    def source(self) -> dict:
-        """Table, columns, labels and the cheap check, stored in the index file's metadata."""
-        return {"version": SOURCE_VERSION, "name": self.name, "table": self.table,
-                "src": self.src, "dst": self.dst, "labels": self.index.d, **self.check}
+    def source(self, database: str) -> dict:
+        """What the index file records about its source (checked on every load)."""
+        return {"version": files.SOURCE_VERSION, "name": self.name, "database": database,
+                "table": self.table, "src": self.src, "dst": self.dst, "labels": self.labels,
+                **self.check}
 
-@dataclass
+
+@dataclass(eq=False)
 class Registry:
-    """The named indices of one database, shared by its connections and cursors (in-process).
+    """The named indices of one database instance, shared by its connections and cursors.
 
-    ``db_path`` is the database file (None for an in-memory database); ``con`` a connection to
-    the database, used to open cursors that read edge tables from inside a running query.
+    ``db_path`` is the main database file (None in memory). The registry keeps only weak
+    references to connections (``owners``); it opens cursors on a live one to read edge tables
+    and check them, also from inside a running query (a query's own connection cannot).
     """
 
     token: str
     db_path: Path | None
-    con: object
+    owners: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     entries: dict = field(default_factory=dict)
+    plans: dict = field(default_factory=dict)  # statement plans (see .rewrite)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
+    # --- connections ------------------------------------------------------------------------
+    def add_owner(self, con) -> None:
+        self.owners.add(con)
+
+    def connection(self):
+        """A live connection of this database."""
+        for con in list(self.owners):
+            try:
+                con._catalog_version()
+                return con
+            except duckdb.Error:
+                continue
+        raise GrailError("every connection grail_duckdb was installed on in this "
+                         "database is closed; call grail_duckdb.install(con) on a live one")
+
+    def catalog_version(self) -> int:
+        """DuckDB's count of writing statements in this database instance (free to read)."""
+        return self.connection()._catalog_version()
+
     def cursor(self):
-        """A fresh cursor on this database (a query's own connection cannot run queries),
-        with DuckDB's progress bar off: the scans it runs inside a query print nothing."""
-        try:
-            cur = self.con.cursor()
-        except duckdb.Error:
-            if self.db_path is None:
-                raise GrailError("the connection grail_duckdb was installed on is closed; call "
-                                 "grail_duckdb.install(con) on a live connection") from None
-            self.con = duckdb.connect(str(self.db_path))
-            cur = self.con.cursor()
+        """A fresh cursor on this database, with DuckDB's progress bar off (the scans it runs
+        inside a query print nothing)."""
+        cur = self.connection().cursor()
         cur.execute("SET enable_progress_bar = false")
         return cur
 
-    def default_path(self, name: str) -> Path | None:
-        """Where an index named ``name`` is persisted when no path is given."""
-        return index_path_for(self.db_path, name) if self.db_path is not None else None
-
+    # --- lookup -------------------------------------------------------------------------------
     def get(self, name: str) -> Entry:
         """The entry for ``name`` ('' = the only index), loading a persisted one if needed."""
+        entry = self.entries.get(name) if name else None
+        if entry is not None:
+            return entry
         with self.lock:
             if not name:
                 return self._only()
             entry = self.entries.get(name)
-            if entry is None:
-                entry = self._load_persisted(name)
-            return entry
+            return entry if entry is not None else self._load_persisted(name)
 
     def _only(self) -> Entry:
-        names = sorted(self.entries)
-        if not names and self.db_path is not None:
-            names = persisted_names(self.db_path)
-        if len(names) == 1:
-            return self.get(names[0])
-        if not names:
+        known = sorted(self.entries)
+        if not known and self.db_path is not None:
+            known = files.persisted_names(self.db_path)
+        if len(known) == 1:
+            return self.get(known[0])
+        if not known:
             raise GrailError(
                 "no reachability index in this database yet: build one with "
                 "SELECT grail_index('edge_table', src := 'src', dst := 'dst')")
         raise GrailError(
-            f"this database has several reachability indices ({', '.join(names)}); name one: "
-            f"reaches(a, b, '{names[0]}')")
+            f"this database has several reachability indices ({', '.join(known)}); "
+            f"name one: reaches(a, b, '{known[0]}')")
 
     def _load_persisted(self, name: str) -> Entry:
-        path = self.default_path(name)
-        if path is None or not path.exists():
+        """Load the persisted index ``name`` of this database (or, for a renamed or copied
+        database, the one of its previous file whose table content still matches)."""
+        names.index_name(name)
+        own = self._default_path(name)
+        candidates = [own] if own is not None and own.exists() else []
+        if not candidates and self.db_path is not None:
+            candidates = files.other_copies(self.db_path, name)
+        if not candidates:
             known = sorted(self.entries)
             hint = f" (known: {', '.join(known)})" if known else ""
             raise GrailError(
-                f"no reachability index named {name!r} in this database{hint}: build it with "
-                f"SELECT grail_index('edge_table', name := '{name}')")
-        side = read_source(path)
+                f"no reachability index named {name!r} in this database{hint}: "
+                f"build it with SELECT grail_index('edge_table', name := '{name}')")
+        reasons = []
+        for path in candidates:
+            try:
+                entry = self._load_file(name, path)
+            except (IndexFileError, StaleIndexError) as exc:
+                if path == own:
+                    raise
+                reasons.append(f"{path.name}: {str(exc).split(': ', 1)[-1]}")
+                continue
+            if path != own:
+                entry.note = (f"loaded from {path.name}, written for another database file "
+                              f"(renamed or copied); its table content matches")
+            self.entries[name] = entry
+            return entry
+        raise GrailError(
+            f"no index file {name!r} for {self.db_path.name}; files of that name "
+            f"beside it belong to other tables or content ({'; '.join(reasons)}): rebuild with "
+            f"SELECT grail_index('edge_table', name := '{name}')")
+
+    def _load_file(self, name: str, path: Path) -> Entry:
+        side = files.read_source(path)
+        if side.get("name", name) != name:
+            raise IndexFileError(
+                f"{path} holds the index {side['name']!r} of {side['table']}, "
+                f"not {name!r} (the file was copied or renamed); rebuild with "
+                f"SELECT grail_index({names.sql_string(side['table'])}, name := '{name}', "
+                f"rebuild := true)")
+        version = self.catalog_version()
         cur = self.cursor()
         try:
-            index, check = load_checked(cur, name, path, side["table"], side["src"],
-                                        side["dst"], side)
+            entry = Entry(name, None, side["table"], side["src"], side["dst"], side["labels"],
+                          path, {}, None, "loaded")
+            entry.index, entry.check = load_checked(cur, name, path, side["table"], side["src"],
+                                                    side["dst"], side, entry.rebuild_sql())
+            entry.where = where_is(cur, names.table_parts(entry.table))
+            entry.signals = signals(cur, entry.where, entry.table)
+            entry.verified = version
         finally:
             cur.close()
-        entry = Entry(name, index, side["table"], side["src"], side["dst"], path, check,
-                      "loaded")
-        self.entries[name] = entry
         return entry
+
+    # --- freshness ------------------------------------------------------------------------------
+    def fresh(self, entry: Entry, version: int | None = None) -> Entry:
+        """``entry`` while it still describes its table (see :mod:`.staleness`); once stale, a
+        :class:`StaleIndexError` until it is rebuilt, or (``auto_rebuild``) its rebuild.
+
+        While nothing was written in the database since the last check, this costs one counter
+        read, so it runs before every statement and inside every chunk of the per-chunk path.
+        """
+        if version is None:
+            version = self.catalog_version()
+        if version == entry.verified and entry.stale is None:
+            return entry
+        with entry.lock:
+            if entry.stale is None and version != entry.verified:
+                self._verify(entry, version)
+        if entry.stale is None:
+            return entry
+        if not entry.auto_rebuild:
+            raise StaleIndexError(entry.stale)
+        with self.lock:
+            current = self.entries.get(entry.name)
+            if current is not None and current is not entry and current.stale is None:
+                return current
+            return self.replace(entry)
+
+    def _verify(self, entry: Entry, version: int) -> None:
+        """Compare the table's catalog signals, then (when they match) its content check."""
+        cur = self.cursor()
+        try:
+            sig = signals(cur, entry.where, entry.table)
+            changed = sig is not None and entry.signals is not None and sig != entry.signals
+            if not changed:
+                now = table_check(cur, entry.table, entry.src, entry.dst)
+                changed = not same_check(entry.check, now)
+        except (duckdb.Error, GrailError):
+            changed = True  # the table is gone or no longer readable as an edge table
+        finally:
+            cur.close()
+        if changed:
+            entry.stale = str(stale_error(entry.name, entry.table, entry.rebuild_sql()))
+        else:
+            entry.verified, entry.signals = version, sig
 
     # --- build, reuse or load ---------------------------------------------------------------
     def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
-              path=None, rebuild=False, progress=None) -> dict:
+              path=None, rebuild=False, auto_rebuild=False, progress=None) -> dict:
         """Build, reuse or load the index ``name`` of ``table``; returns its summary."""
+        return self.build_entry(table, src=src, dst=dst, labels=labels, name=name, path=path,
+                                rebuild=rebuild, auto_rebuild=auto_rebuild,
+                                progress=progress).summary()
+
+    def build_entry(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS,
+                    name=None, path=None, rebuild=False, auto_rebuild=False,
+                    progress=None) -> Entry:
         qtable = names.quote_table(table)
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)
         name = names.index_name(name if name else names.table_leaf(table))
         labels = check_labels(labels)
         with self.lock:
-            target = Path(path).resolve() if path else self.default_path(name)
+            version = self.catalog_version()
             cur = self.cursor()
             try:
+                where = where_is(cur, names.table_parts(qtable))
+                target = Path(path).resolve() if path else self._default_path(name, where, cur)
                 check = table_check(cur, qtable, qsrc, qdst)
-                entry = None if rebuild else self._reusable(cur, name, target, qtable, qsrc,
-                                                            qdst, labels, check)
+                probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
+                              auto_rebuild=bool(auto_rebuild))
+                entry = None if rebuild else self._reusable(cur, probe)
                 if entry is None:
-                    entry = _build_entry(cur, name, target, qtable, qsrc, qdst, labels, check,
-                                         progress)
+                    entry = self._build(cur, probe, progress)
+                entry.auto_rebuild = bool(auto_rebuild)
+                entry.signals = signals(cur, where, qtable)
+                entry.verified = version
             finally:
                 cur.close()
             self.entries[name] = entry
-            return entry.summary()
+            return entry
 
-    def _reusable(self, cur, name, target, qtable, qsrc, qdst, labels, check) -> Entry | None:
+    def _reusable(self, cur, probe: Entry) -> Entry | None:
         """A cached or persisted index of the same table, columns and labels that is still
         fresh; a stale one is refused (rebuild := true replaces it); None when there is none."""
-        entry = self.entries.get(name)
-        if (entry is not None and (entry.table, entry.src, entry.dst, entry.index.d)
-                == (qtable, qsrc, qdst, labels) and entry.path == target):
-            if same_check(entry.check, check):
+        entry = self.entries.get(probe.name)
+        same = (probe.table, probe.src, probe.dst, probe.labels)
+        if (entry is not None and (entry.table, entry.src, entry.dst, entry.labels) == same
+                and entry.path == probe.path):
+            if same_check(entry.check, probe.check) and entry.stale is None:
                 entry.action = "cached"
                 return entry
-            raise stale_error(name, qtable)
+            raise stale_error(probe.name, probe.table, probe.rebuild_sql())
+        target = probe.path
         if target is None or not target.exists():
             return None
-        side = read_source(target)
-        if (side["table"], side["src"], side["dst"], side["labels"]) != (qtable, qsrc, qdst,
-                                                                         labels):
+        side = files.read_source(target)
+        if (side["table"], side["src"], side["dst"], side["labels"]) != same:
             return None
-        index, check = load_checked(cur, name, target, qtable, qsrc, qdst, side, check)
-        return Entry(name, index, qtable, qsrc, qdst, target, check, "loaded")
+        probe.index, probe.check = load_checked(cur, probe.name, target, probe.table, probe.src,
+                                                probe.dst, side, probe.rebuild_sql(),
+                                                probe.check)
+        probe.action = "loaded"
+        return probe
+
+    def _build(self, cur, probe: Entry, progress) -> Entry:
+        """Read the edge table through ``cur``, build the index, persist it with its source."""
+        edges = read_edge_table(cur, probe.table, probe.src, probe.dst)
+        probe.index = build_index(edges, labels=probe.labels, progress=progress)
+        probe.action = "built"
+        if probe.path is not None:
+            database = str(self._database_file(probe.where, cur) or "")
+            probe.path, probe.note = files.save_index(probe.index, probe.path,
+                                                      probe.source(database))
+        return probe
+
+    def _default_path(self, name: str, where=None, cur=None) -> Path | None:
+        """Where index ``name`` is persisted when no path is given: beside the file of the
+        database its table lives in (None for in-memory databases)."""
+        db_file = self._database_file(where, cur) if where is not None else self.db_path
+        return files.index_path_for(db_file, name) if db_file is not None else None
+
+    def _database_file(self, where, cur) -> Path | None:
+        if where is None or cur is None:
+            return self.db_path
+        row = cur.execute("SELECT path FROM duckdb_databases() WHERE database_name = "
+                          f"{names.sql_string(where[0])}").fetchall()
+        return Path(row[0][0]).resolve() if row and row[0][0] else None
+
+    def replace(self, entry: Entry) -> Entry:
+        """Rebuild ``entry`` from its table's current content (auto_rebuild)."""
+        return self.build_entry(entry.table, src=entry.src, dst=entry.dst, labels=entry.labels,
+                                name=entry.name, path=entry.path, rebuild=True,
+                                auto_rebuild=entry.auto_rebuild)
+
+    def release(self) -> None:
+        """Drop every index (and what each keeps registered in DuckDB)."""
+        with self.lock:
+            for entry in self.entries.values():
+                entry.cache.clear()
+            self.entries.clear()
+            self.plans.clear()
+
+    @staticmethod
+    def release_all() -> None:
+        for reg in list(_REGISTRIES.values()):
+            reg.release()
 
 
-def _build_entry(cur, name, target, qtable, qsrc, qdst, labels, check, progress) -> Entry:
-    """Read the edge table through ``cur``, build the index, persist it with its source."""
-    edges = read_edge_table(cur, qtable, qsrc, qdst)
-    index = build_index(edges, labels=labels, progress=progress)
-    entry = Entry(name, index, qtable, qsrc, qdst, target, check, "built")
-    if target is not None:
-        index.save(target, source=entry.source())
-    return entry
-
-
-def index_path_for(db_path, name: str) -> Path:
-    """``<folder>/<db stem>.<name>.grail.parquet`` beside a database file."""
-    db_path = Path(db_path)
-    return db_path.with_name(f"{db_path.stem}.{name}.grail.parquet")
-
-def persisted_names(db_path) -> list[str]:
-    """Names of the indices persisted beside a database file."""
-    db_path = Path(db_path)
-    prefix, suffix = f"{db_path.stem}.", ".grail.parquet"
-    return sorted(p.name[len(prefix):-len(suffix)]
-                  for p in db_path.parent.glob(f"{db_path.stem}.*{suffix}"))
-
-
-def registry_by_token(token: str) -> Registry:
-    """The registry a registered function belongs to (looked up per call: a dict access)."""
-    reg = _REGISTRIES.get(token)
-    if reg is None:
-        raise GrailError("grail_duckdb lost this database's index registry; call "
-                         "grail_duckdb.install(con) again")
+def new_registry(token: str, db_path) -> Registry:
+    reg = Registry(token, Path(db_path).resolve() if db_path else None)
+    _REGISTRIES[token] = reg
     return reg
 
 
-def find_or_create(con, token: str | None) -> tuple[Registry, bool]:
-    """The registry of ``token`` (found again by a later ``install``), or a new one for
-    ``con``'s database; the flag says whether it is new (its functions need registering)."""
-    with _REGISTRIES_LOCK:
-        reg = _REGISTRIES.get(token) if token is not None else None
-        if reg is not None:
-            if _closed(reg.con):
-                reg.con = con
-            return reg, False
-        row = con.execute("SELECT path FROM duckdb_databases() "
-                          "WHERE database_name = current_database()").fetchall()
-        db_path = Path(row[0][0]).resolve() if row and row[0][0] else None
-        reg = Registry(token or uuid.uuid4().hex, db_path, con)
-        _REGISTRIES[reg.token] = reg
-        return reg, token is None
+def registry_by_token(token: str) -> Registry | None:
+    """The live registry of a database token, or None."""
+    return _REGISTRIES.get(token)
 
-
-def _closed(con) -> bool:
-    try:
-        con.execute("SELECT 1").fetchall()
-        return False
-    except duckdb.Error:
-        return True

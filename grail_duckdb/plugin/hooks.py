@@ -1,0 +1,218 @@
+"""Plain SQL to the engine: DuckDB's ``execute`` / ``sql`` / ``query`` seen by grail_duckdb.
+
+``install`` replaces these methods once per process on DuckDB's connection class (a cursor is
+a connection too) and, when installed on DuckDB's default connection, the module functions
+``duckdb.execute`` / ``duckdb.sql`` / ``duckdb.query``. The replacements act only for
+connections grail_duckdb is installed on (anything else goes straight to DuckDB) and only for
+statements that name ``reaches`` or a one-to-all function; a router (:mod:`.statements`)
+decides whether the statement can be answered with whole columns, and returns the result of
+the rewritten statement, or nothing, and DuckDB runs the statement as written (the per-chunk
+path). Errors of the project raised inside DuckDB come back as exceptions that are both
+DuckDB's ``InvalidInputException`` and the project's class (:mod:`.sqlerrors`).
+
+Why the replacements live in a namespace named ``duckdb.grail_duckdb_hooks``: DuckDB looks up
+a Python variable named in a statement (``SELECT * FROM my_arrow_table``) in the first calling
+frame outside its own package, so a wrapper in any other namespace would hide the caller's
+variables. The replacements therefore call DuckDB themselves (binding with capture, running
+the statement as written) and the router never needs the caller's frame.
+
+``interrupt`` is wrapped too: it also sets a flag that long whole-column work polls
+(:func:`interrupted`), since DuckDB's interrupt does not stop a Python call in progress.
+"""
+from __future__ import annotations
+
+import threading
+import types
+import weakref
+
+import _duckdb
+import duckdb
+
+from .sqlerrors import grail_error
+
+__all__ = ["PLAIN", "clear_interrupt", "enable", "enable_module_functions", "in_duckdb_frame",
+           "interrupted", "keep", "original", "parent_of", "release", "release_all"]
+
+_CLASS = _duckdb.DuckDBPyConnection
+_HOOKED = ("execute", "sql", "query", "from_query", "cursor", "close", "interrupt")
+_ORIG: dict = {}
+_ORIG_MODULE: dict = {}
+_LOCK = threading.Lock()
+#: Arrow sources a connection's last statement reads: they must live until its result is read
+_SLOTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: the same for relations returned by ``sql`` (lazy: read whenever they are fetched)
+_RELATIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_PARENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # cursor -> parent (weak)
+_INTERRUPTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_STATE = {"route": None, "closing": None}
+
+
+def original(name: str):
+    """DuckDB's own method ``name`` of the connection class (also before any hook)."""
+    return _ORIG.get(name) or getattr(_CLASS, name)
+
+
+def enable(route, closing) -> None:
+    """Replace the class methods (once per process). ``route(con, method, query, params)``
+    returns None for connections grail_duckdb is not installed on, else an object whose
+    ``run(captured)`` gives the result of a rewritten statement or ``PLAIN``;
+    ``closing(con)`` runs before a connection closes."""
+    with _LOCK:
+        _STATE["route"], _STATE["closing"] = route, closing
+        if _ORIG:
+            return
+        for name in _HOOKED:
+            _ORIG[name] = getattr(_CLASS, name)
+        for name, fn in (("execute", _execute), ("sql", _sql), ("query", _sql),
+                         ("from_query", _sql), ("cursor", _cursor), ("close", _close),
+                         ("interrupt", _interrupt)):
+            setattr(_CLASS, name, in_duckdb_frame(fn))
+
+
+def enable_module_functions() -> None:
+    """Also route ``duckdb.execute`` / ``duckdb.sql`` / ``duckdb.query`` (the default
+    connection), once per process."""
+    with _LOCK:
+        if _ORIG_MODULE:
+            return
+        for name in ("execute", "sql", "query"):
+            _ORIG_MODULE[name] = getattr(duckdb, name)
+        duckdb.execute = in_duckdb_frame(_module_execute)
+        duckdb.sql = duckdb.query = in_duckdb_frame(_module_sql)
+
+
+class _Plain:
+    """The router's answer 'run the statement as written'."""
+
+
+PLAIN = _Plain()
+
+
+def _execute(self, query, parameters=None):
+    route = _STATE["route"](self, "execute", query, parameters)
+    if route is None:
+        return _ORIG["execute"](self, query, parameters)
+    if route.rewrite:
+        try:
+            captured = self._bind(query, capture=True, values=parameters)[5]
+        except Exception:
+            captured = None
+        if captured is not None:
+            out = route.run(captured)
+            if out is not PLAIN:
+                return out
+    try:
+        out = _ORIG["execute"](self, query, parameters)
+    except duckdb.Error as exc:
+        found = grail_error(exc)
+        if found is None:
+            raise
+        raise found from None
+    _SLOTS.pop(self, None)  # the previous statement's result is superseded
+    return out
+
+
+def _sql(self, query, *, alias="", params=None):
+    route = _STATE["route"](self, "sql", query, params)
+    if route is None:
+        return _ORIG["sql"](self, query, alias=alias, params=params)
+    if route.rewrite:
+        try:
+            captured = self._bind(query, capture=True, values=params)[5]
+        except Exception:
+            captured = None
+        if captured is not None:
+            out = route.run(captured, alias=alias)
+            if out is not PLAIN:
+                return out
+    try:
+        return _ORIG["sql"](self, query, alias=alias, params=params)
+    except duckdb.Error as exc:
+        found = grail_error(exc)
+        if found is None:
+            raise
+        raise found from None
+
+
+def _module_execute(query, parameters=None, *, connection=None):
+    con = connection if connection is not None else duckdb.default_connection()
+    if _STATE["route"](con, "execute", query, parameters) is None:
+        return _ORIG_MODULE["execute"](query, parameters, connection=connection)
+    return con.execute(query, parameters)
+
+
+def _module_sql(query, *, alias="", params=None, connection=None):
+    con = connection if connection is not None else duckdb.default_connection()
+    if _STATE["route"](con, "sql", query, params) is None:
+        return _ORIG_MODULE["sql"](query, alias=alias, params=params, connection=connection)
+    return con.sql(query, alias=alias, params=params)
+
+
+def _cursor(self):
+    cur = _ORIG["cursor"](self)
+    _PARENTS[cur] = weakref.ref(self)
+    return cur
+
+
+def _close(self):
+    closing = _STATE["closing"]
+    if closing is not None:
+        try:
+            closing(self)
+        except duckdb.Error:
+            pass
+    _SLOTS.pop(self, None)
+    return _ORIG["close"](self)
+
+
+def _interrupt(self):
+    _INTERRUPTED[self] = True
+    return _ORIG["interrupt"](self)
+
+
+def in_duckdb_frame(fn):
+    """``fn`` with (a copy of) its globals named ``duckdb.grail_duckdb_hooks``, so that DuckDB
+    looks up Python variables in ``fn``'s caller (see the module's docstring). Apply it once
+    the module of ``fn`` is complete: the copy is taken now."""
+    frame_globals = dict(fn.__globals__)
+    frame_globals["__name__"] = "duckdb.grail_duckdb_hooks"
+    out = types.FunctionType(fn.__code__, frame_globals, fn.__name__, fn.__defaults__,
+                             fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    out.__doc__, out.__qualname__ = fn.__doc__, fn.__qualname__
+    return out
+
+
+def parent_of(con):
+    """The connection ``con`` is a cursor of (made after install), or None."""
+    ref = _PARENTS.get(con)
+    return None if ref is None else ref()
+
+
+def keep(con, handles: list, relation=None) -> None:
+    """Keep the Arrow sources a statement reads alive: until the connection's next statement
+    (``execute``) or for as long as the relation lives (``sql``)."""
+    if relation is not None and not isinstance(relation, _CLASS):
+        _RELATIONS[relation] = handles
+    else:
+        _SLOTS[con] = handles
+
+
+def release(con) -> None:
+    """Forget what the previous statement of ``con`` kept (it is superseded)."""
+    _SLOTS.pop(con, None)
+
+
+def interrupted(con) -> bool:
+    """Whether ``con.interrupt()`` was called since the statement began."""
+    return bool(_INTERRUPTED.get(con))
+
+
+def clear_interrupt(con) -> None:
+    _INTERRUPTED.pop(con, None)
+
+
+def release_all() -> None:
+    """Drop every kept source (at exit)."""
+    _SLOTS.clear()
+    _RELATIONS.clear()

@@ -1,0 +1,293 @@
+"""Which path a statement takes, and running its whole-column form.
+
+For a statement on an installed connection that names ``reaches`` (or ``descendants`` /
+``ancestors``), :func:`route` hands :mod:`.hooks` a :class:`Route`; its ``run`` plans the
+statement (:mod:`.rewrite`, cached per statement text) and, when the plan rewrites anything:
+
+1. checks every index the statement uses for freshness (:meth:`.Registry.fresh`);
+2. one-to-all sites: evaluates the constant key, takes its set (one traversal, cached per
+   index) and registers it as an Arrow source for a semi-join;
+3. whole-column scopes, innermost first: fetches the source's rows as Arrow (the columns the
+   statement uses and the call arguments), answers each distinct call in one engine call and
+   registers the copy with the answers;
+4. binds and runs the rewritten statement, keeping the registered sources alive as long as its
+   result (``execute``) or relation (``sql``) can be read.
+
+Anything it cannot do exactly (a sub-statement that does not bind, keys of another type than
+the index's, an unexpected shape) sends the statement back to DuckDB as written: the
+per-chunk path, which gives the same rows. Binding is checked before anything runs, so a
+fallback never leaves a user's transaction aborted.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections import OrderedDict
+
+import duckdb
+import pyarrow as pa
+
+from ..engine.ingest import key_kind
+from ..errors import EdgeInputError, GrailError, KeyTypeError
+from . import connections, hooks, rewrite, traversal
+from .sqlerrors import as_sql_error
+
+__all__ = ["PLANS_PER_DATABASE", "Route", "per_chunk", "route"]
+
+PLANS_PER_DATABASE = 256
+_PER_CHUNK: "weakref.WeakSet" = weakref.WeakSet()
+
+
+class _Fallback(Exception):
+    """Run the statement as written (per-chunk path)."""
+
+
+@contextlib.contextmanager
+def per_chunk(con):
+    """Within the block, ``con`` runs every statement as written (DuckDB's chunks)."""
+    _PER_CHUNK.add(con)
+    try:
+        yield con
+    finally:
+        _PER_CHUNK.discard(con)
+
+
+class Route:
+    """One statement on an installed connection (see the module's docstring)."""
+
+    __slots__ = ("con", "method", "query", "params", "rewrite", "inst")
+
+    def __init__(self, con, inst, method, query, params, rewrite_it):
+        self.con, self.inst, self.method = con, inst, method
+        self.query, self.params, self.rewrite = query, params, rewrite_it
+
+    def run(self, captured, alias: str = ""):
+        """The result of the rewritten statement, or ``hooks.PLAIN``."""
+        reg = self.inst.registry
+        text, params = rewrite.normalise(self.query, self.params)
+        if text is None:
+            return hooks.PLAIN
+        handles = {name: h for name, h in captured}
+        plan = _plan(self.con, reg, text, params, handles)
+        if plan is None or not plan.rewrites:
+            return hooks.PLAIN
+        hooks.clear_interrupt(self.con)
+        try:
+            return _execute_plan(self, reg, plan, params, handles, alias)
+        except _Fallback:
+            return hooks.PLAIN
+        except GrailError as exc:
+            raise as_sql_error(exc) from None
+
+
+def route(con, method, query, params):
+    """A :class:`Route` for a statement on an installed connection (or on a cursor of one,
+    which is installed on its first statement that uses the plugin), else None."""
+    inst = connections.installation(con)
+    mentions = isinstance(query, str) and rewrite.MENTION.search(query) is not None
+    if inst is None:
+        parent = hooks.parent_of(con)
+        while parent is not None and connections.installation(parent) is None:
+            parent = hooks.parent_of(parent)
+        if parent is None or not mentions:
+            return None
+        inst = connections.install_on(con)
+    return Route(con, inst, method, query, params, mentions and con not in _PER_CHUNK)
+
+
+def _plan(con, reg, text, params, handles):
+    key = (text, isinstance(params, dict) and tuple(sorted(params)), tuple(sorted(handles)))
+    plans = reg.plans
+    if key in plans:
+        plans.move_to_end(key) if isinstance(plans, OrderedDict) else None
+        return plans[key]
+    variables = {name: f'"{h.name}"' for name, h in handles.items()}
+    plan = rewrite.plan_for(text, lambda sql: _columns(con, sql, params), variables)
+    if not isinstance(plans, OrderedDict):
+        reg.plans = plans = OrderedDict(plans)
+    plans[key] = plan
+    while len(plans) > PLANS_PER_DATABASE:
+        plans.popitem(last=False)
+    return plan
+
+
+def _columns(con, sql: str, params) -> list | None:
+    """The column names ``sql`` returns, or None when it does not bind (nothing runs)."""
+    bound = _bind(con, sql, params)
+    return None if bound is None else list(bound[0])
+
+
+def _bind(con, sql: str, params):
+    try:
+        return con._bind(sql, values=_subset(params, rewrite_params(sql)))
+    except Exception:
+        return None
+
+
+def rewrite_params(sql: str) -> set:
+    """The parameter names a SQL text uses (``$name``, ``$1``)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, dialect=rewrite.DIALECT)
+    except Exception:
+        return set()
+    return {p.name for p in tree.find_all(exp.Placeholder, exp.Parameter) if p.name}
+
+
+def _subset(params, used: set):
+    if params is None or not used:
+        return None
+    return {k: params[k] for k in used if k in params}
+
+
+def _execute_plan(route_, reg, plan, params, handles, alias):
+    con = route_.con
+    keep: list = []
+    subst = {m: f'"{handles[name].name}"' for m, name in plan.variables.items()}
+    keep += [handles[name] for name in plan.variables.values()]
+    version = reg.catalog_version()
+    for site in plan.consts:
+        subst[site.marker] = _const_sql(con, reg, site, params, version, keep)
+    for scope in plan.scopes:
+        subst[scope.marker] = _scope_copy(route_, reg, scope, params, subst, version, keep)
+    final = _substitute(plan.main_sql, subst)
+    used = _subset(params, plan.params)
+    if _bind_ok(con, final, used) is False:
+        raise _Fallback
+    if route_.method == "execute":
+        out = hooks.original("execute")(con, final, used)
+        hooks.keep(con, keep)
+        return out
+    out = hooks.original("sql")(con, final, alias=alias, params=used)
+    hooks.keep(con, keep, out)
+    return out
+
+
+def _bind_ok(con, sql, params) -> bool:
+    try:
+        con._bind(sql, values=params)
+        return True
+    except Exception:
+        return False
+
+
+def _substitute(sql: str, subst: dict) -> str:
+    for marker in sorted(subst, key=len, reverse=True):
+        sql = sql.replace(marker, subst[marker])
+    return sql
+
+
+# --- one-to-all sites ---------------------------------------------------------------------------
+def _const_sql(con, reg, site, params, version, keep) -> str:
+    """The SQL that replaces a one-to-all site: a semi-join on the set of the constant key,
+    or the site as written when the key does not fit the index (or is NULL)."""
+    value = _const_value(con, site.const, params)
+    kind = ("int" if isinstance(value, int) and not isinstance(value, bool)
+            else "str" if isinstance(value, str) else None)
+    if kind is None:
+        return site.original
+    entry = reg.fresh(reg.get(site.index), version)
+    if entry.index.key_kind != kind or (kind == "int" and not -2**63 <= value < 2**63):
+        return site.original
+    rec = traversal.record(entry, value, site.forward)
+    if site.other is None:
+        handle = _registered(con, rec, "plain", lambda: pa.table({"key": rec["keys"]}))
+        keep.append(handle)
+        return f'(SELECT key FROM "{handle.name}") AS {site.alias}'
+    if kind == "int":
+        handle = _registered(con, rec, "plain", lambda: pa.table({"key": rec["keys"]}))
+        test = f'(CAST({site.other} AS BIGINT) IN (SELECT key FROM "{handle.name}"))'
+    else:
+        handle = _registered(con, rec, "bytes", lambda: pa.table(
+            {"key": rec["keys"].cast(pa.large_string()).cast(pa.large_binary())}))
+        test = f'(encode(CAST({site.other} AS VARCHAR)) IN (SELECT key FROM "{handle.name}"))'
+    keep.append(handle)
+    c = site.const.sql(rewrite.DIALECT)
+    return (f"(CASE __grail_pair_kind(typeof({site.other}), typeof({c})) WHEN '{kind}' THEN "
+            f"{test} ELSE __grail_key_error(typeof({site.other}), typeof({c})) END)")
+
+
+def _registered(con, rec: dict, form: str, make):
+    """The set of a record registered in DuckDB as an Arrow source (kept with the record)."""
+    handle = rec.get(form)
+    if handle is None:
+        handle = rec[form] = con._register_source(make())
+    return handle
+
+
+def _const_value(con, node, params):
+    """The value of a constant key expression (literals and parameters without DuckDB)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        try:
+            return int(node.this)
+        except ValueError:
+            return None
+    if isinstance(node, (exp.Placeholder, exp.Parameter)):
+        if params is None or node.name not in params:
+            raise _Fallback
+        return params[node.name]
+    sql = node.sql(rewrite.DIALECT)
+    try:
+        row = hooks.original("execute")(con, f"SELECT {sql}",
+                                        _subset(params, rewrite_params(f"SELECT {sql}"))).fetchall()
+    except duckdb.Error:
+        raise _Fallback from None
+    return row[0][0]
+
+
+# --- whole-column scopes -------------------------------------------------------------------------
+def _scope_copy(route_, reg, scope, params, subst, version, keep) -> str:
+    """Fetch a scope's source, answer its calls, register the copy; returns its quoted name."""
+    con = route_.con
+    sql = _substitute(scope.fetch_sql, subst)
+    used = _subset(params, scope.params)
+    if not _bind_ok(con, sql, used):
+        raise _Fallback
+    table = hooks.original("sql")(con, sql, params=used).to_arrow_table()
+    answer_names = {f"__grail_{s}{n}" for n, _ in scope.calls for s in "ab"}
+    if scope.keep[:1] == ["*"]:
+        kept = [c for c in table.column_names if c not in answer_names]
+    else:
+        kept = list(scope.keep)
+    cols = {c: table.column(c) for c in kept}
+    for n, index_name in scope.calls:
+        entry = reg.fresh(reg.get(index_name), version)
+        cols[f"__grail_r{n}"] = _answers(entry, table.column(f"__grail_a{n}"),
+                                         table.column(f"__grail_b{n}"))
+        if hooks.interrupted(con):
+            raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+    handle = con._register_source(pa.table(cols) if cols else pa.table({"__grail_none": []}))
+    keep.append(handle)
+    return f'"{handle.name}"'
+
+
+def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray):
+    """One engine call for a whole column; types the macro would refuse (or keys of another
+    kind than the index's) send the statement back to the per-chunk path, which reports
+    exactly what DuckDB reports."""
+    kinds = {_kind(a.type), _kind(b.type)} - {"null"}
+    if len(kinds) > 1 or not kinds <= {"int", "str"}:
+        raise _Fallback
+    if len(a) == 0:
+        return pa.array([], pa.bool_())
+    if kinds and kinds != {entry.index.key_kind}:
+        raise _Fallback
+    try:
+        return entry.index.reaches(a, b)
+    except (KeyTypeError, EdgeInputError):
+        raise _Fallback from None
+
+
+def _kind(typ) -> str:
+    if pa.types.is_null(typ):
+        return "null"
+    try:
+        return key_kind(typ)
+    except EdgeInputError:
+        return "other"

@@ -1,0 +1,130 @@
+"""One-to-all queries: every vertex a key reaches (its descendants) or that reaches it (its
+ancestors), by ONE traversal of the condensed DAG instead of one pair query per vertex.
+
+The traversal is the kernels' ``reach_within_colour`` (the primitive of the SCC sweeps) on the
+index's backend, from the key's component, over the forward DAG (descendants) or the reverse
+DAG (ancestors; built once per index from the forward one and kept), then expanded from
+components to their member vertices.
+
+The contract of ``reaches`` decides what the sets hold: a key reaches itself (the empty path),
+so the key is always in its own sets, also when it is not a vertex of the graph (then it is
+the only member); a NULL key has empty sets.
+
+>>> import grail_duckdb as gd
+>>> from grail_duckdb.plugin.registry import Entry
+>>> e = Entry("g", gd.build_index([1, 2, 3], [2, 3, 2], backend="cpu"), "t", "s", "d", 5,
+...           None, {}, None)
+>>> key_set(e, 2, forward=True).to_pylist(), key_set(e, 2, forward=False).to_pylist()
+([2, 3], [1, 2, 3])
+>>> key_set(e, 9, forward=True).to_pylist(), key_set(e, None, forward=True).to_pylist()
+([9], [])
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pyarrow as pa
+
+from ..engine.ingest import as_column
+from ..kernels import to_host
+from ..kernels.protocol import CSR
+
+__all__ = ["key_set", "keys_table", "reached_ids", "set_count"]
+
+#: one-to-all sets kept per index (the last ones asked for), with their Arrow forms
+CACHED_SETS = 16
+
+
+def reached_ids(entry, key, forward: bool) -> np.ndarray | None:
+    """Sorted int32 ids of the vertices ``key`` reaches (``forward``) or that reach it; None
+    when ``key`` is not a vertex (NULL included)."""
+    index = entry.index
+    if key is None:
+        return None
+    vid = int(to_host(index.ids.encode(as_column([key]), np))[0])
+    if vid < 0:
+        return None
+    k = index.kernels
+    xp = k.xp
+    nc = index.n_components
+    identity = nc == index.n_vertices
+    comp = None if identity else index.comp
+    seeds = xp.zeros(nc, dtype=bool)
+    seeds[vid if identity else int(comp[vid])] = True
+    graph = index.dag if forward else _reverse_dag(entry)
+    reached = k.reach_within_colour(graph, seeds, _zero_colour(entry))
+    members = reached if identity else reached[comp]
+    return to_host(xp.flatnonzero(members)).astype(np.int32)
+
+
+def key_set(entry, key, forward: bool) -> pa.Array:
+    """The keys ``key`` reaches (``forward``) or that reach it, itself included (cached)."""
+    return _cached(entry, key, forward)["keys"]
+
+
+def set_count(entry, key, forward: bool) -> int | None:
+    """How many keys are in :func:`key_set` (None for a NULL key)."""
+    return None if key is None else len(key_set(entry, key, forward))
+
+
+def _cached(entry, key, forward: bool) -> dict:
+    """The cached record of one set: ``{"keys": Arrow keys, "ids": ids or None}``; callers add
+    what they derive from it (e.g. a source registered in DuckDB)."""
+    sets = entry.cache.setdefault("sets", OrderedDict())
+    slot = (bool(forward), type(key).__name__, key)
+    with entry.lock:
+        rec = sets.get(slot)
+        if rec is not None:
+            sets.move_to_end(slot)
+            return rec
+    ids = reached_ids(entry, key, forward)
+    if key is None:
+        keys = pa.array([], entry.index.ids.keys.type)
+    elif ids is None:
+        keys = as_column([key])
+    else:
+        keys = entry.index.ids.keys.take(pa.array(ids))
+    rec = {"keys": keys, "ids": ids}
+    with entry.lock:
+        sets[slot] = rec
+        while len(sets) > CACHED_SETS:
+            sets.popitem(last=False)
+    return rec
+
+
+def record(entry, key, forward: bool) -> dict:
+    """The cached record of a set (see :func:`_cached`)."""
+    return _cached(entry, key, forward)
+
+
+def keys_table(entry) -> pa.Table:
+    """``(id, key)`` of every vertex of the index, in id order (kept per index)."""
+    table = entry.cache.get("keys_table")
+    if table is None:
+        keys = entry.index.ids.keys
+        table = pa.table({"id": pa.array(np.arange(len(keys), dtype=np.int32)), "key": keys})
+        entry.cache["keys_table"] = table
+    return table
+
+
+def _reverse_dag(entry) -> CSR:
+    """The condensed DAG with every edge reversed, on the index's backend (built once)."""
+    rev = entry.cache.get("reverse_dag")
+    if rev is None:
+        index = entry.index
+        k, xp = index.kernels, index.kernels.xp
+        dag = index.dag
+        rows = xp.repeat(xp.arange(dag.n, dtype=xp.int32), xp.diff(dag.indptr).astype(xp.int64))
+        rev = CSR(*k.csr(dag.indices, rows, dag.n))
+        entry.cache["reverse_dag"] = rev
+    return rev
+
+
+def _zero_colour(entry):
+    """All components live and of one colour: the traversal reaches everything reachable."""
+    colour = entry.cache.get("zero_colour")
+    if colour is None:
+        xp = entry.index.kernels.xp
+        colour = entry.cache["zero_colour"] = xp.zeros(entry.index.n_components, dtype=xp.int32)
+    return colour

@@ -33,10 +33,15 @@ CREATE OR REPLACE TEMP MACRO __grail_pair(ka, kb) AS
 CREATE OR REPLACE TEMP MACRO __grail_pair_kind(ta, tb) AS
     __grail_pair(__grail_kind(ta), __grail_kind(tb));
 
-CREATE OR REPLACE TEMP MACRO __grail_key_error(ta, tb) AS
-    error('KeyTypeError: reaches: vertex keys must be both integers or both VARCHAR, got '
-          || ta || ' and ' || tb || '; cast them to the key type of the edge table, e.g. '
-          || 'CAST(x AS BIGINT)');
+-- Keys of a type no index has: an error that names the types. For reaches() it is raised by a
+-- Python function of the keys (DuckDB treats error() as volatile, which window clauses refuse);
+-- for constant keys it is raised when the statement is planned.
+CREATE OR REPLACE TEMP MACRO __grail_key_error(a, b) AS
+    __grail_py_key_error(typeof(a) || ' and ' || typeof(b), CAST(a AS VARCHAR) || CAST(b AS VARCHAR));
+
+CREATE OR REPLACE TEMP MACRO __grail_type_error(ta, tb) AS
+    error('KeyTypeError: vertex keys must be both integers or both VARCHAR, got ' || ta || ' and '
+          || tb || '; cast them to the key type of the edge table, e.g. CAST(x AS BIGINT)');
 
 -- reaches(src, dst [, index_name]): is there a directed path src -> dst?
 -- NULL -> NULL, x reaches x, a key that is no vertex reaches nothing. Without index_name (or
@@ -47,7 +52,7 @@ CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
         WHEN 'str' THEN __grail_py_reaches_str_only(CAST(a AS VARCHAR), CAST(b AS VARCHAR))
         WHEN 'int' THEN __grail_py_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
-        ELSE __grail_key_error(typeof(a), typeof(b)) END,
+        ELSE __grail_key_error(a, b) END,
     (a, b, index_name) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_reaches_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
@@ -55,7 +60,7 @@ CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
         WHEN 'int' THEN __grail_py_reaches_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
                                                CAST(index_name AS VARCHAR))
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
-        ELSE __grail_key_error(typeof(a), typeof(b)) END;
+        ELSE __grail_key_error(a, b) END;
 
 -- The list form: two lists of keys in, one list of answers out, one engine call per chunk of
 -- rows (a NULL list on either side gives NULL).
@@ -66,7 +71,7 @@ CREATE OR REPLACE TEMP MACRO reaches_list(a, b, index_name := '') AS
         WHEN 'int' THEN __grail_py_reaches_list_int(CAST(a AS BIGINT[]), CAST(b AS BIGINT[]),
                                                     CAST(index_name AS VARCHAR))
         WHEN 'null' THEN CAST(NULL AS BOOLEAN[])
-        ELSE __grail_key_error(typeof(a), typeof(b)) END;
+        ELSE __grail_type_error(typeof(a), typeof(b)) END;
 
 -- reaches_pairs(table_name, src_column, dst_column [, index_name]): every row of a table or
 -- view as (src, dst, reaches). The names are looked up as names (query_table,
@@ -84,14 +89,14 @@ CREATE OR REPLACE TEMP MACRO __grail_reach_ids(x, index_name, forward) AS
         WHEN 'str' THEN __grail_py_reach_ids_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
         WHEN 'int' THEN __grail_py_reach_ids_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
         WHEN 'null' THEN CAST(NULL AS INTEGER[])
-        ELSE __grail_key_error(typeof(x), typeof(x)) END;
+        ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
 CREATE OR REPLACE TEMP MACRO __grail_reach_count(x, index_name, forward) AS
     CASE __grail_kind(typeof(x))
         WHEN 'str' THEN __grail_py_reach_count_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
         WHEN 'int' THEN __grail_py_reach_count_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
         WHEN 'null' THEN CAST(NULL AS BIGINT)
-        ELSE __grail_key_error(typeof(x), typeof(x)) END;
+        ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
 -- descendants(x [, index_name]): the keys x reaches, x itself included (reaches(x, x) is true);
 -- ancestors(x [, index_name]): the keys that reach x, x included. A key that is not a vertex

@@ -32,9 +32,10 @@ from . import connections, hooks, statements
 from .registry import Registry
 from .sqlerrors import grail_error
 from .sqlfiles import named_queries, sql_text
+from .statements import explain, per_chunk
 
-__all__ = ["build", "grail_error", "install", "named_queries", "registry_of", "sql",
-           "sql_text"]
+__all__ = ["build", "explain", "grail_error", "install", "named_queries", "per_chunk",
+           "registry_of", "sql", "sql_text"]
 
 
 def install(con=None):

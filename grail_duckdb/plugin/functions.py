@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine.index import DEFAULT_LABELS
-from ..errors import EdgeInputError, GrailError
+from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import chunks, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE
 
@@ -28,6 +28,14 @@ def db_token(reg):
 def _index_for(reg, name: str):
     """The fresh entry named ``name`` ('' = the only one)."""
     return reg.fresh(reg.get(name))
+
+
+def key_error(reg, types, values):
+    """Raise the error for keys of a type no index has (called only for such rows)."""
+    raise KeyTypeError(
+        f"reaches: vertex keys must be both integers or both VARCHAR, got "
+        f"{types[0].as_py() if len(types) else 'other types'}; cast them to the key type of "
+        "the edge table, e.g. CAST(x AS BIGINT)")
 
 
 def reaches_only(reg, src, dst):
@@ -160,6 +168,7 @@ FUNCTIONS = [
     *[(f"reach_count_{k}", reach_count, [t, "VARCHAR", "BOOLEAN"], "BIGINT", "arrow", False)
       for k, t in _KEY.items()],
     ("keys_source", keys_source, ["VARCHAR"], "VARCHAR", "native", False),
+    ("key_error", key_error, ["VARCHAR", "VARCHAR"], "BOOLEAN", "arrow", False),
     ("index", grail_index,
      ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"],
      SUMMARY_SQL, "arrow", True),

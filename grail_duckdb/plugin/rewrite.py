@@ -41,7 +41,7 @@ from sqlglot.tokens import TokenType
 from . import names
 from .names import DIALECT
 
-__all__ = ["MENTION", "ConstSite", "Plan", "ScopeSite", "normalise", "plan_for"]
+__all__ = ["MENTION", "ConstSite", "Plan", "ScopeSite", "describe", "normalise", "plan_for"]
 
 #: a statement that may use the plugin's functions (a cheap test before any parsing)
 MENTION = re.compile(r"(?i)\b(?:reaches|descendants|ancestors)\w*\s*\(")
@@ -90,12 +90,40 @@ class Plan:
         return bool(self.consts or self.scopes)
 
 
+def describe(plan: Plan) -> str:
+    """The plan as text: the rewritten statement, then what each marker becomes (markers
+    shown as ``@1, @2, ...``); ``reaches`` calls left in the text run per chunk.
+
+    >>> print(describe(plan_for("SELECT count(*) FROM t WHERE reaches(x, 7)", None, {})))
+    => SELECT COUNT(*) FROM t WHERE @1
+    @1 <= x IN ancestors(7)
+    """
+    order = {}
+    for m in re.findall(r"__grail_m[0-9a-f]+_\d+", plan.main_sql + "".join(
+            s.fetch_sql for s in plan.scopes)):
+        order.setdefault(m, f"@{len(order) + 1}")
+
+    def show(text: str) -> str:
+        return re.sub(r"__grail_m[0-9a-f]+_\d+", lambda mo: order.get(mo.group(0), "@?"), text)
+
+    lines = [f"=> {show(plan.main_sql)}"]
+    for site in plan.consts:
+        fn = "descendants" if site.forward else "ancestors"
+        args = site.const.sql(DIALECT) + (f", {names.sql_string(site.index)}" if site.index else "")
+        what = f"{fn}({args})" if site.other is None else f"{site.other} IN {fn}({args})"
+        lines.append(f"{show(site.marker)} <= {what}")
+    for scope in plan.scopes:
+        lines.append(f"{show(scope.marker)} <= {show(scope.fetch_sql)}")
+    return "\n".join(lines)
+
+
 def normalise(query: str, params):
     """``(text, dict or None)``: positional ``?`` renamed ``$1, $2, ...`` in text order and the
     parameters as a dict, so sub-statements can bind any subset; None when the statement and
     the parameters do not fit together (DuckDB then reports it)."""
     tokens = sqlglot.Dialect.get_or_raise(DIALECT).tokenize(query)
-    spots = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    spots = [t for t in tokens if t.text.startswith("?")  # '?::INT' is one token, QDCOLON
+             and t.token_type in (TokenType.PLACEHOLDER, TokenType.QDCOLON)]
     if isinstance(params, dict):
         return (None, None) if spots else (query, dict(params))
     if params is None:
@@ -103,7 +131,7 @@ def normalise(query: str, params):
     values = list(params)
     text = query
     for i, tok in reversed(list(enumerate(spots))):
-        text = text[:tok.start] + f"${i + 1}" + text[tok.end + 1:]
+        text = text[:tok.start] + f"${i + 1}" + text[tok.start + 1:]
     return text, {str(i + 1): v for i, v in enumerate(values)}
 
 
@@ -125,7 +153,7 @@ def plan_for(text: str, columns_of, variables: dict) -> Plan | None:
 class _Planner:
     def __init__(self, tree, columns_of, variables):
         self.tree = tree
-        self.columns_of = columns_of
+        self.columns_of = columns_of or (lambda sql: None)
         self.token = uuid.uuid4().hex[:10]
         self.count = 0
         self.plan = Plan("", set())

@@ -26,13 +26,15 @@ from collections import OrderedDict
 
 import duckdb
 import pyarrow as pa
+import sqlglot
+from sqlglot.tokens import TokenType
 
 from ..engine.ingest import key_kind
 from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import connections, hooks, rewrite, traversal
 from .sqlerrors import as_sql_error
 
-__all__ = ["PLANS_PER_DATABASE", "Route", "per_chunk", "route"]
+__all__ = ["PLANS_PER_DATABASE", "Route", "explain", "per_chunk", "route"]
 
 PLANS_PER_DATABASE = 256
 _PER_CHUNK: "weakref.WeakSet" = weakref.WeakSet()
@@ -153,7 +155,7 @@ def _execute_plan(route_, reg, plan, params, handles, alias):
     for scope in plan.scopes:
         subst[scope.marker] = _scope_copy(route_, reg, scope, params, subst, version, keep)
     final = _substitute(plan.main_sql, subst)
-    used = _subset(params, plan.params)
+    used = _subset(params, _params_of(final))
     if _bind_ok(con, final, used) is False:
         raise _Fallback
     if route_.method == "execute":
@@ -163,6 +165,14 @@ def _execute_plan(route_, reg, plan, params, handles, alias):
     out = hooks.original("sql")(con, final, alias=alias, params=used)
     hooks.keep(con, keep, out)
     return out
+
+
+def _params_of(sql: str) -> set:
+    """The parameter names in a SQL text (tokens, so strings and comments do not count)."""
+    if "$" not in sql:
+        return set()
+    tokens = sqlglot.Dialect.get_or_raise(rewrite.DIALECT).tokenize(sql)
+    return {b.text for a, b in zip(tokens, tokens[1:]) if a.token_type == TokenType.PARAMETER}
 
 
 def _bind_ok(con, sql, params) -> bool:
@@ -206,7 +216,7 @@ def _const_sql(con, reg, site, params, version, keep) -> str:
     keep.append(handle)
     c = site.const.sql(rewrite.DIALECT)
     return (f"(CASE __grail_pair_kind(typeof({site.other}), typeof({c})) WHEN '{kind}' THEN "
-            f"{test} ELSE __grail_key_error(typeof({site.other}), typeof({c})) END)")
+            f"{test} ELSE __grail_key_error({site.other}, {c}) END)")
 
 
 def _registered(con, rec: dict, form: str, make):
@@ -291,3 +301,19 @@ def _kind(typ) -> str:
         return key_kind(typ)
     except EdgeInputError:
         return "other"
+
+
+def explain(con, query: str, params=None) -> str:
+    """Which path a statement's ``reaches`` calls take on ``con``, as text: the statement as
+    it will run (``=> ...``; ``reaches`` calls still in it run per chunk) and what each marker
+    ``@n`` becomes (a one-to-all set, or a source's copy with whole-column answers)."""
+    inst = connections.install_on(con)
+    text, values = rewrite.normalise(query, params)
+    if text is None:
+        return "per-chunk: the parameters do not fit the statement"
+    plan = _plan(con, inst.registry, text, values, {})
+    if plan is None:
+        return "per-chunk: not one statement that sqlglot parses"
+    if not plan.rewrites:
+        return "per-chunk: " + query.strip()
+    return rewrite.describe(plan)

@@ -111,6 +111,7 @@ def install_on(con) -> Installation:
         execute(con, sql_text("grail.sql").replace(SQL_PREFIX, inst.prefix)).fetchall()
         _INSTALLED[con] = inst
         reg.add_owner(con)
+        hooks.watch(con)
         return inst
 
 

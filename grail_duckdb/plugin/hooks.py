@@ -31,7 +31,7 @@ import duckdb
 from .sqlerrors import grail_error
 
 __all__ = ["PLAIN", "clear_interrupt", "enable", "enable_module_functions", "in_duckdb_frame",
-           "interrupted", "keep", "original", "parent_of", "release", "release_all"]
+           "in_family", "interrupted", "keep", "original", "release", "release_all", "watch"]
 
 _CLASS = _duckdb.DuckDBPyConnection
 _HOOKED = ("execute", "sql", "query", "from_query", "cursor", "close", "interrupt")
@@ -42,7 +42,8 @@ _LOCK = threading.Lock()
 _SLOTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: the same for relations returned by ``sql`` (lazy: read whenever they are fetched)
 _RELATIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_PARENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # cursor -> parent (weak)
+#: installed connections, and cursors made (directly or not) from one: installed on first use
+_FAMILY: "weakref.WeakSet" = weakref.WeakSet()
 _INTERRUPTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _STATE = {"route": None, "closing": None}
 
@@ -150,7 +151,8 @@ def _module_sql(query, *, alias="", params=None, connection=None):
 
 def _cursor(self):
     cur = _ORIG["cursor"](self)
-    _PARENTS[cur] = weakref.ref(self)
+    if self in _FAMILY:
+        _FAMILY.add(cur)
     return cur
 
 
@@ -183,10 +185,14 @@ def in_duckdb_frame(fn):
     return out
 
 
-def parent_of(con):
-    """The connection ``con`` is a cursor of (made after install), or None."""
-    ref = _PARENTS.get(con)
-    return None if ref is None else ref()
+def watch(con) -> None:
+    """Remember an installed connection: its cursors will be installed on first use."""
+    _FAMILY.add(con)
+
+
+def in_family(con) -> bool:
+    """Whether ``con`` is installed or a cursor (of a cursor...) of an installed one."""
+    return con in _FAMILY
 
 
 def keep(con, handles: list, relation=None) -> None:

@@ -88,10 +88,7 @@ def route(con, method, query, params):
     inst = connections.installation(con)
     mentions = isinstance(query, str) and rewrite.MENTION.search(query) is not None
     if inst is None:
-        parent = hooks.parent_of(con)
-        while parent is not None and connections.installation(parent) is None:
-            parent = hooks.parent_of(parent)
-        if parent is None or not mentions:
+        if not mentions or not hooks.in_family(con):
             return None
         inst = connections.install_on(con)
     return Route(con, inst, method, query, params, mentions and con not in _PER_CHUNK)

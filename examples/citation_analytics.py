@@ -5,19 +5,16 @@ Runs the queries of sql/examples.sql on the real arXiv hep-th citation graph (ci
 
     python examples/citation_analytics.py [--edges FILE] [--papers N]
 
-Each query is run twice, as written (the scalar reaches path, DuckDB's 2048-row chunks) and
-through grail_duckdb.sql (the whole-column path), and the two answers are compared.
+Each query is plain SQL on an installed connection (grail_duckdb picks the path: one-to-all
+traversal, whole columns, or DuckDB's chunks). It runs warm, beside its recursive-CTE twin
+from the same file, and as written on the per-chunk path; all three answers are compared.
 """
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-import duckdb
-
-import grail_duckdb as gd
-from grail_duckdb.plugin import named_queries
+from grail_duckdb.tools.bench_sql import citation_connection, examples_vs_cte
 
 HEPTH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "snap" / "cit-HepTh.tsv.gz"
 
@@ -40,34 +37,34 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--edges")
     ap.add_argument("--papers", type=int, default=200_000)
+    ap.add_argument("--cte-budget", type=float, default=10.0,
+                    help="seconds after which a recursive CTE is stopped")
     args = ap.parse_args(argv)
 
-    con = gd.install(duckdb.connect())
-    con.execute("SET enable_progress_bar = false")
-    con.register("citations", load_citations(args.edges, args.papers))
-    con.execute("CREATE TABLE cites AS SELECT src AS citing, dst AS cited FROM citations")
-    con.execute("CREATE VIEW papers AS SELECT citing AS id FROM cites UNION SELECT cited FROM cites")
-
     # The index: built through SQL (an in-memory database keeps it in memory; pass
-    # path := 'cites.grail.parquet' to persist it, or use a file database).
-    summary = con.execute("SELECT grail_index('cites', src := 'citing', dst := 'cited')").fetchall()[0][0]
+    # index_path='cites.grail.parquet' to persist it, or use a file database).
+    con, summary = citation_connection(load_citations(args.edges, args.papers))
     print(f"index: {summary['vertices']:,} papers, {summary['components']:,} components, "
           f"{summary['build_seconds']:.2f} s")
-
-    answers, params = {}, {}
-    for name, query in named_queries("examples.sql").items():
-        use = {k: v for k, v in params.items() if f"${k}" in query}
-        t0 = time.perf_counter()
-        rows = con.execute(query, use).fetchall()  # scalar path
-        t1 = time.perf_counter()
-        whole = gd.sql(con, query, params=use or None).fetchall()  # whole-column path
-        t2 = time.perf_counter()
-        assert sorted(map(repr, rows)) == sorted(map(repr, whole)), name
-        if name == "most_cited":
-            params["paper"] = rows[0][0]
-        answers[name] = rows
-        print(f"{name:18} {str(rows[:3])[:70]:72} scalar {1000 * (t1 - t0):7.1f} ms, "
-              f"whole column {1000 * (t2 - t1):7.1f} ms")
+    answers = {}
+    try:
+        for rec in examples_vs_cte(con, budget=args.cte_budget, per_chunk_too=True):
+            name = rec["name"]
+            answers[name] = rec["rows"]
+            line = f"{name:18} {str(rec['rows'][:3])[:60]:62} {1000 * rec['seconds']:7.1f} ms"
+            if "per_chunk_seconds" in rec:
+                assert rec["per_chunk_same"], name
+                line += f", per chunk {1000 * rec['per_chunk_seconds']:7.1f} ms"
+            if "cte_seconds" in rec:
+                answers[name + "_cte"] = rec["cte_rows"]
+                if rec["cte_seconds"] is None:
+                    line += f", recursive CTE > {args.cte_budget:.0f} s"
+                else:
+                    assert rec["cte_same"], name
+                    line += f", recursive CTE {1000 * rec['cte_seconds']:7.1f} ms"
+            print(line)
+    finally:
+        con.close()
     return answers
 
 

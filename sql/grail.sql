@@ -16,11 +16,19 @@ CREATE OR REPLACE TEMP MACRO __grail_kind(t) AS
          WHEN t = '"NULL"' THEN 'null'
          ELSE 'other' END;
 
--- The same for a list type ('BIGINT[]' -> 'int'); a NULL list or an empty list literal: 'null'.
+-- The same for a list type ('BIGINT[]' -> 'int'); a NULL list: 'null'; the empty list
+-- literal []: 'empty' (it takes the other list's kind, and answers [] against any index).
 CREATE OR REPLACE TEMP MACRO __grail_list_kind(t) AS
-    CASE WHEN t IN ('"NULL"', '"NULL"[]') THEN 'null'
+    CASE WHEN t = '"NULL"' THEN 'null'
+         WHEN t = '"NULL"[]' THEN 'empty'
          WHEN suffix(t, '[]') THEN __grail_kind(t[1:-3])
          ELSE 'other' END;
+
+CREATE OR REPLACE TEMP MACRO __grail_list_pair(ka, kb) AS
+    CASE WHEN ka = kb THEN (CASE WHEN ka = 'empty' THEN 'int' ELSE ka END)
+         WHEN ka IN ('null', 'empty') THEN (CASE WHEN kb = 'empty' THEN 'int' ELSE kb END)
+         WHEN kb IN ('null', 'empty') THEN (CASE WHEN ka = 'empty' THEN 'int' ELSE ka END)
+         ELSE 'bad' END;
 
 -- The key kind shared by the types of a (src, dst) pair: a NULL literal takes the other's kind,
 -- two different kinds give 'bad'.
@@ -65,7 +73,7 @@ CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
 -- The list form: two lists of keys in, one list of answers out, one engine call per chunk of
 -- rows (a NULL list on either side gives NULL).
 CREATE OR REPLACE TEMP MACRO reaches_list(a, b, index_name := '') AS
-    CASE __grail_pair(__grail_list_kind(typeof(a)), __grail_list_kind(typeof(b)))
+    CASE __grail_list_pair(__grail_list_kind(typeof(a)), __grail_list_kind(typeof(b)))
         WHEN 'str' THEN __grail_py_reaches_list_str(CAST(a AS VARCHAR[]), CAST(b AS VARCHAR[]),
                                                     CAST(index_name AS VARCHAR))
         WHEN 'int' THEN __grail_py_reaches_list_int(CAST(a AS BIGINT[]), CAST(b AS BIGINT[]),

@@ -144,7 +144,7 @@ def keys_source(reg, name):
     entry = _index_for(reg, name or "")
     handle = entry.cache.get("keys_handle")
     if handle is None:
-        cur = reg.cursor()
+        cur = reg.cursor(quiet=False)
         try:
             handle = cur._register_source(traversal.keys_table(entry))
         finally:

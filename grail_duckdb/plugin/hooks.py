@@ -95,7 +95,7 @@ def _execute(self, query, parameters=None):
         return _ORIG["execute"](self, query, parameters)
     if route.rewrite:
         try:
-            captured = self._bind(query, capture=True, values=parameters)[5]
+            captured = self._bind(query, capture=True, values=parameters)[5] if route.capture else ()
         except Exception:
             captured = None
         if captured is not None:
@@ -119,7 +119,7 @@ def _sql(self, query, *, alias="", params=None):
         return _ORIG["sql"](self, query, alias=alias, params=params)
     if route.rewrite:
         try:
-            captured = self._bind(query, capture=True, values=params)[5]
+            captured = self._bind(query, capture=True, values=params)[5] if route.capture else ()
         except Exception:
             captured = None
         if captured is not None:

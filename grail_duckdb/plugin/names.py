@@ -19,10 +19,11 @@ from sqlglot.errors import ParseError, TokenError
 from ..errors import EdgeInputError, GrailError
 
 __all__ = ["DIALECT", "index_name", "plain_table", "quote_column", "quote_identifier",
-           "quote_table", "sql_string", "table_leaf", "table_parts", "column_name"]
+           "quote_table", "readable", "sql_string", "table_leaf", "table_parts", "column_name"]
 
 DIALECT = "duckdb"
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+_SIMPLE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def _parse_name(text: str, into, what: str):
@@ -63,6 +64,19 @@ def column_name(quoted: str) -> str:
     'Citing Paper'
     """
     return _parse_name(quoted, exp.Column, "column").name
+
+
+def readable(quoted: str) -> str:
+    """A quoted (dotted) name without the quotes where none are needed, for messages and
+    statements a user pastes.
+
+    >>> readable('"main"."cites"'), readable('"My Edges"')
+    ('main.cites', '"My Edges"')
+    """
+    parts = table_parts(quoted)
+    if all(_SIMPLE.match(p) for p in parts):
+        return ".".join(parts)
+    return quoted
 
 
 def plain_table(name: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,9 +66,9 @@ class Entry:
 
     def rebuild_sql(self) -> str:
         """The statement that rebuilds this index as it was built (pasteable)."""
-        s = names.sql_string
-        return (f"SELECT grail_index({s(self.table)}, src := {s(self.src)}, dst := "
-                f"{s(self.dst)}, labels := {self.labels}, name := {s(self.name)}, rebuild := "
+        s, r = names.sql_string, names.readable
+        return (f"SELECT grail_index({s(r(self.table))}, src := {s(r(self.src))}, dst := "
+                f"{s(r(self.dst))}, labels := {self.labels}, name := {s(self.name)}, rebuild := "
                 f"true{', auto_rebuild := true' if self.auto_rebuild else ''})")
 
     def summary(self) -> dict:
@@ -102,7 +103,7 @@ class Registry:
     db_path: Path | None
     owners: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     entries: dict = field(default_factory=dict)
-    plans: dict = field(default_factory=dict)  # statement plans (see .rewrite)
+    plans: OrderedDict = field(default_factory=OrderedDict)  # statement plans (.statements)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     # --- connections ------------------------------------------------------------------------
@@ -124,11 +125,13 @@ class Registry:
         """DuckDB's count of writing statements in this database instance (free to read)."""
         return self.connection()._catalog_version()
 
-    def cursor(self):
-        """A fresh cursor on this database, with DuckDB's progress bar off (the scans it runs
-        inside a query print nothing)."""
+    def cursor(self, quiet: bool = True):
+        """A fresh cursor on this database; ``quiet``: with DuckDB's progress bar off (the long
+        scans it runs inside a query print nothing). That SET counts as a write in DuckDB's
+        catalog version, so read the version after making the cursor."""
         cur = self.connection().cursor()
-        cur.execute("SET enable_progress_bar = false")
+        if quiet:
+            cur.execute("SET enable_progress_bar = false")
         return cur
 
     # --- lookup -------------------------------------------------------------------------------
@@ -198,8 +201,8 @@ class Registry:
                 f"not {name!r} (the file was copied or renamed); rebuild with "
                 f"SELECT grail_index({names.sql_string(side['table'])}, name := '{name}', "
                 f"rebuild := true)")
-        version = self.catalog_version()
         cur = self.cursor()
+        version = self.catalog_version()
         try:
             entry = Entry(name, None, side["table"], side["src"], side["dst"], side["labels"],
                           path, {}, None, "loaded")
@@ -239,7 +242,7 @@ class Registry:
 
     def _verify(self, entry: Entry, version: int) -> None:
         """Compare the table's catalog signals, then (when they match) its content check."""
-        cur = self.cursor()
+        cur = self.cursor(quiet=False)
         try:
             sig = signals(cur, entry.where, entry.table)
             changed = sig is not None and entry.signals is not None and sig != entry.signals
@@ -271,8 +274,8 @@ class Registry:
         name = names.index_name(name if name else names.table_leaf(table))
         labels = check_labels(labels)
         with self.lock:
-            version = self.catalog_version()
             cur = self.cursor()
+            version = self.catalog_version()
             try:
                 where = where_is(cur, names.table_parts(qtable))
                 target = Path(path).resolve() if path else self._default_path(name, where, cur)

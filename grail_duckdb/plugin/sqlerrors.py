@@ -53,8 +53,9 @@ def grail_error(exc: BaseException) -> Exception | None:
     >>> import duckdb
     >>> e = duckdb.InvalidInputException("Invalid Input Error: Python exception occurred while "
     ...                                   "executing the UDF: KeyTypeError: cast the keys")
-    >>> type(grail_error(e)).__mro__[2].__name__, str(grail_error(e))
-    ('KeyTypeError', 'KeyTypeError: cast the keys')
+    >>> from grail_duckdb.errors import KeyTypeError
+    >>> isinstance(grail_error(e), KeyTypeError), str(grail_error(e))
+    (True, 'KeyTypeError: cast the keys')
     """
     if isinstance(exc, errors.GrailError):
         return exc if isinstance(exc, duckdb.Error) else as_sql_error(exc)

@@ -26,7 +26,7 @@ import pyarrow as pa
 from ..engine.index import edges_fingerprint, load_index
 from ..engine.persistence import read_metadata
 from ..errors import EdgeInputError, StaleIndexError
-from .names import sql_string
+from .names import readable, sql_string
 
 __all__ = ["load_checked", "read_edge_table", "same_check", "signals", "stale_error",
            "table_check", "where_is"]
@@ -62,7 +62,7 @@ def load_checked(cur, name, path, qtable, qsrc, qdst, side, rebuild_sql, check=N
 def stale_error(name: str, qtable: str, rebuild_sql: str) -> StaleIndexError:
     """The error for a stale index, with the statement that rebuilds it (pasteable)."""
     return StaleIndexError(
-        f"the reachability index {name!r} is stale: the edge table {qtable} "
+        f"the reachability index {name!r} is stale: the edge table {readable(qtable)} "
         f"changed since it was built (committed INSERT, UPDATE, DELETE or replacement); rebuild "
         f"it with {rebuild_sql} (or build it with auto_rebuild := true to rebuild on change)")
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections import OrderedDict
 
 import duckdb
 import pyarrow as pa
@@ -55,31 +54,40 @@ def per_chunk(con):
 
 
 class Route:
-    """One statement on an installed connection (see the module's docstring)."""
+    """One statement on an installed connection (see the module's docstring).
 
-    __slots__ = ("con", "method", "query", "params", "rewrite", "inst")
+    ``rewrite``: whether the statement may be rewritten; ``capture``: whether the hook must bind
+    it first with DuckDB's capture of Python variables (always the first time; afterwards only
+    when its plan reads Python variables, whose current objects must be looked up).
+    """
 
-    def __init__(self, con, inst, method, query, params, rewrite_it):
+    __slots__ = ("con", "method", "text", "params", "rewrite", "capture", "inst", "plan")
+
+    def __init__(self, con, inst, method, text, params, plan):
         self.con, self.inst, self.method = con, inst, method
-        self.query, self.params, self.rewrite = query, params, rewrite_it
+        self.text, self.params, self.plan = text, params, plan
+        self.rewrite = text is not None and plan is not None and (plan is _UNKNOWN or plan.rewrites)
+        self.capture = plan is _UNKNOWN or bool(plan and plan.variables)
 
     def run(self, captured, alias: str = ""):
         """The result of the rewritten statement, or ``hooks.PLAIN``."""
         reg = self.inst.registry
-        text, params = rewrite.normalise(self.query, self.params)
-        if text is None:
-            return hooks.PLAIN
         handles = {name: h for name, h in captured}
-        plan = _plan(self.con, reg, text, params, handles)
+        plan = self.plan
+        if plan is _UNKNOWN or (plan is not None and set(plan.variables.values()) != set(handles)):
+            plan = _new_plan(self.con, reg, self.text, self.params, handles)
         if plan is None or not plan.rewrites:
             return hooks.PLAIN
         hooks.clear_interrupt(self.con)
         try:
-            return _execute_plan(self, reg, plan, params, handles, alias)
+            return _execute_plan(self, reg, plan, self.params, handles, alias)
         except _Fallback:
             return hooks.PLAIN
         except GrailError as exc:
             raise as_sql_error(exc) from None
+
+
+_UNKNOWN = object()  # no plan yet
 
 
 def route(con, method, query, params):
@@ -91,20 +99,22 @@ def route(con, method, query, params):
         if not mentions or not hooks.in_family(con):
             return None
         inst = connections.install_on(con)
-    return Route(con, inst, method, query, params, mentions and con not in _PER_CHUNK)
+    if not mentions or con in _PER_CHUNK:
+        return Route(con, inst, method, None, None, None)
+    text, values = rewrite.normalise(query, params)
+    plan = None if text is None else inst.registry.plans.get(_key(text, values), _UNKNOWN)
+    return Route(con, inst, method, text, values, plan)
 
 
-def _plan(con, reg, text, params, handles):
-    key = (text, isinstance(params, dict) and tuple(sorted(params)), tuple(sorted(handles)))
-    plans = reg.plans
-    if key in plans:
-        plans.move_to_end(key) if isinstance(plans, OrderedDict) else None
-        return plans[key]
+def _key(text, params):
+    return (text, isinstance(params, dict) and tuple(sorted(params)))
+
+
+def _new_plan(con, reg, text, params, handles):
     variables = {name: f'"{h.name}"' for name, h in handles.items()}
     plan = rewrite.plan_for(text, lambda sql: _columns(con, sql, params), variables)
-    if not isinstance(plans, OrderedDict):
-        reg.plans = plans = OrderedDict(plans)
-    plans[key] = plan
+    plans = reg.plans
+    plans[_key(text, params)] = plan
     while len(plans) > PLANS_PER_DATABASE:
         plans.popitem(last=False)
     return plan
@@ -308,7 +318,8 @@ def explain(con, query: str, params=None) -> str:
     text, values = rewrite.normalise(query, params)
     if text is None:
         return "per-chunk: the parameters do not fit the statement"
-    plan = _plan(con, inst.registry, text, values, {})
+    plan = inst.registry.plans.get(_key(text, values)) or _new_plan(con, inst.registry, text,
+                                                                     values, {})
     if plan is None:
         return "per-chunk: not one statement that sqlglot parses"
     if not plan.rewrites:

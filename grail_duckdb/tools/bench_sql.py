@@ -1,28 +1,59 @@
-"""The bench's SQL paths: the scalar ``reaches`` (DuckDB's chunks), the whole-column
-``reaches_pairs`` and the identity arrow UDF (the floor any per-chunk UDF pays)."""
+"""The bench's SQL rows: which path a statement takes and what it costs.
+
+* the plain statement ``count(*) FILTER (WHERE reaches(a, b))`` on an installed connection (the
+  whole-column path: one fetch, one engine call, the answers read back as a column);
+* ``reaches_pairs`` (the same machinery, through its table macro);
+* the per-chunk path (the same statement with every call per DuckDB chunk, as joins and
+  correlated subqueries run) and DuckDB's floor for any per-chunk Python function (an identity
+  arrow function over the same pairs);
+* the analytic queries of ``sql/examples.sql`` against their recursive-CTE twins (warm);
+* the freshness check each statement runs, on the edge table of the workload.
+
+``bench_sql`` and ``bench_identity`` feed the main bench's tables; ``python -m
+grail_duckdb.tools.bench_sql`` runs the SQL rows alone at any size (1M and 10M pairs) and
+writes a Markdown table, e.g. ``--workloads citeseer cit-HepTh --pairs 1000000 10000000``.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import threading
 import time
+from pathlib import Path
 
+import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..plugin import install
+from ..plugin import install, named_queries, per_chunk, registry_of
 from . import bench_baselines as bl
+from .datasets import load_dataset
+from .generators import citation_dag
+from .workloads import random_pairs
+
+__all__ = ["bench_identity", "bench_sql", "citation_connection", "examples_vs_cte",
+           "freshness_costs", "main", "sql_paths", "timed"]
+
+#: method -> (statement, whole_column)
+_SQL_QUERIES = {
+    "SQL plain statement (whole column)":
+        ("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs_{q}", True),
+    "SQL reaches_pairs()":
+        ("SELECT count(*) FROM reaches_pairs('pairs_{q}', 'a', 'b') WHERE reaches", True),
+    "SQL per-chunk path": ("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs_{q}", False),
+}
 
 
 def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backend: str,
               s: dict) -> dict:
-    """The SQL paths on one backend: scalar ``reaches`` and whole-column ``reaches_pairs``.
-
-    Returns ``{method: {query set: figures}}`` plus ``_build_seconds`` (``grail_index`` on the
-    edge table, read through DuckDB).
-    """
+    """The SQL paths on one backend, for the main bench: ``{method: {query set: figures}}``
+    plus ``_build_seconds`` (``grail_index`` on the edge table, read through DuckDB)."""
     old = os.environ.get("GRAIL_DUCKDB_BACKEND")
     os.environ["GRAIL_DUCKDB_BACKEND"] = backend
     con = bl.pairs_connection(sets, s["threads"])
     try:
-        return _sql_paths(con, install, edges, sets, expected, s)
+        return _sql_rows(con, edges, sets, expected, s)
     finally:
         con.close()
         if old is None:
@@ -31,42 +62,45 @@ def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backen
             os.environ["GRAIL_DUCKDB_BACKEND"] = old
 
 
-_SQL_QUERIES = {
-    "SQL reaches() scalar": "SELECT count(*) FROM pairs_{q} WHERE reaches(a, b)",
-    "SQL reaches_pairs() whole column":
-        "SELECT count(*) FROM reaches_pairs('pairs_{q}', 'a', 'b') WHERE reaches",
-}
-
-
-def _sql_paths(con, install, edges, sets, expected, s) -> dict:
-    """Build the index through SQL, then time each query of ``_SQL_QUERIES`` per query set."""
+def _sql_rows(con, edges, sets, expected, s) -> dict:
     install(con)
-    con.register("bench_edges_view", edges.select(["src", "dst"]))
-    con.execute("CREATE TABLE bench_edges AS SELECT * FROM bench_edges_view")
-    con.unregister("bench_edges_view")
-    t0 = time.perf_counter()
-    try:
-        con.execute("SELECT grail_index('bench_edges', src := 'src', dst := 'dst', "
-                    f"labels := {int(s['labels'])})").fetchall()
-    except Exception as exc:  # a SQL layer still in progress: report, do not abort the bench
-        return {"_note": f"SQL paths not measured: grail_index failed: {exc}"[:300]}
-    out: dict = {"_build_seconds": time.perf_counter() - t0}
+    seconds = _load_edges(con, edges, int(s["labels"]))
+    if isinstance(seconds, str):
+        return {"_note": seconds}
+    out: dict = {"_build_seconds": seconds}
     for q, table in sets.items():
         want = int(expected[q].sum())
-        for method, sql in _SQL_QUERIES.items():
-            out.setdefault(method, {})[q] = _time_count(con, sql.format(q=q), want, len(table))
+        for method, (sql, whole) in _SQL_QUERIES.items():
+            out.setdefault(method, {})[q] = _time_count(con, sql.format(q=q), want, len(table),
+                                                        whole)
     return out
 
 
-def _time_count(con, sql: str, want: int, total: int) -> dict:
-    """Best-of-three time of a ``count(*)`` query; agree = the count matches the engine's."""
+def _load_edges(con, edges: pa.Table, labels: int):
+    """``bench_edges`` as a table and its index through SQL; the build's seconds (or a note)."""
+    con.register("bench_edges_view", edges.select(["src", "dst"]))
+    con.execute("CREATE OR REPLACE TABLE bench_edges AS SELECT * FROM bench_edges_view")
+    con.unregister("bench_edges_view")
+    t0 = time.perf_counter()
     try:
-        seconds, row = bl.best_of(lambda: con.execute(sql).fetchall()[0])
-    except Exception as exc:  # a SQL layer still in progress: report, do not abort the bench
+        con.execute(f"SELECT grail_index('bench_edges', labels := {labels})").fetchall()
+    except Exception as exc:  # report, do not abort the bench
+        return f"SQL paths not measured: grail_index failed: {exc}"[:300]
+    return time.perf_counter() - t0
+
+
+def _time_count(con, sql: str, want: int, total: int, whole: bool) -> dict:
+    """Best-of-three time of a ``count`` statement; agree = the count is the engine's."""
+    try:
+        if whole:
+            seconds, row = bl.best_of(lambda: con.execute(sql).fetchall()[0])
+        else:
+            with per_chunk(con):
+                seconds, row = bl.best_of(lambda: con.execute(sql).fetchall()[0])
+    except Exception as exc:  # report, do not abort the bench
         return {"seconds": None, "note": f"failed: {type(exc).__name__}: {exc}"[:300]}
-    m = bl.Measured(seconds=seconds, total=total, run_pairs=total, sampled=False,
-                    agree=int(row[0]) == want)
-    return m.as_dict()
+    return bl.Measured(seconds=seconds, total=total, run_pairs=total, sampled=False,
+                       agree=int(row[0]) == want).as_dict()
 
 
 def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
@@ -81,3 +115,211 @@ def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
     finally:
         con.close()
     return out
+
+
+# --- timing helpers --------------------------------------------------------------------------
+def timed(con, sql: str, params=None, *, repeat: int = 3, budget: float | None = None,
+          whole_column: bool = True):
+    """``(seconds, rows)``: the best of ``repeat`` warm runs (one more run first, untimed, so
+    plans, one-to-all sets and compiled kernels are ready). With ``budget`` the first run is
+    interrupted after that many seconds: ``(None, None)`` (then nothing is repeated)."""
+    def once():
+        if whole_column:
+            return con.execute(sql, params).fetchall()
+        with per_chunk(con):
+            return con.execute(sql, params).fetchall()
+
+    timer = threading.Timer(budget, con.interrupt) if budget else None
+    t0 = time.perf_counter()
+    try:
+        if timer is not None:
+            timer.start()
+        rows = once()
+    except duckdb.InterruptException:
+        return None, None
+    finally:
+        if timer is not None:
+            timer.cancel()
+    best = time.perf_counter() - t0
+    for _ in range(repeat if budget is None or best < budget / 4 else 0):
+        t0 = time.perf_counter()
+        rows = once()
+        best = min(best, time.perf_counter() - t0)
+    return best, rows
+
+
+def examples_vs_cte(con, *, budget: float = 30.0, repeat: int = 3,
+                    per_chunk_too: bool = False) -> list[dict]:
+    """The queries of ``sql/examples.sql`` on ``con`` (warm), each beside its recursive-CTE
+    twin (``<name>_cte``; interrupted after ``budget`` seconds) and, with ``per_chunk_too``, its
+    per-chunk path; rows compared. One record per query, in file order."""
+    queries = named_queries()
+    params: dict = {}
+    out = []
+    for name, query in queries.items():
+        if name.endswith("_cte"):
+            continue
+        use = {k: v for k, v in params.items() if f"${k}" in query} or None
+        seconds, rows = timed(con, query, use, repeat=repeat)
+        rec = {"name": name, "rows": rows, "seconds": seconds, "query": query}
+        if per_chunk_too and name != "most_cited":
+            s2, rows2 = timed(con, query, use, repeat=repeat, whole_column=False)
+            rec.update(per_chunk_seconds=s2, per_chunk_same=_same(rows, rows2))
+        twin = queries.get(name + "_cte")
+        if twin is not None:
+            s3, rows3 = timed(con, twin, use, repeat=repeat, budget=budget)
+            rec.update(cte_seconds=s3, cte_rows=rows3,
+                       cte_same=None if rows3 is None else _same(rows, rows3))
+        if name == "most_cited":
+            params["paper"] = rows[0][0]
+        out.append(rec)
+    return out
+
+
+def _same(a, b) -> bool:
+    return sorted(map(repr, a)) == sorted(map(repr, b))
+
+
+def freshness_costs(con, entry_name: str = "", *, repeat: int = 200) -> dict:
+    """What the freshness check costs per statement: nothing written since the last check
+    (a counter read), and after a write elsewhere in the database (catalog signals, then the
+    content scan of the edge table), in seconds."""
+    reg = registry_of(con)
+    entry = reg.fresh(reg.get(entry_name))
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        reg.fresh(entry)
+    idle = (time.perf_counter() - t0) / repeat
+    con.execute("CREATE OR REPLACE TABLE bench_unrelated AS SELECT 1 AS x")  # a write elsewhere
+    t0 = time.perf_counter()
+    entry = reg.fresh(entry)
+    after_write = time.perf_counter() - t0
+    return {"idle_seconds": idle, "after_write_seconds": after_write,
+            "edges": entry.index.edge_rows}
+
+
+# --- the SQL rows at any size ----------------------------------------------------------------
+def sql_paths(con, pairs: pa.Table, *, repeat: int = 3) -> dict:
+    """Seconds of each SQL path over one pairs table (``bench_pairs``), plus the identity
+    floor and the engine alone; all counts must agree."""
+    con.register("bench_pairs_view", pairs)
+    con.execute("CREATE OR REPLACE TABLE bench_pairs AS SELECT src AS a, dst AS b "
+                "FROM bench_pairs_view")
+    con.unregister("bench_pairs_view")
+    entry = registry_of(con).get("")
+    a = con.sql("SELECT a FROM bench_pairs").to_arrow_table().column(0)
+    b = con.sql("SELECT b FROM bench_pairs").to_arrow_table().column(0)
+    out = {"pairs": len(pairs)}
+    out["engine alone (Python, columns in memory)"], ans = bl.best_of(
+        lambda: entry.index.reaches(a, b), repeat)
+    want = int(pc.sum(ans.cast(pa.int64())).as_py() or 0)
+    for method, (sql, whole) in _SQL_QUERIES.items():
+        t, rows = timed(con, sql.format(q="x").replace("pairs_x", "bench_pairs"),
+                        repeat=repeat if whole else 1, whole_column=whole)
+        if rows[0][0] != want:
+            raise AssertionError(f"{method}: {rows[0][0]} reachable pairs, the engine says {want}")
+        out[method] = t
+    sql = "SELECT a, b, reaches(a, b) AS r FROM bench_pairs"
+    out["SQL plain statement, Arrow result (whole column)"], _ = bl.best_of(
+        lambda: con.sql(sql).to_arrow_table(), repeat)
+    out["identity arrow UDF (floor)"], _ = bl.identity_udf_seconds(con, "bench_pairs")
+    return out
+
+
+def citation_connection(edges: pa.Table, *, index_path=None):
+    """An in-memory DuckDB with ``cites(citing, cited)``, the ``papers`` view that
+    ``sql/examples.sql`` expects, and the index built through SQL: ``(con, summary)``."""
+    con = install(duckdb.connect())
+    con.execute("SET enable_progress_bar = false")
+    con.register("citation_edges", edges.select([0, 1]).rename_columns(["src", "dst"]))
+    con.execute("CREATE TABLE cites AS SELECT src AS citing, dst AS cited FROM citation_edges")
+    con.unregister("citation_edges")
+    con.execute("CREATE VIEW papers AS SELECT citing AS id FROM cites UNION SELECT cited FROM cites")
+    rel = con.execute("SELECT * FROM grail_index('cites', src := 'citing', dst := 'cited', "
+                      "path := $path)", {"path": "" if index_path is None else str(index_path)})
+    names = [d[0] for d in rel.description]
+    return con, dict(zip(names, rel.fetchall()[0]))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads", nargs="+", default=["cit-HepTh"])
+    ap.add_argument("--pairs", nargs="+", type=int, default=[1_000_000])
+    ap.add_argument("--threads", nargs="+", type=int, default=[1])
+    ap.add_argument("--backend", default=None, help="cpu | gpu (default: auto)")
+    ap.add_argument("--budget", type=float, default=30.0, help="seconds per recursive CTE")
+    ap.add_argument("--out", default="bench-sql")
+    args = ap.parse_args(argv)
+    if args.backend:
+        os.environ["GRAIL_DUCKDB_BACKEND"] = args.backend
+    report: dict = {}
+    for name in args.workloads:
+        edges = load_dataset(name) if not name.startswith("gen:") else _generated(name)
+        con = install(duckdb.connect())
+        con.execute("SET enable_progress_bar = false")
+        rec = report[name] = {"build_seconds": _load_edges(con, edges, 5)}
+        keys = registry_of(con).get("").index.ids.keys
+        for threads in args.threads:
+            con.execute(f"SET threads = {threads}")
+            for n in args.pairs:
+                rec[f"{n} pairs, {threads} threads"] = sql_paths(con, random_pairs(keys, n, seed=1))
+                print(name, n, threads, json.dumps(rec[f"{n} pairs, {threads} threads"]), flush=True)
+        rec["freshness"] = freshness_costs(con)
+        con.close()
+        rec["examples"] = _examples_on(edges, args.budget)
+        print(name, json.dumps(rec["freshness"]), flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "bench_sql.json").write_text(json.dumps(report, indent=1, default=str))
+    (Path(args.out) / "bench_sql.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
+
+
+def _generated(name: str) -> pa.Table:
+    return citation_dag(int(name.split(":")[2]), seed=0)
+
+
+def _examples_on(edges: pa.Table, budget: float) -> list:
+    con, _ = citation_connection(edges)
+    try:
+        recs = examples_vs_cte(con, budget=budget)
+    finally:
+        con.close()
+    return [{k: v for k, v in r.items() if k in ("name", "seconds", "cte_seconds", "cte_same")}
+            for r in recs]
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown tables (times in ms)."""
+    lines = []
+    for name, rec in report.items():
+        lines.append(f"### {name}\n")
+        runs = [k for k in rec if k.endswith("threads")]
+        if runs:
+            methods = [m for m in rec[runs[0]] if m != "pairs"]
+            lines.append("| method | " + " | ".join(runs) + " |")
+            lines.append("|---|" + "---:|" * len(runs))
+            for m in methods:
+                lines.append(f"| {m} | " + " | ".join(_ms(rec[r][m]) for r in runs) + " |")
+            lines.append("")
+        for ex in rec.get("examples", []):
+            if ex.get("cte_seconds", "-") != "-" and "cte_same" in ex:
+                ratio = (f"{ex['cte_seconds'] / ex['seconds']:.0f}x" if ex["cte_seconds"]
+                         else "> budget")
+                lines.append(f"- {ex['name']}: index {_ms(ex['seconds'])} ms, recursive CTE "
+                             f"{_ms(ex['cte_seconds'])} ms ({ratio}, same rows: {ex['cte_same']})")
+        fr = rec.get("freshness")
+        if fr:
+            lines.append(f"- freshness check per statement ({fr['edges']:,} edges): "
+                         f"{fr['idle_seconds'] * 1e6:.2f} µs while nothing is written, "
+                         f"{fr['after_write_seconds'] * 1e3:.1f} ms after a write elsewhere")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _ms(seconds) -> str:
+    return "timed out" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

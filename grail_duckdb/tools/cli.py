@@ -4,8 +4,8 @@
   ``file.duckdb:table``) and write the index next to it; phases are reported as they finish.
 * ``query INDEX PAIRS``: answer a file of pairs with a saved index; answers to Parquet or CSV.
 * ``demo``: a seeded citation-like graph (or ``--edges FILE``) in an in-memory DuckDB, the index
-  built through SQL, the example queries of ``sql/examples.sql`` run on the scalar and on the
-  whole-column path, with answers and timings.
+  built through SQL, the example queries of ``sql/examples.sql`` as plain SQL beside DuckDB's
+  recursive CTE (and, with ``--scalar``, the per-chunk path), with answers and warm timings.
 * ``bench``: the benchmark (:mod:`grail_duckdb.tools.bench`).
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 from .. import plugin
 from ..engine.index import DEFAULT_LABELS, build_index, load_index
 from ..errors import GrailError
-from ..plugin import install, named_queries
-from ..plugin import sql as whole
+from ..plugin import install
 from . import bench
+from .bench_sql import citation_connection, examples_vs_cte
 from .generators import citation_dag
 from .readers import read_edges
 
@@ -125,51 +125,38 @@ def cmd_query(args) -> int:
 def demo_connection(edges, *, index_path=None):
     """An in-memory DuckDB with ``cites(citing, cited)``, the ``papers`` view and the index
     built through SQL; returns ``(con, summary)``."""
+    return citation_connection(edges, index_path=index_path)
 
 
-    con = install(duckdb.connect())
-    con.execute("SET enable_progress_bar = false")
-    con.register("demo_edges", edges)
-    con.execute("CREATE TABLE cites AS SELECT src AS citing, dst AS cited FROM demo_edges")
-    con.unregister("demo_edges")
-    con.execute("CREATE VIEW papers AS SELECT citing AS id FROM cites UNION SELECT cited FROM cites")
-    path = "" if index_path is None else str(index_path)
-    row = con.execute("SELECT * FROM grail_index('cites', src := 'citing', dst := 'cited', "
-                      "path := $path)", {"path": path})
-    names = [d[0] for d in row.description]
-    return con, dict(zip(names, row.fetchall()[0]))
-
-
-def run_examples(con, *, scalar: bool = False, say=_say) -> dict:
-    """Run the queries of ``sql/examples.sql`` on ``con`` through :func:`grail_duckdb.sql` (the
-    whole-column path) and, with ``scalar``, also as written (the per-chunk scalar path),
-    checking that both give the same rows; returns ``{name: rows}`` and prints the answers
-    with their timings."""
-
+def run_examples(con, *, scalar: bool = False, cte_budget: float = 10.0, say=_say) -> dict:
+    """Run the queries of ``sql/examples.sql`` on ``con`` as plain SQL (the plugin picks the
+    path), warm, each beside its recursive-CTE twin (same rows, interrupted after
+    ``cte_budget`` seconds) and, with ``scalar``, the per-chunk path; prints answers and
+    timings and returns ``{name: rows}`` (the CTE twins' rows under ``<name>_cte``)."""
     results: dict = {}
-    params: dict = {}
-    for name, query in named_queries().items():
-        doc = " ".join(line[3:] for line in query.splitlines() if line.startswith("-- "))
-        use = {k: v for k, v in params.items() if f"${k}" in query}
-        t0 = time.perf_counter()
-        rows = whole(con, query, params=use or None).fetchall()
-        timing = f"{(time.perf_counter() - t0) * 1000:8.1f} ms"
-        if "reaches(" in query:
-            timing += " (whole-column path)"
-            if scalar:
-                t0 = time.perf_counter()
-                rows_s = con.execute(query, use).fetchall()
-                same = sorted(map(repr, rows_s)) == sorted(map(repr, rows))
-                timing += (f", {(time.perf_counter() - t0) * 1000:.1f} ms scalar path "
-                           f"({'same' if same else 'DIFFERENT'} answer)")
-                if not same:
-                    raise GrailError(f"example {name}: the scalar and whole-column paths differ")
+    for rec in examples_vs_cte(con, budget=cte_budget, per_chunk_too=scalar):
+        name, rows = rec["name"], rec["rows"]
+        doc = " ".join(line[3:] for line in rec["query"].splitlines() if line.startswith("-- "))
         results[name] = rows
-        if name == "most_cited":
-            params["paper"] = rows[0][0]
+        timing = f"{rec['seconds'] * 1000:8.1f} ms"
+        if "per_chunk_seconds" in rec:
+            timing += (f", per-chunk path {rec['per_chunk_seconds'] * 1000:.1f} ms "
+                       f"({'same' if rec['per_chunk_same'] else 'DIFFERENT'} answer)")
+            if not rec["per_chunk_same"]:
+                raise GrailError(f"example {name}: the per-chunk and whole-column paths differ")
+        if "cte_seconds" in rec:
+            results[name + "_cte"] = rec["cte_rows"]
+            if rec["cte_seconds"] is None:
+                timing += f"; recursive CTE stopped after {cte_budget:.0f} s"
+            else:
+                timing += (f"; recursive CTE {rec['cte_seconds'] * 1000:.1f} ms, "
+                           f"{rec['cte_seconds'] / rec['seconds']:.0f}x the index "
+                           f"({'equal' if rec['cte_same'] else 'UNEQUAL'} rows)")
+                if not rec["cte_same"]:
+                    raise GrailError(f"example {name}: the recursive CTE gives other rows")
         say(f"\n[{name}] {doc}")
         say(f"  {_rows_text(rows)}")
-        say(f"  {timing}")
+        say(f"  {timing} (warm)")
     return results
 
 
@@ -200,7 +187,7 @@ def cmd_demo(args) -> int:
          f"backend {summary['backend']}, {time.perf_counter() - t0:.2f} s "
          f"(engine {summary['build_seconds']:.2f} s){', written to ' + summary['path'] if summary['path'] else ''}")
     try:
-        run_examples(con, scalar=args.scalar)
+        run_examples(con, scalar=args.scalar, cte_budget=args.cte_budget)
     finally:
         con.close()
     _say(f"\ndemo finished in {time.perf_counter() - t_all:.1f} s")
@@ -256,7 +243,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"papers in the generated graph (default {DEMO_PAPERS:,})")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--scalar", action="store_true",
-                   help="also run each query on the scalar path and compare the answers")
+                   help="also run each query on the per-chunk path and compare the answers")
+    d.add_argument("--cte-budget", type=float, default=10.0,
+                   help="seconds after which a recursive CTE is stopped (default 10)")
     d.add_argument("--index", help="also persist the index to this Parquet file")
     d.set_defaults(func=cmd_demo)
 

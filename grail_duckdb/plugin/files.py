@@ -19,8 +19,8 @@ from pathlib import Path
 from ..engine.persistence import read_metadata
 from ..errors import GrailError, IndexFileError
 
-__all__ = ["SOURCE_VERSION", "SUFFIX", "GrailWarning", "index_path_for", "other_copies",
-           "persisted_names", "read_source", "save_index"]
+__all__ = ["SOURCE_VERSION", "SUFFIX", "GrailWarning", "index_path_for", "orphans",
+           "other_copies", "persisted_names", "read_source", "save_index"]
 
 SUFFIX = ".grail.parquet"
 #: version 2: the file also records the index name and the database file
@@ -61,6 +61,22 @@ def other_copies(db_file, name: str) -> list[Path]:
     own = index_path_for(db_file, name)
     return sorted(p for p in db_file.parent.glob(f"*.{_glob_escape(name)}{SUFFIX}")
                   if p != own and p.is_file())
+
+
+def orphans(db_file) -> list[str]:
+    """Names of index files beside ``db_file`` written for a database file that no longer
+    exists (this one, before it was renamed)."""
+    db_file = Path(db_file)
+    out = []
+    for p in db_file.parent.glob(f"*{SUFFIX}"):
+        try:
+            side = read_source(p)
+        except (IndexFileError, OSError):
+            continue
+        recorded = side.get("database")
+        if recorded and not Path(recorded).exists() and side.get("name"):
+            out.append(side["name"])
+    return sorted(set(out))
 
 
 def _glob_escape(text: str) -> str:

@@ -149,7 +149,7 @@ class Registry:
     def _only(self) -> Entry:
         known = sorted(self.entries)
         if not known and self.db_path is not None:
-            known = files.persisted_names(self.db_path)
+            known = files.persisted_names(self.db_path) or files.orphans(self.db_path)
         if len(known) == 1:
             return self.get(known[0])
         if not known:
@@ -164,8 +164,8 @@ class Registry:
         """Load the persisted index ``name`` of this database (or, for a renamed or copied
         database, the one of its previous file whose table content still matches)."""
         names.index_name(name)
-        own = self._default_path(name)
-        candidates = [own] if own is not None and own.exists() else []
+        own = next((p for p in self._own_files(name) if p.exists()), None)
+        candidates = [own] if own is not None else []
         if not candidates and self.db_path is not None:
             candidates = files.other_copies(self.db_path, name)
         if not candidates:
@@ -179,11 +179,11 @@ class Registry:
             try:
                 entry = self._load_file(name, path)
             except (IndexFileError, StaleIndexError) as exc:
-                if path == own:
+                if path is own:
                     raise
                 reasons.append(f"{path.name}: {str(exc).split(': ', 1)[-1]}")
                 continue
-            if path != own:
+            if own is None:
                 entry.note = (f"loaded from {path.name}, written for another database file "
                               f"(renamed or copied); its table content matches")
             self.entries[name] = entry
@@ -192,6 +192,25 @@ class Registry:
             f"no index file {name!r} for {self.db_path.name}; files of that name "
             f"beside it belong to other tables or content ({'; '.join(reasons)}): rebuild with "
             f"SELECT grail_index('edge_table', name := '{name}')")
+
+    def _own_files(self, name: str) -> list[Path]:
+        """Where index ``name`` may be persisted: beside the main database file, then beside
+        each ATTACHed file database."""
+        out = [files.index_path_for(self.db_path, name)] if self.db_path is not None else []
+        try:
+            cur = self.cursor(quiet=False)
+            try:
+                rows = cur.execute("SELECT path FROM duckdb_databases() "
+                                   "WHERE path IS NOT NULL").fetchall()
+            finally:
+                cur.close()
+        except (duckdb.Error, GrailError):
+            rows = []
+        for (path,) in rows:
+            p = files.index_path_for(Path(path).resolve(), name)
+            if p not in out:
+                out.append(p)
+        return out
 
     def _load_file(self, name: str, path: Path) -> Entry:
         side = files.read_source(path)

@@ -178,3 +178,34 @@ def test_quote_table_refuses(name):
 def test_quote_column_refuses(name):
     with pytest.raises(EdgeInputError):
         names.quote_column(name)
+
+
+GPU_STATEMENTS = [
+    "SELECT a, b, reaches(a, b) FROM pairs",
+    "SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs",
+    "SELECT a, reaches(a, 3), reaches(5, a) FROM pairs",
+    "SELECT p.a, e.dst, reaches(p.a, e.dst) FROM pairs AS p JOIN edges AS e ON p.b = e.src ORDER BY ALL",
+    "SELECT key FROM descendants(3) ORDER BY key",
+    "SELECT ancestors_count(5), descendants_count(3)",
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gd.kernels.gpu_available(), reason="no CUDA device visible to CuPy")
+def test_a_gpu_index_gives_the_cpu_rows_on_every_path(con, monkeypatch, backend="gpu"):
+    """The same statements on a GPU index (whole columns on the device, chunks on its host
+    copy, one-to-all traversals on the device) and on a CPU index."""
+    monkeypatch.setattr("grail_duckdb.engine.index.GPU_MIN_QUERIES", 0)
+    want = {q: con.execute(q).fetchall() for q in GPU_STATEMENTS}
+    monkeypatch.setenv("GRAIL_DUCKDB_BACKEND", backend)
+    g = gd.install(duckdb.connect())
+    g.register("e", con.sql("SELECT * FROM edges").to_arrow_table())
+    g.execute("CREATE TABLE edges AS SELECT * FROM e")
+    g.register("p", con.sql("SELECT * FROM pairs").to_arrow_table())
+    g.execute("CREATE TABLE pairs AS SELECT * FROM p")
+    assert g.execute("SELECT grail_index('edges').backend").fetchall() == [(backend,)]
+    for q in GPU_STATEMENTS:
+        assert g.execute(q).fetchall() == want[q], q
+        with gd.per_chunk(g):
+            assert g.execute(q).fetchall() == want[q], q
+    g.close()

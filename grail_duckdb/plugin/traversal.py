@@ -115,7 +115,8 @@ def _reverse_dag(entry) -> CSR:
         index = entry.index
         k, xp = index.kernels, index.kernels.xp
         dag = index.dag
-        rows = xp.repeat(xp.arange(dag.n, dtype=xp.int32), xp.diff(dag.indptr).astype(xp.int64))
+        edges = xp.arange(dag.m, dtype=xp.int64)  # the source row of every edge, on any backend
+        rows = (xp.searchsorted(dag.indptr, edges, side="right") - 1).astype(xp.int32)
         rev = CSR(*k.csr(dag.indices, rows, dag.n))
         entry.cache["reverse_dag"] = rev
     return rev

@@ -31,7 +31,7 @@ from sqlglot.tokens import TokenType
 from ..engine.ingest import key_kind
 from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import connections, hooks, rewrite, traversal
-from .sqlerrors import as_sql_error
+from .sqlerrors import as_sql_error, grail_error
 
 __all__ = ["PLANS_PER_DATABASE", "Route", "explain", "per_chunk", "route"]
 
@@ -85,6 +85,11 @@ class Route:
             return hooks.PLAIN
         except GrailError as exc:
             raise as_sql_error(exc) from None
+        except duckdb.Error as exc:
+            found = grail_error(exc)
+            if found is None:
+                raise
+            raise found from None
 
 
 _UNKNOWN = object()  # no plan yet
@@ -296,7 +301,8 @@ def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray):
     if kinds and kinds != {entry.index.key_kind}:
         raise _Fallback
     try:
-        return entry.index.reaches(a, b)
+        few = traversal.few_keys_answers(entry, a, b)
+        return few if few is not None else entry.index.reaches(a, b)
     except (KeyTypeError, EdgeInputError):
         raise _Fallback from None
 

@@ -25,15 +25,20 @@ from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..engine.ingest import as_column
 from ..kernels import to_host
 from ..kernels.protocol import CSR
 
-__all__ = ["key_set", "keys_table", "reached_ids", "set_count"]
+__all__ = ["few_keys_answers", "key_set", "keys_table", "reached_ids", "set_count"]
 
 #: one-to-all sets kept per index (the last ones asked for), with their Arrow forms
 CACHED_SETS = 16
+#: a column pair with at most this many distinct keys on one side (and this many rows per
+#: key) is answered by one traversal per key instead of one pair query per row
+FEW_KEYS = 64
+ROWS_PER_KEY = 256
 
 
 def reached_ids(entry, key, forward: bool) -> np.ndarray | None:
@@ -56,6 +61,46 @@ def reached_ids(entry, key, forward: bool) -> np.ndarray | None:
     reached = k.reach_within_colour(graph, seeds, _zero_colour(entry))
     members = reached if identity else reached[comp]
     return to_host(xp.flatnonzero(members)).astype(np.int32)
+
+
+def few_keys_answers(entry, src, dst) -> pa.Array | None:
+    """Answers for a column pair of which one side takes few distinct keys (e.g. every paper
+    against 20 candidates), by one traversal per distinct key: a bit per key on every vertex
+    it reaches (or that reaches it), then one lookup per row. None when neither side is like
+    that (the caller asks the engine pair by pair). Same answers as the engine's, NULLs and
+    keys that are not vertices included."""
+    src, dst = as_column(src), as_column(dst)
+    n = len(src)
+    for side, other, forward in ((src, dst, True), (dst, src, False)):
+        if n < ROWS_PER_KEY or len(pc.unique(side.slice(0, 4096))) > FEW_KEYS:
+            continue
+        keys = pc.unique(side.drop_null())
+        if len(keys) > FEW_KEYS or n < ROWS_PER_KEY * max(len(keys), 1):
+            continue
+        return _answer_by_keys(entry, side, other, keys, forward)
+    return None
+
+
+def _answer_by_keys(entry, side, other, keys, forward: bool) -> pa.Array:
+    index = entry.index
+    bits = np.zeros(index.n_vertices + 1, np.uint64)  # the last slot: keys that are no vertex
+    outside = []
+    for c, key in enumerate(keys.to_pylist()):
+        ids = reached_ids(entry, key, forward)
+        if ids is None:
+            outside.append((c, key))
+        else:
+            bits[ids] |= np.uint64(1) << np.uint64(c)
+    oid = to_host(index.ids.encode(other, np)).astype(np.int64)
+    code = pc.index_in(side, value_set=keys).fill_null(0).to_numpy(zero_copy_only=False)
+    hit = (bits[np.where(oid < 0, len(bits) - 1, oid)] >> code.astype(np.uint64)) & np.uint64(1)
+    out = hit.astype(np.bool_)
+    for c, key in outside:  # a key that is no vertex reaches (and is reached by) itself only
+        rows = np.flatnonzero(code == c)
+        out[rows] = pc.equal(other.take(pa.array(rows)), pa.scalar(key, other.type)
+                             ).fill_null(False).to_numpy(zero_copy_only=False)
+    null = pc.or_(side.is_null(), other.is_null()).to_numpy(zero_copy_only=False)
+    return pa.array(out, pa.bool_(), mask=null if null.any() else None)
 
 
 def key_set(entry, key, forward: bool) -> pa.Array:

@@ -320,10 +320,12 @@ def markdown(report: dict) -> str:
             lines.append("")
         for ex in rec.get("examples", []):
             if ex.get("cte_seconds", "-") != "-" and "cte_same" in ex:
-                ratio = (f"{ex['cte_seconds'] / ex['seconds']:.0f}x" if ex["cte_seconds"]
-                         else "> budget")
-                lines.append(f"- {ex['name']}: index {_ms(ex['seconds'])} ms, recursive CTE "
-                             f"{_ms(ex['cte_seconds'])} ms ({ratio}, same rows: {ex['cte_same']})")
+                if ex["cte_seconds"] is None:
+                    cte = "stopped at the budget"
+                else:
+                    cte = (f"{_ms(ex['cte_seconds'])} ms, {ex['cte_seconds'] / ex['seconds']:.0f}x"
+                           f", same rows: {ex['cte_same']}")
+                lines.append(f"- {ex['name']}: index {_ms(ex['seconds'])} ms, recursive CTE {cte}")
         fr = rec.get("freshness")
         if fr:
             lines.append(f"- freshness check per statement ({fr['edges']:,} edges): "

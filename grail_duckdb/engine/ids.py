@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from ..errors import EdgeInputError, KeyTypeError
+from ..kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED
 from .ingest import key_kind
 
 #: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
@@ -87,13 +88,32 @@ class VertexIds:
         return cls(keys, "int", _sorted=sorted_keys)
 
     def encode(self, arr: pa.Array, xp=np):
-        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph.
+        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph
+        (an array of ``xp``, NumPy by default)."""
+        keys, valid = self.query_keys(arr)
+        if self.kind == "str":
+            ids = np.maximum(keys, -1)
+        else:
+            mode, offset, table = self.lookup(np)
+            ids = (_lookup_dense(keys, offset, table) if mode == LOOKUP_DENSE
+                   else self._search_sorted(keys))
+        ids = ids.astype(np.int32, copy=False)
+        if valid is not None:
+            ids = np.where(valid.view(np.bool_), ids, -1).astype(np.int32)
+        return xp.asarray(ids)
 
-        With ``xp`` a device array module (CuPy), the ids come back on the device; integer keys
-        with a dense lookup table are then looked up there (one upload of the keys)."""
+    def query_keys(self, arr: pa.Array, unknown: dict | None = None
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The query kernels' view of a key column: ``(keys int64, valid)``.
+
+        Integer keys are handed over as they are (no copy for int64 without NULLs) and looked
+        up by the kernels (:meth:`lookup`); string keys are looked up here, into ids, with
+        ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in ``unknown``
+        (pass one dict for both columns of a call, so equal unknown keys get equal codes).
+        ``valid`` is None, or one byte per row, 0 where the key is NULL."""
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         if pa.types.is_null(arr.type):
-            return xp.full(len(arr), -1, dtype=xp.int32)
+            return np.full(len(arr), -1, np.int64), np.zeros(len(arr), np.uint8)
         kind = key_kind(arr.type)
         if kind != self.kind:
             want = "integer" if self.kind == "int" else "string (VARCHAR)"
@@ -101,45 +121,51 @@ class VertexIds:
                 f"this index has {want} vertex keys but the query keys are {arr.type}; "
                 f"cast the query columns to the edge table's key type"
             )
-        valid = None if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
+        valid = None
+        if arr.null_count:
+            valid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+            arr = arr.fill_null("" if kind == "str" else 0)
         if kind == "str":
-            ids = xp.asarray(self._encode_str(arr))
-        else:
-            if valid is not None:
-                arr = arr.fill_null(0)
-            keys = _as_int64(arr)
-            if xp is not np and self._table is not None:
-                ids = self._lookup_on_device(xp, xp.asarray(keys))
-            else:
-                ids = xp.asarray(self._encode_int(keys))
-        if valid is not None:
-            ids[xp.asarray(~valid)] = -1
-        return ids
+            return self._codes_of_strings(arr, {} if unknown is None else unknown), valid
+        return _as_int64(arr), valid
 
-    def _lookup_on_device(self, xp, keys):
-        """The dense table lookup as whole-array operations of ``xp`` (the table is uploaded
-        once per index and array module)."""
+    def lookup(self, xp=np) -> tuple[int, int, object]:
+        """``(mode, offset, table)`` of the key lookup (shared LOOKUP_* codes): a dense table of
+        ids for integer keys of small range, the sorted keys otherwise, nothing for strings
+        (looked up on the host); the table as an array of ``xp``, uploaded once."""
+        if self.kind == "str":
+            return LOOKUP_IDS, 0, xp.empty(0, xp.int32)
+        if self._table is not None:
+            mode, offset, host = LOOKUP_DENSE, self._offset, self._table
+        else:
+            mode, offset, host = LOOKUP_SORTED, 0, self._sorted
+        if xp is np:
+            return mode, offset, host
         table = self._device_tables.get(xp.__name__)
         if table is None:
-            table = self._device_tables[xp.__name__] = xp.asarray(self._table)
-        j = keys - self._offset
-        inside = (j >= 0) & (j < table.shape[0])
-        return xp.where(inside, table[xp.clip(j, 0, table.shape[0] - 1)], -1).astype(xp.int32)
+            table = self._device_tables[xp.__name__] = xp.asarray(host)
+        return mode, offset, table
 
-    def _encode_int(self, k: np.ndarray) -> np.ndarray:
-        if self._table is not None:
-            return _lookup_dense(k, self._offset, self._table)
+    def _search_sorted(self, k: np.ndarray) -> np.ndarray:
         s = self._sorted
         pos = np.searchsorted(s, k)
         pos_c = np.minimum(pos, max(s.shape[0] - 1, 0))
         hit = (pos < s.shape[0]) & (s[pos_c] == k) if s.shape[0] else np.zeros(k.shape[0], bool)
         return np.where(hit, pos, -1).astype(np.int32)
 
-    def _encode_str(self, arr: pa.Array) -> np.ndarray:
+    def _codes_of_strings(self, arr: pa.Array, unknown: dict) -> np.ndarray:
+        """Ids of string keys, ``-2 - k`` for the k-th distinct unknown key (see
+        :meth:`query_keys`)."""
         if self._map is None:
             self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
         get = self._map.get
-        return np.fromiter((get(x, -1) for x in arr.to_pylist()), np.int32, len(arr))
+        out = np.empty(len(arr), np.int64)
+        for i, x in enumerate(arr.to_pylist()):
+            code = get(x)
+            if code is None:
+                code = unknown.setdefault(x, -2 - len(unknown))
+            out[i] = code
+        return out
 
     def decode(self, ids: np.ndarray) -> pa.Array:
         """Keys of dense ids."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
+from ..kernels.protocol import QueryIndex
 from . import persistence, queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
@@ -88,6 +89,7 @@ class GrailIndex:
     build_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
     _host_copy: "GrailIndex | None" = None
+    _query_index: QueryIndex | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -123,9 +125,12 @@ class GrailIndex:
         self.last_stats = stats
         return answers
 
-    def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None):
+    def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None,
+                           budget: int = queries.PROBE_BUDGET, cancel=None):
         """Like :meth:`reaches` but returns ``(answers, QueryStats)``; ``use_cuts=False``
-        answers with the plain multi-source bitmask BFS (no label pruning).
+        answers with the plain multi-source bitmask BFS (no label pruning); ``budget``: edges
+        of the bounded search of each pair no cut settles; ``cancel``: an Event or a callable
+        that stops the call (see :mod:`grail_duckdb.engine.queries`).
 
         On a GPU index, calls of fewer than ``GPU_MIN_QUERIES`` queries run on a host copy
         of the index (the same answers: every kernel has an identical CPU twin)."""
@@ -133,7 +138,28 @@ class GrailIndex:
         if self.backend != "cpu" and len(src) < GPU_MIN_QUERIES:
             target = self.host_copy()
         return queries.reaches(target, src, dst, use_cuts=use_cuts,
-                               words=words or queries.SEARCH_WORDS)
+                               words=words or queries.SEARCH_WORDS, budget=budget,
+                               cancel=cancel)
+
+    def query_index(self, need_reverse: bool = False) -> QueryIndex:
+        """What the query kernels read (made once; the reverse DAG, which only the exact
+        search of deferred pairs reads, on first need)."""
+        qi = self._query_index
+        if qi is not None and (qi.rev is not None or not need_reverse):
+            return qi
+        with self._lock:
+            if self._query_index is None:
+                mode, offset, table = self.ids.lookup(self.kernels.xp)
+                comp = None if self.n_components == self.n_vertices else self.comp
+                self._query_index = QueryIndex(mode, offset, table, comp, self.dag, self.labels)
+            qi = self._query_index
+            if need_reverse and qi.rev is None:
+                k = self.kernels
+                every = k.xp.arange(self.dag.n, dtype=k.xp.int32)
+                rows, targets = k.condensed_edges(self.dag, every)  # the DAG's edges
+                qi.rev = CSR(*k.csr(targets, rows, self.dag.n))
+                k.synchronize()
+            return qi
 
     def host_copy(self) -> "GrailIndex":
         """The same index on the CPU backend (made once, then kept)."""

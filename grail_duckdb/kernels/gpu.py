@@ -28,11 +28,17 @@ import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
-from .protocol import CSR, TopoOrder
-from .shared import ORDER_BLOCK, cuda_header, order_params
+from .cpu import PARALLEL_LOCK
+from .cpu.staging import stage_pairs
+from .protocol import CSR, PairAnswers, TopoOrder
+from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, ORDER_BLOCK, cuda_header, order_params
 
 #: source files of the module, in the order they are concatenated
-_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu")
+_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu")
+#: int32 slots before the answer bits in a batch's result buffer (the status counts)
+_COUNTS = 16
+#: host-to-device / device-to-host kinds of cudaMemcpyAsync
+_H2D, _D2H = 1, 2
 _BLOCK = 256
 _INT_MAX = np.iinfo(np.int32).max
 #: the deep, narrow level sweeps (the label passes and trim)
@@ -51,7 +57,11 @@ class GpuSettings:
     ``blocks_per_sm``: cooperative blocks per SM for every kernel (None: as many as the
     registers allow, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
     sweeps (fewer blocks, cheaper ``grid.sync()``; None: no cap); ``force_words``: fixes the
-    search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass).
+    search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass);
+    ``query_batch``: pairs per batch of a query call (the reusable buffers of a thread hold
+    one batch: about 45 bytes per pair on the device, 17 pinned on the host);
+    ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
+    fraction of the index's footprint (at least one word per vertex).
     """
 
     balance: str = "binned"
@@ -60,6 +70,8 @@ class GpuSettings:
     narrow_blocks_per_sm: int | None = 1
     force_words: int | None = None
     max_words: int = 64
+    query_batch: int = 1 << 21
+    search_scratch: float = 0.1
 
     def __post_init__(self):
         for knob in (self.balance, self.search_balance):
@@ -101,6 +113,19 @@ class GpuKernels:
         self._grids: dict[str, int] = {}
         self._grid_lock = threading.Lock()
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self._functions: dict[str, object] = {}
+        self._local = threading.local()
+
+    @property
+    def query_batch(self) -> int:
+        """Pairs per batch of a query call (a multiple of 32: batches own whole answer words)."""
+        return max(32, self.settings.query_batch // 32 * 32)
+
+    def _function(self, name):
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self._functions[name] = self._module.get_function(name)
+        return fn
 
     # --- launching -------------------------------------------------------------------------
     def _grid(self, name, fn) -> int:
@@ -348,19 +373,89 @@ class GpuKernels:
         """(down, up, words) of the labels' hub bits."""
         return lab.hub_down, lab.hub_up, int(lab.hub_down.shape[1])
 
+    def _label_args(self, lab):
+        down, up, hw = self._hubs(lab)
+        return (lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
+                down, up, np.int32(hw))
+
+    def _buffers(self, nq) -> "_QueryBuffers":
+        """This thread's reusable query buffers, large enough for a batch of nq pairs."""
+        buf = getattr(self._local, "query", None)
+        if buf is None or buf.capacity < nq:
+            cap = max(nq, 1 << 16)
+            if buf is not None:
+                cap = max(cap, min(2 * buf.capacity, self.query_batch))
+            buf = self._local.query = _QueryBuffers(cap)
+        return buf
+
     @_out_of_memory
-    def query_cuts(self, sid, did, comp, lab, prune=True):
-        """Status code per query of vertex ids; ``comp`` None when components are vertices."""
-        nq = sid.shape[0]
-        status = cp.empty(nq, cp.int8)
-        if nq:
-            down, up, hw = self._hubs(lab)
-            self._launch("cuts_kernel", np.int32(nq), cp.asarray(sid, cp.int32),
-                         cp.asarray(did, cp.int32),
-                         np.uint64(0) if comp is None else cp.asarray(comp, cp.int32), lab.level,
-                         lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
-                         down, up, np.int32(hw), np.int32(bool(prune)), status)
-        return status
+    def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
+        """One batch on the device: the keys staged into this thread's pinned buffer and
+        uploaded in one copy, the classification and the bounded search queued on the
+        thread's stream, the counts and answer bits downloaded in one copy, one sync."""
+        nq = int(ks.shape[0])
+        buf = self._buffers(nq)
+        words = (nq + 31) >> 5
+        table = qi.lookup_table
+        sorted_keys = table if qi.lookup_mode == LOOKUP_SORTED else np.uint64(0)
+        dense = table if qi.lookup_mode == LOOKUP_DENSE else np.uint64(0)
+        stage_pairs(ks, kt, buf.host_keys, PARALLEL_LOCK)
+        stream = buf.stream
+        rt = cp.cuda.runtime
+        with stream:
+            rt.memcpyAsync(buf.keys.data.ptr, buf.host_keys.ctypes.data, 16 * nq, _H2D,
+                           stream.ptr)
+            valid_arg = np.uint64(0)
+            if valid is not None:
+                buf.host_valid[:nq] = valid
+                rt.memcpyAsync(buf.valid.data.ptr, buf.host_valid.ctypes.data, nq, _H2D,
+                               stream.ptr)
+                valid_arg = buf.valid
+            rt.memsetAsync(buf.result.data.ptr, 0, 4 * _COUNTS, stream.ptr)
+            if nq:
+                counts = buf.result[:_COUNTS]
+                bits = buf.result[_COUNTS:]
+                labs = self._label_args(qi.labels)
+                fn = self._function("classify_kernel")
+                grid = min(self._grid("classify_kernel", fn), -(-nq // _BLOCK))
+                fn((grid,), (_BLOCK,), (
+                    np.int32(nq), buf.keys, valid_arg, np.int32(qi.lookup_mode),
+                    np.int64(qi.lookup_offset), np.int64(table.shape[0]), dense, sorted_keys,
+                    np.uint64(0) if qi.comp is None else qi.comp, *labs, np.int32(bool(prune)),
+                    bits, counts, buf.und_row, buf.und_u, buf.und_t, buf.def_row, buf.def_u,
+                    buf.def_t))
+                if prune:
+                    fn = self._function("probe_kernel")
+                    grid = min(self._grid("probe_kernel", fn), -(-nq // _BLOCK))
+                    fn((grid,), (_BLOCK,), (
+                        buf.und_row, buf.und_u, buf.und_t, qi.dag.indptr, qi.dag.indices,
+                        *labs, np.int32(budget), bits, counts, buf.def_row, buf.def_u,
+                        buf.def_t))
+            rt.memcpyAsync(buf.host_result.ctypes.data, buf.result.data.ptr,
+                           4 * (_COUNTS + words), _D2H, stream.ptr)
+            stream.synchronize()
+        counts = buf.host_result[:N_STATUS].astype(np.int64)
+        bits = buf.host_result[_COUNTS:_COUNTS + words].view(np.uint8)[:(nq + 7) >> 3].copy()
+        nd = int(counts[DEFERRED])
+        return PairAnswers(bits, counts, (buf.def_row[:nd], buf.def_u[:nd], buf.def_t[:nd]))
+
+    @_out_of_memory
+    def search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
+        """The deferred pairs by the multi-query bitmask search, on this thread's stream:
+        sorted by source (pairs of one source share a pass), as many words per vertex as
+        ``search_scratch`` allows (with ``prune``; the plain BFS keeps its larger budget)."""
+        n = int(u.shape[0])
+        if n == 0:
+            return np.zeros(0, np.bool_)
+        with self._buffers(1).stream:
+            order = cp.argsort(u)
+            budget = (int(self.settings.search_scratch * qi.footprint) if prune
+                      else 2 * qi.footprint + (256 << 20))
+            found = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, prune,
+                                        budget=budget)
+            out = cp.empty(n, cp.bool_)
+            out[order] = found
+            return out.get()
 
     def search_words(self, n, nq, words, budget):
         """Words per vertex for the search: as many as the memory budget allows (three arrays
@@ -372,13 +467,15 @@ class GpuKernels:
         return int(max(1, min(max(words, fit), need, self.settings.max_words)))
 
     @_out_of_memory
-    def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
+    def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True, budget=None):
         n, nq = dag.n, cs.shape[0]
         ans = cp.zeros(nq, cp.bool_)
         if nq == 0:
             return ans
-        footprint = dag.nbytes + sum(int(a.nbytes) for a in lab.arrays().values())
-        W = self.search_words(n, nq, int(words), 2 * footprint + (256 << 20))
+        if budget is None:
+            footprint = dag.nbytes + sum(int(a.nbytes) for a in lab.arrays().values())
+            budget = 2 * footprint + (256 << 20)
+        W = self.search_words(n, nq, int(words), budget)
         seen = cp.zeros(n * W, cp.uint64)
         pend0 = cp.zeros(n * W, cp.uint64)
         pend1 = cp.zeros(n * W, cp.uint64)
@@ -409,3 +506,24 @@ class GpuKernels:
         if n:
             self._launch("key_hash_sum_kernel", np.int64(n), cp.asarray(keys, cp.int64), out)
         return int(out.get()[0])
+
+
+class _QueryBuffers:
+    """One thread's reusable buffers of the query path, for batches of up to ``capacity``
+    pairs: its own non-blocking stream, pinned host staging (keys in, counts and answer bits
+    out) and the device buffers the kernels read and write. Only the thread that owns them
+    uses them, and each batch syncs before its results are read, so nothing is shared."""
+
+    def __init__(self, capacity: int):
+        cap = int(capacity)
+        self.capacity = cap
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        words = (cap + 31) >> 5
+        self.host_keys = cupyx.empty_pinned(2 * cap, np.int64)
+        self.host_valid = cupyx.empty_pinned(cap, np.uint8)
+        self.host_result = cupyx.empty_pinned(_COUNTS + words, np.int32)
+        self.keys = cp.empty(2 * cap, cp.int64)
+        self.valid = cp.empty(cap, cp.uint8)
+        self.result = cp.empty(_COUNTS + words, cp.int32)
+        lists = cp.empty((6, cap), cp.int32)
+        self.und_row, self.und_u, self.und_t, self.def_row, self.def_u, self.def_t = lists

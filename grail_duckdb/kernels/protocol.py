@@ -76,6 +76,49 @@ class LabelArrays(Protocol):
     hub_up: Array
 
 
+@dataclass
+class QueryIndex:
+    """Everything the query kernels read, as arrays of one backend.
+
+    ``lookup`` turns query keys into vertex ids: ``(mode, offset, table)`` with mode one of
+    :mod:`.shared`'s LOOKUP_* codes (dense: ``table`` int32 ids of keys offset, offset + 1, ...;
+    sorted: ``table`` the int64 keys of ids 0, 1, ...; ids: the keys are ids already, ``table``
+    empty). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) is
+    filled in by the engine before the first search that needs it.
+    """
+
+    lookup_mode: int
+    lookup_offset: int
+    lookup_table: Array
+    comp: Array | None
+    dag: CSR
+    labels: LabelArrays
+    rev: CSR | None = None
+
+    @property
+    def footprint(self) -> int:
+        """Bytes of the index's arrays on the backend (the DAG, the labels, the components)."""
+        arrays = [self.dag.indptr, self.dag.indices, *self.labels.arrays().values()]
+        if self.comp is not None:
+            arrays.append(self.comp)
+        return int(sum(int(a.nbytes) for a in arrays if hasattr(a, "nbytes")))
+
+
+@dataclass
+class PairAnswers:
+    """What :meth:`Kernels.answer_pairs` gives back for one batch of pairs.
+
+    ``bits``: host uint8 bitmap in Arrow's order (bit q % 8 of byte q // 8) with a 1 for every
+    pair settled true; ``counts``: host int64 count of each status code (:mod:`.shared`);
+    ``deferred``: ``(rows, u, t)`` on the backend, the rows of the pairs left to
+    :meth:`Kernels.search_pairs` and their components (valid until the thread's next call).
+    """
+
+    bits: Any
+    counts: Any
+    deferred: tuple
+
+
 @runtime_checkable
 class Kernels(Protocol):
     """Every operation of the pipeline (ids -> CSR -> condensation -> labels) and of the queries
@@ -136,9 +179,20 @@ class Kernels(Protocol):
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
 
     # --- queries (Section 5) -------------------------------------------------------------------
-    def query_cuts(self, sid: Array, did: Array, comp: Array | None, lab: LabelArrays,
-                   prune: bool = True) -> Array:
-        """int8 status code per query of vertex ids (codes in :mod:`.shared`)."""
+    def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
+                     budget: int = 256) -> PairAnswers:
+        """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte
+        per pair, 0 for NULL) in one fused pass: key lookup, component, every cut, the bounded
+        search of at most ``budget`` edges per undecided pair (with ``prune``); the pairs left
+        over come back as ``deferred``."""
+
+    def search_pairs(self, qi: QueryIndex, u: Array, t: Array, prune: bool = True,
+                     words: int = 1, checkpoint=None) -> Any:
+        """Exact host bool answers of component pairs u[i] -> t[i] (the deferred pairs):
+        label-pruned search with ``prune``, the plain multi-source bitmask BFS without it
+        (``words`` 64-bit words per vertex at least). ``checkpoint(done)``, if given, is called
+        from the calling thread between blocks of work with the pairs answered so far; an
+        exception it raises stops the search."""
 
     def bitmask_search(self, dag: CSR, lab: LabelArrays, cs: Array, ct: Array,
                        words: int = 1, prune: bool = True) -> Array:

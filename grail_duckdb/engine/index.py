@@ -152,6 +152,7 @@ class GrailIndex:
                 mode, offset, table = self.ids.lookup(self.kernels.xp)
                 comp = None if self.n_components == self.n_vertices else self.comp
                 self._query_index = QueryIndex(mode, offset, table, comp, self.dag, self.labels)
+                self.kernels.synchronize()  # uploads done before other streams read them
             qi = self._query_index
             if need_reverse and qi.rev is None:
                 k = self.kernels

@@ -34,7 +34,12 @@ from .protocol import CSR, PairAnswers, TopoOrder
 from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, ORDER_BLOCK, cuda_header, order_params
 
 #: source files of the module, in the order they are concatenated
-_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu")
+_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")
+#: (mode, queue capacity) of the rounds of the bidirectional search: hash sets of growing size,
+#: then the dense set (mode 1, capacity n) that never overflows
+_BIDIR_ROUNDS = ((0, 1 << 11), (0, 1 << 15), (1, None))
+#: the bidirectional search may always use this much scratch (small indices)
+_BIDIR_MIN_SCRATCH = 64 << 20
 #: int32 slots before the answer bits in a batch's result buffer (the status counts)
 _COUNTS = 16
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
@@ -382,9 +387,7 @@ class GpuKernels:
         """This thread's reusable query buffers, large enough for a batch of nq pairs."""
         buf = getattr(self._local, "query", None)
         if buf is None or buf.capacity < nq:
-            cap = max(nq, 1 << 16)
-            if buf is not None:
-                cap = max(cap, min(2 * buf.capacity, self.query_batch))
+            cap = max(nq, min(self.query_batch, 1 << 20))
             buf = self._local.query = _QueryBuffers(cap)
         return buf
 
@@ -441,21 +444,62 @@ class GpuKernels:
 
     @_out_of_memory
     def search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
-        """The deferred pairs by the multi-query bitmask search, on this thread's stream:
-        sorted by source (pairs of one source share a pass), as many words per vertex as
-        ``search_scratch`` allows (with ``prune``; the plain BFS keeps its larger budget)."""
+        """The deferred pairs, on this thread's stream: with ``prune``, the bidirectional
+        search (one warp per pair, rounds of growing scratch within ``search_scratch`` of the
+        footprint); without, the plain multi-source bitmask BFS, sorted by source (pairs of one
+        source share a pass)."""
         n = int(u.shape[0])
         if n == 0:
             return np.zeros(0, np.bool_)
         with self._buffers(1).stream:
+            if prune:
+                return self._bidir(qi, u, t)
             order = cp.argsort(u)
-            budget = (int(self.settings.search_scratch * qi.footprint) if prune
-                      else 2 * qi.footprint + (256 << 20))
-            found = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, prune,
-                                        budget=budget)
+            found = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, False)
             out = cp.empty(n, cp.bool_)
             out[order] = found
             return out.get()
+
+    @staticmethod
+    def _bidir_bytes(mode, cap, n):
+        """Scratch bytes of one warp of bidir_kernel (its layout: kernels/bidir.cu)."""
+        if mode == 0:
+            return 40 * cap
+        return ((((n + 15) >> 4) * 4 + 15) & ~15) + 8 * n
+
+    def _bidir(self, qi, u, t):
+        """Rounds of bidir_kernel: each round's warps take the pairs left by the last one (a
+        sync per round to read how many overflowed); host bool answers."""
+        npairs, nv = int(u.shape[0]), qi.dag.n
+        out = cp.zeros(npairs, cp.uint8)
+        budget = max(int(self.settings.search_scratch * qi.footprint), _BIDIR_MIN_SCRATCH)
+        fn = self._function("bidir_kernel")
+        max_warps = self._grid("bidir_kernel", fn) * (_BLOCK // 32)
+        dense = self._bidir_bytes(1, nv, nv)
+        lists = cp.empty((2, npairs), cp.int32)
+        ctr = cp.zeros(2, cp.int32)
+        ids, pending, r = np.uint64(0), npairs, 0
+        labs = self._label_args(qi.labels)
+        for mode, cap in _BIDIR_ROUNDS:
+            cap = nv if mode == 1 else cap
+            per = self._bidir_bytes(mode, cap, nv)
+            if mode == 0 and per >= dense:
+                continue  # the dense set is no larger: go straight to it
+            warps = max(1, min(budget // per, max_warps, pending))
+            scratch = cp.zeros(warps * per, cp.uint8)
+            ctr.fill(0)
+            over = lists[r % 2]  # the other list holds this round's ids
+            r += 1
+            fn((-(-warps // (_BLOCK // 32)),), (_BLOCK,), (
+                np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
+                qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
+                np.int64(per), np.int32(warps), out, ctr[0:1], ctr[1:2], over))
+            del scratch
+            pending = int(ctr[1])
+            if pending == 0:
+                break
+            ids = over[:pending]
+        return out.get().astype(np.bool_)
 
     def search_words(self, n, nq, words, budget):
         """Words per vertex for the search: as many as the memory budget allows (three arrays

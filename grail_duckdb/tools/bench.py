@@ -58,6 +58,7 @@ from . import bench_baselines as bl
 from . import datasets, workloads
 from . import generators as gen
 from .bench_report import plot, to_markdown
+from .bench_scale import SCALE_SIZES, bench_scale
 from .bench_sql import bench_identity, bench_sql
 from .bench_traversal import bench_traversal
 from .readers import read_edges
@@ -94,6 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="roots of the single-source traversals for GTEPS (default 64)")
     parser.add_argument("--threads", type=int, default=1,
                         help="DuckDB threads for the SQL paths and the CTE (default 1)")
+    parser.add_argument("--scale", type=int, nargs="*", default=None, metavar="PAIRS",
+                        help="random pairs per call of the scale figures, besides the fixed "
+                             "cost of a call settled by the cuts (default 1000000 10000000; "
+                             "--quick: 20000; none: skip them)")
     parser.add_argument("--no-baselines", action="store_true",
                         help="measure the engine only (no NetworkX, SciPy, CTE, SQL rows)")
     parser.add_argument("--quick", action="store_true",
@@ -116,6 +121,8 @@ def settings(args) -> dict:
         "roots": int(args.roots),
         "threads": int(args.threads),
         "baselines": not args.no_baselines,
+        "scale": [int(x) for x in (args.scale if args.scale is not None
+                                   else ((20_000,) if quick else SCALE_SIZES))],
         "quick": quick,
         "prog": getattr(args, "bench_prog", "python -m grail_duckdb bench"),
     }
@@ -128,6 +135,7 @@ def command_line(s: dict) -> str:
              "--queries", str(s["queries"]), "--backend", s["backend"], "--labels",
              str(s["labels"]), "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
              "--roots", str(s["roots"]), "--threads", str(s["threads"]), "--out", s["out"]]
+    words += ["--scale", *(str(x) for x in s.get("scale", SCALE_SIZES))]
     if not s["baselines"]:
         words.append("--no-baselines")
     return shlex.join(words)
@@ -475,6 +483,10 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
             say(f"  {b} {name}: {eng['seconds'] * 1e3:.1f} ms for {len(pairs):,} pairs "
                 f"({eng['reachable_fraction']:.1%} reachable, "
                 f"{eng['stats']['searched']:,} searched)")
+        if s.get("scale"):
+            rnd = per_backend["queries"]["grail_duckdb"]["random"]
+            per_backend["scale"] = bench_scale(idx, idx.ids.keys, sets["reachable"],
+                                               rnd["seconds"], rnd["total_pairs"], s, say)
         if expected is None:
             expected = answers
         else:

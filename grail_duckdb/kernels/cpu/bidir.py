@@ -13,7 +13,6 @@ handed back zeroed, so one set serves every pair of a thread.
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from .search import _hub_reaches, _may_reach, _tree_reaches

@@ -1,0 +1,190 @@
+// Queries, last stage: the exact search of the pairs that the cuts and the bounded search left,
+// one warp per pair, from both ends (twin of grail_duckdb/kernels/cpu/bidir.py). The forward
+// side grows from s over children that may still reach t, the backward side from t over parents
+// that s may still reach; each step expands the side whose frontier has fewer edges, all 32
+// lanes sharing it. s reaches t as soon as a vertex is on both sides or meets a positive cut;
+// it does not once either side runs dry. No grid barrier: each warp takes pairs from a counter.
+//
+// A warp's scratch is bounded and owned by it: two frontier queues of `cap` vertices and a set
+// of the vertices on either side, a hash table of 4 * cap slots (mode 0) or two bits per vertex
+// (mode 1, dense, with cap = n: never too small, as each side queues a vertex at most once). A
+// pair that would overflow its warp's queues is handed back (overflow list) and searched again
+// by the host's next round with larger scratch.
+#include "common.cuh"
+
+#define SIDE_FWD 0u
+#define SIDE_BWD 1u
+#define WARPS_PER_BLOCK 8
+
+// The set of vertices reached by either side. insert(): 0 = new on this side, 1 = already on
+// this side, 2 = already on the other side (the two searches meet). remove(): clears a vertex
+// inserted during this pair (every entry of the table belongs to the current pair, so zeroing
+// them all leaves it empty: no tombstones needed).
+struct Reached {
+    int mode;
+    u64* table;      // mode 0: slots of ((v + 1) << 1 | side), 0 = empty
+    unsigned mask;   // mode 0: slots - 1 (a power of two)
+    unsigned* bits;  // mode 1: two bits per vertex, 16 vertices per word
+
+    __device__ __forceinline__ static unsigned slot_of(int v) { return (unsigned)v * 2654435761u; }
+
+    __device__ int insert(int v, unsigned side) {
+        if (mode == 1) {
+            const unsigned shift = 2u * (unsigned)(v & 15);
+            const unsigned old = atomicOr(&bits[v >> 4], (1u << side) << shift) >> shift;
+            if (old & (1u << side)) return 1;
+            return (old & (1u << (side ^ 1u))) ? 2 : 0;
+        }
+        const u64 key = ((u64)(v + 1) << 1) | side;
+        for (unsigned h = slot_of(v) & mask;; h = (h + 1) & mask) {
+            const u64 old = atomicCAS(&table[h], 0ull, key);
+            if (old == 0ull) return 0;
+            if ((old >> 1) == (u64)(v + 1)) return ((old & 1ull) == side) ? 1 : 2;
+        }
+    }
+
+    __device__ void remove(int v) {
+        if (mode == 1) {
+            bits[v >> 4] = 0u;  // the whole word: its other vertices are being cleared too
+            return;
+        }
+        for (unsigned h = slot_of(v) & mask;; h = (h + 1) & mask) {
+            if ((table[h] >> 1) == (u64)(v + 1)) {
+                table[h] = 0ull;
+                return;
+            }
+        }
+    }
+};
+
+// Per-warp state of one step, in shared memory.
+struct StepState {
+    u64 edges;         // edges leaving the vertices queued for the next step
+    int tail;          // next free queue slot of the side being expanded
+    int flag;          // 0 = go on, 1 = met (s reaches t), 2 = a queue overflowed
+    int nspill;        // vertices inserted into `seen` that found no queue slot (overflow)
+    int spill[32];     // (each lane stops at its first overflow: at most 32 per pair)
+};
+
+// One pair on one warp: 1 (s reaches t), 0 (it does not) or 2 (the queues overflowed).
+__device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i64* rptr,
+                          const int* ridx, const LabelView& lab, Reached& seen, int* qf,
+                          int* qb, int cap, StepState* st) {
+    const int lane = threadIdx.x & 31;
+    if (lane == 0) {
+        seen.insert(s, SIDE_FWD);
+        seen.insert(t, SIDE_BWD);
+        qf[0] = s;
+        qb[0] = t;
+        st->nspill = 0;
+    }
+    __syncwarp();
+    int hf = 0, tf = 1, hb = 0, tb = 1;
+    u64 ef = ptr[s + 1] - ptr[s], eb = rptr[t + 1] - rptr[t];
+    int result = 0;
+    while (hf < tf && hb < tb) {
+        const bool fwd = ef <= eb;
+        const int head = fwd ? hf : hb, end = fwd ? tf : tb;
+        int* q = fwd ? qf : qb;
+        const i64* p = fwd ? ptr : rptr;
+        const int* x = fwd ? idx : ridx;
+        const unsigned side = fwd ? SIDE_FWD : SIDE_BWD;
+        if (lane == 0) {
+            st->tail = end;
+            st->flag = 0;
+            st->edges = 0ull;
+        }
+        __syncwarp();
+        for (int i = head + lane; i < end; i += 32) {
+            const int v = q[i];
+            for (i64 e = p[v]; e < p[v + 1]; ++e) {
+                if (*((volatile int*)&st->flag)) break;
+                const int w = x[e];
+                const int a = fwd ? w : s, b = fwd ? t : w;  // the pair this vertex stands for
+                if (lab.tree_reaches(a, b) || lab.hub_reaches(a, b)) {
+                    atomicMax(&st->flag, 1);
+                    break;
+                }
+                if (!lab.may_reach(a, b)) continue;
+                const int r = seen.insert(w, side);
+                if (r == 2) {
+                    atomicMax(&st->flag, 1);
+                    break;
+                }
+                if (r == 1) continue;
+                const int slot = atomicAdd(&st->tail, 1);
+                if (slot >= cap) {  // in `seen` but in no queue: cleared from the spill list
+                    st->spill[atomicAdd(&st->nspill, 1)] = w;
+                    atomicMax(&st->flag, 2);
+                    break;
+                }
+                q[slot] = w;
+                atomicAdd(&st->edges, (u64)(p[w + 1] - p[w]));
+            }
+        }
+        __syncwarp();
+        const int flag = *((volatile int*)&st->flag);
+        const int tail = min(*((volatile int*)&st->tail), cap);
+        const u64 edges = *((volatile u64*)&st->edges);
+        __syncwarp();
+        if (fwd) { hf = end; tf = tail; ef = edges; } else { hb = end; tb = tail; eb = edges; }
+        if (flag) {
+            result = flag == 1 ? 1 : 2;
+            break;
+        }
+    }
+    for (int i = lane; i < tf; i += 32) seen.remove(qf[i]);
+    for (int i = lane; i < tb; i += 32) seen.remove(qb[i]);
+    if (lane < st->nspill) seen.remove(st->spill[lane]);
+    __syncwarp();
+    return result;
+}
+
+// One round: warps take pairs ids[k] (ids: nullptr = 0..npairs-1) from *next until none is
+// left; out[id] = 1 or 0, or id appended to overflow (length *n_overflow). Warp w owns
+// scratch + w * per_warp bytes: mode 0: a table of 4 * cap u64 slots, then the two queues of
+// cap ints; mode 1: (n + 15) / 16 words of bits, then the two queues of cap (= n) ints. The
+// scratch must be zero on entry and is left zero.
+extern "C" __global__ void bidir_kernel(int npairs, const int* ids, const int* pu, const int* pt,
+                                        int n, const i64* ptr, const int* idx, const i64* rptr,
+                                        const int* ridx, const int* level, const int* inner,
+                                        const int* outer, const int* tree_lo,
+                                        const int* tree_post, int d, const u64* down,
+                                        const u64* up, int hw, int mode, int cap,
+                                        char* scratch, i64 per_warp, int nwarps,
+                                        unsigned char* out, int* next, int* n_overflow,
+                                        int* overflow) {
+    __shared__ StepState steps[WARPS_PER_BLOCK];
+    const int warp = thread_rank() >> 5, lane = threadIdx.x & 31;
+    if (warp >= nwarps) return;
+    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
+    char* mine = scratch + (i64)warp * per_warp;
+    Reached seen;
+    seen.mode = mode;
+    int* qf;
+    if (mode == 1) {
+        seen.bits = (unsigned*)mine;
+        seen.table = nullptr;
+        seen.mask = 0u;
+        qf = (int*)(mine + (((i64)((n + 15) >> 4) * 4 + 15) & ~(i64)15));
+    } else {
+        seen.table = (u64*)mine;
+        seen.bits = nullptr;
+        seen.mask = 4u * (unsigned)cap - 1u;
+        qf = (int*)(mine + (i64)4 * cap * 8);
+    }
+    int* qb = qf + cap;
+    StepState* st = &steps[threadIdx.x >> 5];
+    for (;;) {
+        int k = 0;
+        if (lane == 0) k = atomicAdd(next, 1);
+        k = __shfl_sync(FULL_MASK, k, 0);
+        if (k >= npairs) return;
+        const int id = ids ? ids[k] : k;
+        const int r = bidir_pair(pu[id], pt[id], ptr, idx, rptr, ridx, lab, seen, qf, qb, cap, st);
+        if (lane == 0) {
+            if (r == 2) overflow[atomicAdd(n_overflow, 1)] = id;
+            else out[id] = (unsigned char)r;
+        }
+    }
+}

@@ -22,7 +22,7 @@
 // them all leaves it empty: no tombstones needed).
 struct Reached {
     int mode;
-    u64* table;      // mode 0: slots of ((v + 1) << 1 | side), 0 = empty
+    unsigned* table; // mode 0: slots of (v + 1) | side << 31 (v + 1 < 2^31), 0 = empty
     unsigned mask;   // mode 0: slots - 1 (a power of two)
     unsigned* bits;  // mode 1: two bits per vertex, 16 vertices per word
 
@@ -35,11 +35,11 @@ struct Reached {
             if (old & (1u << side)) return 1;
             return (old & (1u << (side ^ 1u))) ? 2 : 0;
         }
-        const u64 key = ((u64)(v + 1) << 1) | side;
+        const unsigned id = (unsigned)v + 1u, key = id | (side << 31);
         for (unsigned h = slot_of(v) & mask;; h = (h + 1) & mask) {
-            const u64 old = atomicCAS(&table[h], 0ull, key);
-            if (old == 0ull) return 0;
-            if ((old >> 1) == (u64)(v + 1)) return ((old & 1ull) == side) ? 1 : 2;
+            const unsigned old = atomicCAS(&table[h], 0u, key);
+            if (old == 0u) return 0;
+            if ((old & 0x7fffffffu) == id) return (old >> 31) == side ? 1 : 2;
         }
     }
 
@@ -48,9 +48,10 @@ struct Reached {
             bits[v >> 4] = 0u;  // the whole word: its other vertices are being cleared too
             return;
         }
+        const unsigned id = (unsigned)v + 1u;
         for (unsigned h = slot_of(v) & mask;; h = (h + 1) & mask) {
-            if ((table[h] >> 1) == (u64)(v + 1)) {
-                table[h] = 0ull;
+            if ((table[h] & 0x7fffffffu) == id) {
+                table[h] = 0u;
                 return;
             }
         }
@@ -63,7 +64,7 @@ struct StepState {
     int tail;          // next free queue slot of the side being expanded
     int flag;          // 0 = go on, 1 = met (s reaches t), 2 = a queue overflowed
     int nspill;        // vertices inserted into `seen` that found no queue slot (overflow)
-    int spill[32];     // (each lane stops at its first overflow: at most 32 per pair)
+    int spill[32];     // (the warp stops after the round of 32 edges that overflowed: <= 32)
 };
 
 // One pair on one warp: 1 (s reaches t), 0 (it does not) or 2 (the queues overflowed).
@@ -95,32 +96,59 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
             st->edges = 0ull;
         }
         __syncwarp();
-        for (int i = head + lane; i < end; i += 32) {
-            const int v = q[i];
-            for (i64 e = p[v]; e < p[v + 1]; ++e) {
-                if (*((volatile int*)&st->flag)) break;
-                const int w = x[e];
-                const int a = fwd ? w : s, b = fwd ? t : w;  // the pair this vertex stands for
-                if (lab.tree_reaches(a, b) || lab.hub_reaches(a, b)) {
-                    atomicMax(&st->flag, 1);
-                    break;
-                }
-                if (!lab.may_reach(a, b)) continue;
-                const int r = seen.insert(w, side);
-                if (r == 2) {
-                    atomicMax(&st->flag, 1);
-                    break;
-                }
-                if (r == 1) continue;
-                const int slot = atomicAdd(&st->tail, 1);
-                if (slot >= cap) {  // in `seen` but in no queue: cleared from the spill list
-                    st->spill[atomicAdd(&st->nspill, 1)] = w;
-                    atomicMax(&st->flag, 2);
-                    break;
-                }
-                q[slot] = w;
-                atomicAdd(&st->edges, (u64)(p[w + 1] - p[w]));
+        // Edge-parallel over the frontier, 32 vertices at a time: a warp scan of their degrees,
+        // then each lane takes one edge and finds its vertex by a binary search over the scan.
+        for (int base = head; base < end; base += 32) {
+            const int i = base + lane;
+            int deg = 0;
+            i64 beg = 0;
+            if (i < end) {
+                const int v = q[i];
+                beg = p[v];
+                deg = (int)(p[v + 1] - beg);
             }
+            int incl = deg;
+            for (int o = 1; o < 32; o <<= 1) {
+                const int y = __shfl_up_sync(FULL_MASK, incl, o);
+                if (lane >= o) incl += y;
+            }
+            const int total = __shfl_sync(FULL_MASK, incl, 31), excl = incl - deg;
+            bool stop = false;
+            for (int e0 = 0; e0 < total && !stop; e0 += 32) {
+                const int e = e0 + lane;
+                int owner = 0;  // the last lane whose edges start at or before e
+                for (int step = 16; step > 0; step >>= 1) {
+                    const int probe = owner + step;
+                    if (__shfl_sync(FULL_MASK, excl, probe & 31) <= e && probe < 32) owner = probe;
+                }
+                const i64 ob = __shfl_sync(FULL_MASK, beg, owner);
+                const int oe = __shfl_sync(FULL_MASK, excl, owner);
+                if (e < total) {
+                    const int w = x[ob + (e - oe)];
+                    const int a = fwd ? w : s, b = fwd ? t : w;  // the pair w stands for
+                    if (lab.tree_reaches(a, b) || lab.hub_reaches(a, b)) {
+                        atomicMax(&st->flag, 1);
+                    } else if (lab.may_reach(a, b)) {
+                        const int r = seen.insert(w, side);
+                        if (r == 2) {
+                            atomicMax(&st->flag, 1);
+                        } else if (r == 0) {
+                            const int slot = atomicAdd(&st->tail, 1);
+                            if (slot < cap) {
+                                q[slot] = w;
+                                atomicAdd(&st->edges, (u64)(p[w + 1] - p[w]));
+                            } else {  // in `seen` but in no queue: cleared from the spill list
+                                const int k = atomicAdd(&st->nspill, 1);
+                                if (k < 32) st->spill[k] = w;
+                                atomicMax(&st->flag, 2);
+                            }
+                        }
+                    }
+                }
+                __syncwarp();
+                stop = __shfl_sync(FULL_MASK, *((volatile int*)&st->flag), 0) != 0;
+            }
+            if (stop) break;
         }
         __syncwarp();
         const int flag = *((volatile int*)&st->flag);
@@ -142,7 +170,7 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
 
 // One round: warps take pairs ids[k] (ids: nullptr = 0..npairs-1) from *next until none is
 // left; out[id] = 1 or 0, or id appended to overflow (length *n_overflow). Warp w owns
-// scratch + w * per_warp bytes: mode 0: a table of 4 * cap u64 slots, then the two queues of
+// scratch + w * per_warp bytes: mode 0: a table of 4 * cap u32 slots, then the two queues of
 // cap ints; mode 1: (n + 15) / 16 words of bits, then the two queues of cap (= n) ints. The
 // scratch must be zero on entry and is left zero.
 extern "C" __global__ void bidir_kernel(int npairs, const int* ids, const int* pu, const int* pt,
@@ -168,10 +196,10 @@ extern "C" __global__ void bidir_kernel(int npairs, const int* ids, const int* p
         seen.mask = 0u;
         qf = (int*)(mine + (((i64)((n + 15) >> 4) * 4 + 15) & ~(i64)15));
     } else {
-        seen.table = (u64*)mine;
+        seen.table = (unsigned*)mine;
         seen.bits = nullptr;
         seen.mask = 4u * (unsigned)cap - 1u;
-        qf = (int*)(mine + (i64)4 * cap * 8);
+        qf = (int*)(mine + (i64)4 * cap * 4);
     }
     int* qb = qf + cap;
     StepState* st = &steps[threadIdx.x >> 5];

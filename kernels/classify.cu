@@ -13,13 +13,13 @@ struct KeyLookup {
     const int* table; // LOOKUP_DENSE: id of key offset + i, or -1
     const i64* sorted;// LOOKUP_SORTED: the keys of ids 0..size-1, ascending
 
-    // The id of a key, or a negative number for a key that is not a vertex. Unsigned
-    // arithmetic keeps key - offset exact for every pair of 64-bit keys.
+    // The id of a key, or a negative number for a key that is not a vertex. key - offset is
+    // exact whenever key >= offset (computed unsigned; a wrapped difference is >= 2^63 > size).
     __device__ __forceinline__ int id(i64 key) const {
         if (mode == LOOKUP_IDS) return (int)key;
         if (mode == LOOKUP_DENSE) {
             const u64 j = (u64)key - (u64)offset;
-            return j < (u64)size ? table[j] : -1;
+            return (key >= offset && j < (u64)size) ? table[j] : -1;
         }
         i64 lo = 0, hi = size;  // lower bound of key in sorted
         while (lo < hi) {

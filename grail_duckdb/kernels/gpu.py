@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import time
 from dataclasses import dataclass
 
 import cupy as cp
@@ -35,11 +36,7 @@ from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, ORDER_BLOCK
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")
-#: (mode, queue capacity) of the rounds of the bidirectional search: hash sets of growing size,
-#: then the dense set (mode 1, capacity n) that never overflows
-_BIDIR_ROUNDS = ((0, 1 << 11), (0, 1 << 15), (1, None))
-#: the bidirectional search may always use this much scratch (small indices)
-_BIDIR_MIN_SCRATCH = 64 << 20
+
 #: int32 slots before the answer bits in a batch's result buffer (the status counts)
 _COUNTS = 16
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
@@ -66,7 +63,10 @@ class GpuSettings:
     ``query_batch``: pairs per batch of a query call (the reusable buffers of a thread hold
     one batch: about 45 bytes per pair on the device, 17 pinned on the host);
     ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
-    fraction of the index's footprint (at least one word per vertex).
+    fraction of the index's footprint, and at least ``min_search_scratch`` bytes;
+    ``bidir_caps``: the frontier capacity per side of each round of the bidirectional search
+    (hash sets of 24 bytes per unit of capacity per warp; a last round with a dense set of
+    about 8.3 bytes per vertex per warp never overflows).
     """
 
     balance: str = "binned"
@@ -77,8 +77,12 @@ class GpuSettings:
     max_words: int = 64
     query_batch: int = 1 << 21
     search_scratch: float = 0.1
+    min_search_scratch: int = 64 << 20
+    bidir_caps: tuple = (1 << 11, 1 << 15)
 
     def __post_init__(self):
+        if any(c < 32 or c & (c - 1) for c in self.bidir_caps):
+            raise ValueError(f"bidir_caps must be powers of two >= 32, got {self.bidir_caps}")
         for knob in (self.balance, self.search_balance):
             if knob not in _BALANCE_MODES:
                 raise ValueError(f"load balance must be one of {sorted(_BALANCE_MODES)}, "
@@ -464,15 +468,17 @@ class GpuKernels:
     def _bidir_bytes(mode, cap, n):
         """Scratch bytes of one warp of bidir_kernel (its layout: kernels/bidir.cu)."""
         if mode == 0:
-            return 40 * cap
+            return 24 * cap
         return ((((n + 15) >> 4) * 4 + 15) & ~15) + 8 * n
 
-    def _bidir(self, qi, u, t):
+    def _bidir(self, qi, u, t, trace=None):
         """Rounds of bidir_kernel: each round's warps take the pairs left by the last one (a
-        sync per round to read how many overflowed); host bool answers."""
+        sync per round to read how many overflowed); host bool answers. ``trace``, a list,
+        gets one ``(mode, cap, warps, pairs in, pairs left, seconds)`` per round."""
         npairs, nv = int(u.shape[0]), qi.dag.n
         out = cp.zeros(npairs, cp.uint8)
-        budget = max(int(self.settings.search_scratch * qi.footprint), _BIDIR_MIN_SCRATCH)
+        budget = max(int(self.settings.search_scratch * qi.footprint),
+                     self.settings.min_search_scratch)
         fn = self._function("bidir_kernel")
         max_warps = self._grid("bidir_kernel", fn) * (_BLOCK // 32)
         dense = self._bidir_bytes(1, nv, nv)
@@ -480,12 +486,12 @@ class GpuKernels:
         ctr = cp.zeros(2, cp.int32)
         ids, pending, r = np.uint64(0), npairs, 0
         labs = self._label_args(qi.labels)
-        for mode, cap in _BIDIR_ROUNDS:
-            cap = nv if mode == 1 else cap
+        for mode, cap in [(0, c) for c in self.settings.bidir_caps] + [(1, nv)]:
             per = self._bidir_bytes(mode, cap, nv)
             if mode == 0 and per >= dense:
                 continue  # the dense set is no larger: go straight to it
             warps = max(1, min(budget // per, max_warps, pending))
+            t0 = time.perf_counter()
             scratch = cp.zeros(warps * per, cp.uint8)
             ctr.fill(0)
             over = lists[r % 2]  # the other list holds this round's ids
@@ -495,7 +501,10 @@ class GpuKernels:
                 qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
                 np.int64(per), np.int32(warps), out, ctr[0:1], ctr[1:2], over))
             del scratch
-            pending = int(ctr[1])
+            left = int(ctr[1])
+            if trace is not None:
+                trace.append((mode, cap, warps, pending, left, time.perf_counter() - t0))
+            pending = left
             if pending == 0:
                 break
             ids = over[:pending]

@@ -22,13 +22,30 @@ _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
 
 @njit(**_JIT)
-def _lookup(key, mode, offset, table, sorted_keys):
-    """The vertex id of a key, or a negative number when it is not a vertex (KeyLookup::id)."""
+def _lookup_range(keys, lo, hi, mode, offset, table, sorted_keys, out):
+    """out[i] = the vertex id of keys[lo + i], or a negative number when it is not a vertex
+    (KeyLookup::id). One tight loop per mode (the mode is fixed for a batch): a lookup that
+    branches on the mode per key runs many times slower. Dense: key - offset is exact
+    whenever key >= offset (a wrapped difference is negative)."""
     if mode == LOOKUP_IDS:
-        return np.int64(key)
-    if mode == LOOKUP_DENSE:
-        j = np.uint64(key) - np.uint64(offset)  # exact for any two 64-bit keys
-        return np.int64(table[j]) if j < np.uint64(table.shape[0]) else np.int64(-1)
+        for i in range(hi - lo):
+            out[i] = keys[lo + i]
+    elif mode == LOOKUP_DENSE:
+        size = table.shape[0]
+        for i in range(hi - lo):
+            key = keys[lo + i]
+            j = key - offset
+            inside = (key >= offset) & (j >= 0) & (j < size)
+            found = np.int64(table[j if inside else 0]) if size else np.int64(-1)
+            out[i] = found if inside else -1
+    else:
+        for i in range(hi - lo):
+            out[i] = _search_sorted(sorted_keys, keys[lo + i])
+
+
+@njit(**_JIT)
+def _search_sorted(sorted_keys, key):
+    """The position of key in the ascending sorted_keys, or -1."""
     lo = 0
     hi = sorted_keys.shape[0]
     while lo < hi:
@@ -37,36 +54,7 @@ def _lookup(key, mode, offset, table, sorted_keys):
             lo = mid + 1
         else:
             hi = mid
-    return np.int64(lo) if lo < sorted_keys.shape[0] and sorted_keys[lo] == key else np.int64(-1)
-
-
-@njit(**_JIT)
-def _classify(ka, kb, mode, offset, table, sorted_keys, comp, level, inner, outer, tree_lo,
-              tree_post, down, up, prune):
-    """(code, u, t) of one valid pair of keys (classify_pair): unknown keys (equal ones:
-    SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the positive
-    tree and hub cuts and the negative label and hub tests; UNDECIDED when none settles it."""
-    a = _lookup(ka, mode, offset, table, sorted_keys)
-    b = _lookup(kb, mode, offset, table, sorted_keys)
-    if a < 0 or b < 0:
-        return (SAME_KEY if ka == kb else UNKNOWN), 0, 0
-    if a == b:
-        return SAME_VERTEX, 0, 0
-    u = a if comp.shape[0] == 0 else np.int64(comp[a])
-    t = b if comp.shape[0] == 0 else np.int64(comp[b])
-    if u == t:
-        return SAME_COMPONENT, u, t
-    if not prune:
-        return UNDECIDED, u, t
-    if level_excludes(level[u], level[t]):
-        return LEVEL_CUT, u, t
-    if _tree_reaches(u, t, tree_lo, tree_post):
-        return TREE_CUT, u, t
-    if _hub_reaches(u, t, down, up):
-        return HUB_CUT, u, t
-    if not _may_reach(u, t, level, inner, outer, down, up):
-        return LABEL_CUT, u, t
-    return UNDECIDED, u, t
+    return lo if lo < sorted_keys.shape[0] and sorted_keys[lo] == key else -1
 
 
 @njit(**_JIT)
@@ -105,28 +93,67 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, table, sorted_keys, comp, 
     in ``codes``, its answer bit in ``bits`` (Arrow's order: bit q % 8 of byte q // 8; lo a
     multiple of 8, the bytes of the range zeroed here), each code counted in ``counts``.
 
-    ``valid`` (empty: every pair is valid) holds 0 for a NULL pair. counts[UNDECIDED] counts the
-    pairs that reached the bounded search (with ``prune``); each then ends PROBE_REACHES,
-    PROBE_EXCLUDES or DEFERRED. Without ``prune`` an undecided pair is DEFERRED at once.
+    The cuts are the GPU's, in its order (classify_pair): NULL pair, unknown keys (equal ones:
+    SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the positive tree
+    and hub cuts, the negative label and hub tests. counts[UNDECIDED] counts the pairs that
+    reach the bounded search (with ``prune``); each then ends PROBE_REACHES, PROBE_EXCLUDES or
+    DEFERRED. Without ``prune`` an undecided pair is DEFERRED at once. ``valid`` (empty: every
+    pair is valid) holds 0 for a NULL pair.
+
+    Two sweeps: the first does only what every pair needs (lookups, components, levels) with
+    no unpredictable branch, so the processor keeps many cache misses in flight; the second
+    runs the rest for the pairs the level cut left.
     """
+    m = hi - lo
+    cu = np.empty(m, np.int64)
+    cv = np.empty(m, np.int64)
+    _lookup_range(ks, lo, hi, mode, offset, table, sorted_keys, cu)
+    _lookup_range(kt, lo, hi, mode, offset, table, sorted_keys, cv)
+    identity = comp.shape[0] == 0
+    for i in range(m):
+        q = lo + i
+        ka = ks[q]
+        kb = kt[q]
+        a = cu[i]
+        b = cv[i]
+        ok = (a >= 0) & (b >= 0)
+        a0 = a if ok else 0
+        b0 = b if ok else 0
+        u = a0 if identity else np.int64(comp[a0])
+        t = b0 if identity else np.int64(comp[b0])
+        cu[i] = u
+        cv[i] = t
+        code = UNDECIDED
+        code = LEVEL_CUT if prune & level_excludes(level[u], level[t]) else code
+        code = SAME_COMPONENT if u == t else code
+        code = SAME_VERTEX if a == b else code
+        code = code if ok else (SAME_KEY if ka == kb else UNKNOWN)
+        if valid.shape[0]:
+            code = code if valid[q] else NULL_PAIR
+        codes[q] = code
     stack = np.empty(PROBE_STACK, np.int64)
     for i in range(lo >> 3, (hi + 7) >> 3):
         bits[i] = 0
-    for q in range(lo, hi):
-        if valid.shape[0] and not valid[q]:
-            code = NULL_PAIR
-        else:
-            code, u, t = _classify(ks[q], kt[q], mode, offset, table, sorted_keys, comp, level,
-                                   inner, outer, tree_lo, tree_post, down, up, prune)
-            if code == UNDECIDED:
-                if prune:
-                    counts[UNDECIDED] += 1
-                    code = _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down,
-                                  up, budget, stack)
-                else:
-                    code = DEFERRED
+    for i in range(m):
+        q = lo + i
+        code = codes[q]
+        if code == UNDECIDED:
+            u = cu[i]
+            t = cv[i]
+            if not prune:
+                code = DEFERRED
+            elif _tree_reaches(u, t, tree_lo, tree_post):
+                code = TREE_CUT
+            elif _hub_reaches(u, t, down, up):
+                code = HUB_CUT
+            elif not _may_reach(u, t, level, inner, outer, down, up):
+                code = LABEL_CUT
+            else:
+                counts[UNDECIDED] += 1
+                code = _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up,
+                              budget, stack)
+            codes[q] = code
         counts[code] += 1
-        codes[q] = code
         if ANSWER_OF[code]:
             bits[q >> 3] |= np.uint8(1 << (q & 7))
 
@@ -151,12 +178,19 @@ def answer_parallel(ks, kt, valid, mode, offset, table, sorted_keys, comp, ptr, 
 @njit(**_JIT)
 def pair_components(rows, ks, kt, mode, offset, table, sorted_keys, comp):
     """(u, t) components of the given rows (pairs of known keys): the deferred pairs' input to
-    the multi-query search."""
+    the exact search."""
+    a = np.empty(rows.shape[0], np.int64)
+    b = np.empty(rows.shape[0], np.int64)
+    ka = np.empty(rows.shape[0], np.int64)
+    kb = np.empty(rows.shape[0], np.int64)
+    for i in range(rows.shape[0]):
+        ka[i] = ks[rows[i]]
+        kb[i] = kt[rows[i]]
+    _lookup_range(ka, 0, rows.shape[0], mode, offset, table, sorted_keys, a)
+    _lookup_range(kb, 0, rows.shape[0], mode, offset, table, sorted_keys, b)
     u = np.empty(rows.shape[0], np.int32)
     t = np.empty(rows.shape[0], np.int32)
     for i in range(rows.shape[0]):
-        a = _lookup(ks[rows[i]], mode, offset, table, sorted_keys)
-        b = _lookup(kt[rows[i]], mode, offset, table, sorted_keys)
-        u[i] = a if comp.shape[0] == 0 else comp[a]
-        t[i] = b if comp.shape[0] == 0 else comp[b]
+        u[i] = a[i] if comp.shape[0] == 0 else comp[a[i]]
+        t[i] = b[i] if comp.shape[0] == 0 else comp[b[i]]
     return u, t

@@ -131,9 +131,11 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
             part = k.answer_pairs(qi, ks[lo:hi], kt[lo:hi], None if valid is None else
                                   valid[lo:hi], use_cuts, budget if use_cuts else 0)
             counts += part.counts
-            if part.counts[K.DEFERRED]:
+            deferred = int(part.counts[K.DEFERRED])
+            if deferred:
+                settled = hi - deferred  # every pair of the batch but the deferred ones
                 found_deep += _search_deferred(index, part, use_cuts, words, stop,
-                                               lambda done, lo=lo: progress.update(lo + done))
+                                               lambda done, s=settled: progress.update(s + done))
             if lo == 0 and hi == nq:
                 bits = part.bits
             else:

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 #: columns shorter than this are copied on the calling thread
-PARALLEL_MIN = 1 << 18
+PARALLEL_MIN = 1 << 16
 #: elements per parallel copy task
 _BLOCK = 1 << 16
 

@@ -69,12 +69,14 @@ __device__ __forceinline__ void warp_append(bool want, int row, int u, int t, in
     }
 }
 
-// One batch of nq pairs: keys[0:nq) sources, keys[nq:2nq) targets (valid: nullptr, or one byte
-// per pair, 0 for a NULL pair). Writes bit q of bits (one 32-bit word per warp of 32 pairs) for
+// One batch of nq pairs: keys[0:nq) sources, keys[nq:2nq) targets, int64 (wide) or int32 (the
+// host's narrow staging: key - offset, looked up with offset 0); valid: nullptr, or one byte
+// per pair, 0 for a NULL pair. Writes bit q of bits (one 32-bit word per warp of 32 pairs) for
 // every pair settled true, adds each status count to counts[code], and appends the undecided
 // pairs (prune) to und_* (length counts[UNDECIDED]) or, without prune, to def_* (length
 // counts[DEFERRED]).
-extern "C" __global__ void classify_kernel(int nq, const i64* keys, const unsigned char* valid,
+extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
+                                           const unsigned char* valid,
                                            int mode, i64 offset, i64 size, const int* table,
                                            const i64* sorted, const int* comp, const int* level,
                                            const int* inner, const int* outer,
@@ -95,7 +97,11 @@ extern "C" __global__ void classify_kernel(int nq, const i64* keys, const unsign
         int code = -1, u = 0, t = 0;
         if (q < nq) {
             if (valid && !valid[q]) code = NULL_PAIR;
-            else code = classify_pair(look, keys[q], keys[nq + q], comp, lab, prune, u, t);
+            else {
+                const i64 ka = wide ? ((const i64*)keys)[q] : ((const int*)keys)[q];
+                const i64 kb = wide ? ((const i64*)keys)[nq + q] : ((const int*)keys)[nq + q];
+                code = classify_pair(look, ka, kb, comp, lab, prune, u, t);
+            }
         }
         const unsigned word = __ballot_sync(FULL_MASK, code >= 0 && ((SETTLED_TRUE_MASK >> code) & 1u));
         if (lane == 0) bits[base >> 5] = word;

@@ -406,12 +406,14 @@ class GpuKernels:
         table = qi.lookup_table
         sorted_keys = table if qi.lookup_mode == LOOKUP_SORTED else np.uint64(0)
         dense = table if qi.lookup_mode == LOOKUP_DENSE else np.uint64(0)
-        stage_pairs(ks, kt, buf.host_keys, PARALLEL_LOCK)
+        narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_IDS: 0}.get(qi.lookup_mode)
+        wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
+        offset = qi.lookup_offset if wide else 0
         stream = buf.stream
         rt = cp.cuda.runtime
         with stream:
-            rt.memcpyAsync(buf.keys.data.ptr, buf.host_keys.ctypes.data, 16 * nq, _H2D,
-                           stream.ptr)
+            rt.memcpyAsync(buf.keys.data.ptr, buf.host_keys.ctypes.data, (16 if wide else 8) * nq,
+                           _H2D, stream.ptr)
             valid_arg = np.uint64(0)
             if valid is not None:
                 buf.host_valid[:nq] = valid
@@ -426,8 +428,8 @@ class GpuKernels:
                 fn = self._function("classify_kernel")
                 grid = min(self._grid("classify_kernel", fn), -(-nq // _BLOCK))
                 fn((grid,), (_BLOCK,), (
-                    np.int32(nq), buf.keys, valid_arg, np.int32(qi.lookup_mode),
-                    np.int64(qi.lookup_offset), np.int64(table.shape[0]), dense, sorted_keys,
+                    np.int32(nq), buf.keys, np.int32(wide), valid_arg, np.int32(qi.lookup_mode),
+                    np.int64(offset), np.int64(table.shape[0]), dense, sorted_keys,
                     np.uint64(0) if qi.comp is None else qi.comp, *labs, np.int32(bool(prune)),
                     bits, counts, buf.und_row, buf.und_u, buf.und_t, buf.def_row, buf.def_u,
                     buf.def_t))
@@ -572,10 +574,10 @@ class _QueryBuffers:
         self.capacity = cap
         self.stream = cp.cuda.Stream(non_blocking=True)
         words = (cap + 31) >> 5
-        self.host_keys = cupyx.empty_pinned(2 * cap, np.int64)
+        self.host_keys = cupyx.empty_pinned(16 * cap, np.uint8)  # int64 or int32 keys
         self.host_valid = cupyx.empty_pinned(cap, np.uint8)
         self.host_result = cupyx.empty_pinned(_COUNTS + words, np.int32)
-        self.keys = cp.empty(2 * cap, cp.int64)
+        self.keys = cp.empty(16 * cap, cp.uint8)
         self.valid = cp.empty(cap, cp.uint8)
         self.result = cp.empty(_COUNTS + words, cp.int32)
         lists = cp.empty((6, cap), cp.int32)

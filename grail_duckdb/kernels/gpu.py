@@ -32,7 +32,8 @@ from ..resources import cuda_dir
 from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
 from .protocol import CSR, PairAnswers, TopoOrder
-from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, ORDER_BLOCK, cuda_header, order_params
+from .shared import (DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, N_STATUS, ORDER_BLOCK,
+                     cuda_header, order_params)
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")

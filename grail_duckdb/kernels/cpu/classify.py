@@ -100,9 +100,9 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, table, sorted_keys, comp, 
     DEFERRED. Without ``prune`` an undecided pair is DEFERRED at once. ``valid`` (empty: every
     pair is valid) holds 0 for a NULL pair.
 
-    Two sweeps: the first does only what every pair needs (lookups, components, levels) with
-    no unpredictable branch, so the processor keeps many cache misses in flight; the second
-    runs the rest for the pairs the level cut left.
+    The first sweep does only what every pair needs (lookups, components, levels) with no
+    unpredictable branch, so the processor keeps many cache misses in flight; then each
+    further cut is one pass over the pairs still open, and the bounded search the last.
     """
     m = hi - lo
     cu = np.empty(m, np.int64)
@@ -131,31 +131,62 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, table, sorted_keys, comp, 
         if valid.shape[0]:
             code = code if valid[q] else NULL_PAIR
         codes[q] = code
+    # the pairs the first sweep left open, then one tight pass per cut over those still open:
+    # consecutive pairs' loads are independent, so their cache misses overlap
+    open_ = np.empty(m, np.int64)
+    k = 0
+    for i in range(m):
+        if codes[lo + i] == UNDECIDED:
+            open_[k] = i
+            k += 1
+    if not prune:
+        for j in range(k):
+            codes[lo + open_[j]] = DEFERRED
+        k = 0
+    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree_lo, tree_post, level, inner,
+                outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree_lo, tree_post, level, inner,
+                outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree_lo, tree_post, level, inner,
+                outer, down, up)
+    counts[UNDECIDED] += k
     stack = np.empty(PROBE_STACK, np.int64)
+    for j in range(k):
+        i = open_[j]
+        codes[lo + i] = _probe(cu[i], cv[i], ptr, idx, level, inner, outer, tree_lo, tree_post,
+                               down, up, budget, stack)
     for i in range(lo >> 3, (hi + 7) >> 3):
         bits[i] = 0
-    for i in range(m):
-        q = lo + i
+    for q in range(lo, hi):
         code = codes[q]
-        if code == UNDECIDED:
-            u = cu[i]
-            t = cv[i]
-            if not prune:
-                code = DEFERRED
-            elif _tree_reaches(u, t, tree_lo, tree_post):
-                code = TREE_CUT
-            elif _hub_reaches(u, t, down, up):
-                code = HUB_CUT
-            elif not _may_reach(u, t, level, inner, outer, down, up):
-                code = LABEL_CUT
-            else:
-                counts[UNDECIDED] += 1
-                code = _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up,
-                              budget, stack)
-            codes[q] = code
         counts[code] += 1
         if ANSWER_OF[code]:
             bits[q >> 3] |= np.uint8(1 << (q & 7))
+
+
+@njit(**_JIT)
+def _settle(open_, k, codes, lo, cu, cv, code, test, tree_lo, tree_post, level, inner, outer,
+            down, up):
+    """One cut over the open pairs open_[:k]: those it settles get ``code`` (test 0: the tree
+    interval holds t, 1: a hub meets, 2: the label and hub tests exclude), the others stay
+    open, in order; returns how many stay."""
+    left = 0
+    for j in range(k):
+        i = open_[j]
+        u = cu[i]
+        t = cv[i]
+        if test == 0:
+            hit = _tree_reaches(u, t, tree_lo, tree_post)
+        elif test == 1:
+            hit = _hub_reaches(u, t, down, up)
+        else:
+            hit = not _may_reach(u, t, level, inner, outer, down, up)
+        if hit:
+            codes[lo + i] = code
+        else:
+            open_[left] = i
+            left += 1
+    return left
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)

@@ -65,9 +65,10 @@ class GpuSettings:
     one batch: about 45 bytes per pair on the device, 17 pinned on the host);
     ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
     fraction of the index's footprint, and at least ``min_search_scratch`` bytes;
-    ``bidir_caps``: the frontier capacity per side of each round of the bidirectional search
-    (hash sets of 24 bytes per unit of capacity per warp; a last round with a dense set of
-    about 8.3 bytes per vertex per warp never overflows).
+    ``bidir_rounds``: the rounds of the bidirectional search, ``(warps per pair, frontier
+    capacity per side)``; a round's groups each take a hash set of 24 bytes per unit of
+    capacity; a last round, one block per pair with a dense set of about 8.3 bytes per vertex,
+    never overflows.
     """
 
     balance: str = "binned"
@@ -79,11 +80,12 @@ class GpuSettings:
     query_batch: int = 1 << 21
     search_scratch: float = 0.1
     min_search_scratch: int = 64 << 20
-    bidir_caps: tuple = (1 << 11, 1 << 15)
+    bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18))
 
     def __post_init__(self):
-        if any(c < 32 or c & (c - 1) for c in self.bidir_caps):
-            raise ValueError(f"bidir_caps must be powers of two >= 32, got {self.bidir_caps}")
+        if any(g not in (1, 8) or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
+            raise ValueError("bidir_rounds: (1 or 8 warps, a power of two >= 32) each, got "
+                             f"{self.bidir_rounds}")
         for knob in (self.balance, self.search_balance):
             if knob not in _BALANCE_MODES:
                 raise ValueError(f"load balance must be one of {sorted(_BALANCE_MODES)}, "
@@ -469,44 +471,47 @@ class GpuKernels:
 
     @staticmethod
     def _bidir_bytes(mode, cap, n):
-        """Scratch bytes of one warp of bidir_kernel (its layout: kernels/bidir.cu)."""
+        """Scratch bytes of one group of the bidirectional search (layout: kernels/bidir.cu)."""
         if mode == 0:
             return 24 * cap
         return ((((n + 15) >> 4) * 4 + 15) & ~15) + 8 * n
 
     def _bidir(self, qi, u, t, trace=None):
-        """Rounds of bidir_kernel: each round's warps take the pairs left by the last one (a
-        sync per round to read how many overflowed); host bool answers. ``trace``, a list,
-        gets one ``(mode, cap, warps, pairs in, pairs left, seconds)`` per round."""
+        """Rounds of the bidirectional search (``bidir_rounds``, then a dense round): each
+        round's groups take the pairs the last one handed back (a sync per round to read how
+        many); host bool answers. ``trace``, a list, gets one ``(warps per pair, mode, cap,
+        groups, pairs in, pairs left, seconds)`` per round."""
         npairs, nv = int(u.shape[0]), qi.dag.n
         out = cp.zeros(npairs, cp.uint8)
         budget = max(int(self.settings.search_scratch * qi.footprint),
                      self.settings.min_search_scratch)
-        fn = self._function("bidir_kernel")
-        max_warps = self._grid("bidir_kernel", fn) * (_BLOCK // 32)
         dense = self._bidir_bytes(1, nv, nv)
         lists = cp.empty((2, npairs), cp.int32)
         ctr = cp.zeros(2, cp.int32)
         ids, pending, r = np.uint64(0), npairs, 0
         labs = self._label_args(qi.labels)
-        for mode, cap in [(0, c) for c in self.settings.bidir_caps] + [(1, nv)]:
+        rounds = [(g, 0, c) for g, c in self.settings.bidir_rounds] + [(8, 1, nv)]
+        for g, mode, cap in rounds:
             per = self._bidir_bytes(mode, cap, nv)
             if mode == 0 and per >= dense:
                 continue  # the dense set is no larger: go straight to it
-            warps = max(1, min(budget // per, max_warps, pending))
+            name = "bidir_warp_kernel" if g == 1 else "bidir_block_kernel"
+            fn = self._function(name)
+            groups_per_block = _BLOCK // 32 // g
+            groups = max(1, min(budget // per, self._grid(name, fn) * groups_per_block, pending))
             t0 = time.perf_counter()
-            scratch = cp.zeros(warps * per, cp.uint8)
+            scratch = cp.zeros(groups * per, cp.uint8)
             ctr.fill(0)
             over = lists[r % 2]  # the other list holds this round's ids
             r += 1
-            fn((-(-warps // (_BLOCK // 32)),), (_BLOCK,), (
+            fn((-(-groups // groups_per_block),), (_BLOCK,), (
                 np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
                 qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
-                np.int64(per), np.int32(warps), out, ctr[0:1], ctr[1:2], over))
+                np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over))
             del scratch
             left = int(ctr[1])
             if trace is not None:
-                trace.append((mode, cap, warps, pending, left, time.perf_counter() - t0))
+                trace.append((g, mode, cap, groups, pending, left, time.perf_counter() - t0))
             pending = left
             if pending == 0:
                 break

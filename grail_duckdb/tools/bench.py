@@ -341,6 +341,8 @@ class PeakMemory:
 
 #: edges of the workload prefix that each warm-up builds on
 WARM_UP_EDGES = 50_000
+#: pairs of the warm-up's large call (at least a timed call's: 100K)
+WARM_UP_PAIRS = 131_072
 
 
 def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) -> None:
@@ -367,6 +369,10 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
         idx.reaches_with_stats(src, dst)
         idx.reaches_with_stats(dst, src)
         idx.reaches_with_stats(src[:640], dst[:640], use_cuts=False)
+        # a call as large as the timed ones: their code paths (parallel staging and
+        # classification, the thread's reusable buffers) are compiled and allocated here
+        reps = -(-WARM_UP_PAIRS // max(len(src), 1))
+        idx.reaches_with_stats(pa.concat_arrays([src] * reps), pa.concat_arrays([dst] * reps))
         bench_traversal(idx, table, roots=2, seed=0)
         idx.kernels.synchronize()
 

@@ -24,6 +24,37 @@ _FWD, _BWD = 1, 2
 
 
 @njit(**_JIT)
+def _step(fwd, s, t, p, x, front, nf, nxt, mark, touched, nt, level, inner, outer, tree_lo,
+          tree_post, down, up, prune):
+    """Expand one side's frontier ``front[:nf]`` over the CSR (p, x) into ``nxt``: forward
+    (children of the frontier that t may still be below) or backward (parents that s may
+    still be above). Returns (found, next size, its edges, touched count)."""
+    side = _FWD if fwd else _BWD
+    other = _BWD if fwd else _FWD
+    nn = 0
+    en = 0
+    for i in range(nf):
+        v = front[i]
+        for e in range(p[v], p[v + 1]):
+            w = x[e]
+            a = w if fwd else s  # the pair that w stands for
+            b = t if fwd else w
+            if mark[w] == other or (prune and (_tree_reaches(a, b, tree_lo, tree_post)
+                                               or _hub_reaches(a, b, down, up))):
+                return True, nn, en, nt
+            if mark[w] != 0:
+                continue
+            mark[w] = side
+            touched[nt] = w
+            nt += 1
+            if not prune or _may_reach(a, b, level, inner, outer, down, up):
+                nxt[nn] = w
+                nn += 1
+                en += p[w + 1] - p[w]
+    return False, nn, en, nt
+
+
+@njit(**_JIT)
 def _bidir_one(s, t, ptr, idx, rptr, ridx, level, inner, outer, tree_lo, tree_post, down, up,
                prune, mark, fa, fb, ba, bb, touched):
     """Does s reach t (s != t, components)? Leaves ``mark`` zeroed."""
@@ -40,55 +71,14 @@ def _bidir_one(s, t, ptr, idx, rptr, ridx, level, inner, outer, tree_lo, tree_po
     eb = rptr[t + 1] - rptr[t]
     found = False
     while nf > 0 and nb > 0 and not found:
-        nn = 0
-        if ef <= eb:  # forward: children of the frontier that t may still be below
-            en = 0
-            for i in range(nf):
-                v = fa[i]
-                for e in range(ptr[v], ptr[v + 1]):
-                    w = idx[e]
-                    if mark[w] == _BWD or (prune and (_tree_reaches(w, t, tree_lo, tree_post)
-                                                      or _hub_reaches(w, t, down, up))):
-                        found = True
-                        break
-                    if mark[w] != 0:
-                        continue
-                    mark[w] = _FWD
-                    touched[nt] = w
-                    nt += 1
-                    if not prune or _may_reach(w, t, level, inner, outer, down, up):
-                        fb[nn] = w
-                        nn += 1
-                        en += ptr[w + 1] - ptr[w]
-                if found:
-                    break
+        if ef <= eb:
+            found, nf, ef, nt = _step(True, s, t, ptr, idx, fa, nf, fb, mark, touched, nt,
+                                      level, inner, outer, tree_lo, tree_post, down, up, prune)
             fa, fb = fb, fa
-            nf = nn
-            ef = en
-        else:  # backward: parents of the frontier that s may still be above
-            en = 0
-            for i in range(nb):
-                v = ba[i]
-                for e in range(rptr[v], rptr[v + 1]):
-                    w = ridx[e]
-                    if mark[w] == _FWD or (prune and (_tree_reaches(s, w, tree_lo, tree_post)
-                                                      or _hub_reaches(s, w, down, up))):
-                        found = True
-                        break
-                    if mark[w] != 0:
-                        continue
-                    mark[w] = _BWD
-                    touched[nt] = w
-                    nt += 1
-                    if not prune or _may_reach(s, w, level, inner, outer, down, up):
-                        bb[nn] = w
-                        nn += 1
-                        en += rptr[w + 1] - rptr[w]
-                if found:
-                    break
+        else:
+            found, nb, eb, nt = _step(False, s, t, rptr, ridx, ba, nb, bb, mark, touched, nt,
+                                      level, inner, outer, tree_lo, tree_post, down, up, prune)
             ba, bb = bb, ba
-            nb = nn
-            eb = en
     for i in range(nt):
         mark[touched[i]] = 0
     return found

@@ -25,8 +25,9 @@ machine named), ``bench.json`` (every figure) and ``bench.png`` (throughput per 
 scale) into ``--out``, and prints progress lines on stderr. ``--quick`` runs small generated
 graphs and a few queries (the CI smoke test).
 
-One thread: the Numba kernels are compiled without ``parallel=True``, so they run on the calling
-thread whatever ``NUMBA_NUM_THREADS`` says; DuckDB is set to ``--threads`` (default 1).
+Threads: the build's Numba kernels are serial; a query call of the CPU backend uses every core
+(``NUMBA_NUM_THREADS`` for its classification, a thread pool of ``os.cpu_count()`` for its exact
+search); DuckDB is set to ``--threads`` (default 1).
 Warm-up (Numba loading or compiling, CuPy modules) runs before any timed region; timings under
 a second are the best of three runs.
 """

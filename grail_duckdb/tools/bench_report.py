@@ -81,8 +81,8 @@ def to_markdown(report: dict) -> str:
         f"Command: `{report['command']}`", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
         f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
-        f"{m['numba']}. One thread: the Numba kernels are serial (no `parallel=True`, so "
-        f"`NUMBA_NUM_THREADS` does not matter); DuckDB `threads={s['threads']}`. Load average "
+        f"{m['numba']}. Threads: the build's Numba kernels are serial, a query call of the "
+        f"CPU backend uses all {m['cores']} cores; DuckDB `threads={s['threads']}`. Load average "
         f"when the run began: {m.get('load_average_at_start')}.", "",
         f"d = {s['labels']} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
         "set. Times in ms; `~` = measured on a prefix of the pairs that fits "

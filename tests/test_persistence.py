@@ -147,3 +147,101 @@ def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, cra
     assert gd.load_index(path).n_vertices == idx.n_vertices
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
     assert os.listdir(path.parent) == [path.name]
+
+
+# --- issue 11: never overwrite what is not ours, clean our own leftovers, follow the umask ---
+@pytest.mark.parametrize("kind", ["duckdb", "parquet", "text", "empty"])
+def test_save_refuses_to_overwrite_a_file_that_is_not_an_index(saved, tmp_path, kind):
+    idx, _ = saved
+    path = tmp_path / {"duckdb": "db.duckdb", "parquet": "data.parquet", "text": "notes.txt",
+                       "empty": "empty.grail.parquet"}[kind]
+    if kind == "duckdb":
+        con = duckdb.connect(str(path))
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+        con.close()
+    elif kind == "parquet":
+        pq.write_table(pa.table({"citing": [1, 2], "cited": [2, 3]}), path)
+    elif kind == "text":
+        path.write_text("my notes\n")
+    else:
+        path.write_bytes(b"")
+    before = path.read_bytes()
+    with pytest.raises(gd.IndexFileError, match=str(path).replace(".", r"\.")):
+        idx.save(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    if kind == "duckdb":
+        assert duckdb.connect(str(path)).execute("SELECT x FROM t").fetchone() == (1,)
+
+
+def test_save_refuses_a_folder(saved, tmp_path):
+    idx, _ = saved
+    (tmp_path / "dir.grail.parquet").mkdir()
+    with pytest.raises(gd.IndexFileError, match="dir.grail.parquet"):
+        idx.save(tmp_path / "dir.grail.parquet")
+
+
+def test_save_replaces_its_own_index(saved):
+    idx, path = saved
+    other = gd.build_index([1, 2], [2, 3], backend="cpu")
+    other.save(path)
+    assert gd.load_index(path).n_vertices == 3
+
+
+_KILLED_SAVE = """
+import os, signal, sys
+import grail_duckdb as gd
+from grail_duckdb.engine import persistence
+
+def killed(table, meta, tmp):
+    with open(tmp, "wb") as fh:
+        fh.write(b"PAR1" + b"x" * 4096)
+        fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+persistence._write_parquet = killed
+gd.build_index([1, 2], [2, 3], backend="cpu").save(sys.argv[1])
+"""
+
+
+def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(saved, tmp_path):
+    import subprocess
+    import sys
+
+    idx, path = saved
+    before = path.read_bytes()
+    rc = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(path)],
+                        env={**os.environ}, timeout=120).returncode
+    assert rc == -9
+    left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].name.startswith(f".{path.name}.")
+    assert path.read_bytes() == before                     # the old index is intact
+    unrelated = tmp_path / ".other.grail.parquet.abc.tmp"   # not a temporary of this file
+    unrelated.write_bytes(b"keep me")
+    idx.save(path)
+    assert not left[0].exists()
+    assert unrelated.exists()
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+
+
+def test_a_temporary_still_being_written_is_left_alone(saved, tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    idx, path = saved
+    live = tmp_path / f".{path.name}.livewriter.tmp"
+    with open(live, "wb") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)   # another process's save
+        idx.save(path)
+        assert live.exists()
+    idx.save(path)
+    assert not live.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_index_files_follow_the_umask(saved, tmp_path, umask):
+    idx, _ = saved
+    old = os.umask(umask)
+    try:
+        path = idx.save(tmp_path / f"u{umask:o}.grail.parquet")
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)

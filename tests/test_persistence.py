@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb.engine import persistence
+from grail_duckdb.engine import atomic_write, persistence
 
 
 @pytest.fixture
@@ -137,8 +137,8 @@ def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, cra
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("simulated crash")
 
-    target = {"write": (persistence.pq, "write_table"), "fsync": (persistence.os, "fsync"),
-              "replace": (persistence.os, "replace")}[crash_at]
+    target = {"write": (persistence, "_write_parquet"), "fsync": (atomic_write.os, "fsync"),
+              "replace": (atomic_write.os, "replace")}[crash_at]
     monkeypatch.setattr(*target, crash)
     with pytest.raises(KeyboardInterrupt):
         newer.save(path)
@@ -191,7 +191,7 @@ def test_save_replaces_its_own_index(saved):
 _KILLED_SAVE = """
 import os, signal, sys
 import grail_duckdb as gd
-from grail_duckdb.engine import persistence
+from grail_duckdb.engine import atomic_write, persistence
 
 def killed(table, meta, tmp):
     with open(tmp, "wb") as fh:
@@ -245,3 +245,27 @@ def test_index_files_follow_the_umask(saved, tmp_path, umask):
     finally:
         os.umask(old)
     assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_an_older_format_is_refused_with_rebuild_and_may_be_replaced(saved):
+    idx, path = saved
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[b"grail_duckdb.version"] = b"1"
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    with pytest.raises(gd.IndexFileError, match="older.*rebuild"):
+        gd.load_index(path)
+    idx.save(path)   # an index of ours, even an old one, may be replaced
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+
+
+def test_large_index_round_trip_covers_several_row_groups_and_digest_pieces(tmp_path, monkeypatch):
+    monkeypatch.setattr(persistence, "_PIECE", 4096)   # many digest pieces
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 300_000, 400_000), rng.integers(0, 300_000, 400_000)
+    idx = gd.build_index(src, dst, labels=2, backend="cpu")
+    back = gd.load_index(idx.save(tmp_path / "big.grail.parquet"))
+    assert pq.ParquetFile(tmp_path / "big.grail.parquet").num_row_groups > 1
+    qs, qd = rng.integers(0, 300_000, 50_000), rng.integers(0, 300_000, 50_000)
+    assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
+    np.testing.assert_array_equal(back.dag.indices, idx.dag.indices)

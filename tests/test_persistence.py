@@ -269,3 +269,15 @@ def test_large_index_round_trip_covers_several_row_groups_and_digest_pieces(tmp_
     qs, qd = rng.integers(0, 300_000, 50_000), rng.integers(0, 300_000, 50_000)
     assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
     np.testing.assert_array_equal(back.dag.indices, idx.dag.indices)
+
+
+def test_a_truncated_index_may_be_replaced_but_not_a_truncated_data_file(saved, tmp_path):
+    idx, path = saved
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])        # our index, damaged: a rebuild replaces it
+    idx.save(path)
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+    other = tmp_path / "data.parquet"
+    other.write_bytes(data[: len(data) // 2])       # not named as an index: left alone
+    with pytest.raises(gd.IndexFileError, match="data.parquet"):
+        idx.save(other)

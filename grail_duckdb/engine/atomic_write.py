@@ -34,12 +34,17 @@ FORMAT_KEY = b"grail_duckdb.format"
 
 
 def is_index_file(path: Path, format_name: str) -> bool:
-    """True when ``path`` is a Parquet file whose footer says it is an index of this project
-    (any format version: an older index of ours may be replaced)."""
+    """True when ``path`` is an index of this project: a Parquet file whose footer names the
+    format (any version: an older index of ours may be replaced), or a damaged one, named
+    ``*.grail.parquet``, that begins as Parquet but whose footer cannot be read (a truncated
+    index: nothing in it can be read back, and a rebuild must be able to replace it)."""
     try:
         meta = pq.read_schema(path).metadata or {}
-    except Exception:  # not Parquet, truncated, unreadable: not ours
-        return False
+    except Exception:  # not Parquet, truncated, unreadable
+        if not path.name.endswith(".grail.parquet"):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
     return meta.get(FORMAT_KEY) == format_name.encode()
 
 

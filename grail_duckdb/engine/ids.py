@@ -20,7 +20,8 @@ from numba import njit
 
 from ..errors import EdgeInputError, KeyTypeError
 from ..kernels.shared import pack_pairs, unpack_pairs
-from .ingest import CHUNK, EdgeStream, edge_stream, key_kind
+from . import ingest
+from .ingest import EdgeStream, edge_stream, key_kind
 
 #: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
 DENSE_FACTOR = 4
@@ -212,8 +213,9 @@ def _as_int64_or_narrower(arr: pa.Array) -> np.ndarray:
 
 def _remap(xp, pairs, fn):
     """``pairs`` rewritten in place, slice by slice: each endpoint id ``x`` becomes ``fn(x)``."""
-    for lo in range(0, pairs.shape[0], CHUNK):
-        part = pairs[lo:lo + CHUNK]
+    step = ingest.CHUNK
+    for lo in range(0, pairs.shape[0], step):
+        part = pairs[lo:lo + step]
         s, d = part >> xp.uint64(32), part & xp.uint64(0xFFFFFFFF)
         pack_pairs(xp, fn(s), fn(d), out=part)
 

@@ -115,10 +115,11 @@ class EdgeStream:
     def rows(self) -> int:
         return self.table.num_rows
 
-    def chunks(self, size: int = CHUNK):
-        """``(start_row, src, dst)`` slices of at most ``size`` edges (no copies)."""
+    def chunks(self, size: int | None = None):
+        """``(start_row, src, dst)`` slices of at most ``size`` (default :data:`CHUNK`) edges
+        (no copies)."""
         start = 0
-        for batch in self.table.to_batches(max_chunksize=size):
+        for batch in self.table.to_batches(max_chunksize=size or CHUNK):
             if batch.num_rows:
                 yield start, batch.column(0), batch.column(1)
                 start += batch.num_rows
@@ -147,13 +148,14 @@ def read_parquet_edges(path, src_col: str = "src", dst_col: str = "dst") -> pa.T
         raise EdgeInputError(f"the folder {path} holds no *.parquet file")
     try:
         schema = pq.read_schema(files[0])
+        missing = [c for c in (src_col, dst_col) if c not in schema.names]
+        if missing:
+            raise EdgeInputError(f"{str(files[0])!r} has no columns {', '.join(map(repr, missing))}; "
+                                 f"its columns are {schema.names}")
         table = pq.read_table(files if len(files) > 1 else files[0], columns=[src_col, dst_col],
                               use_threads=True)
     except (pa.ArrowInvalid, OSError) as exc:
         raise EdgeInputError(f"{str(path)!r} is not a readable Parquet edge file: {exc}") from None
-    except KeyError:
-        raise EdgeInputError(f"{str(path)!r} has no columns {src_col!r} and {dst_col!r}; its "
-                             f"columns are {schema.names}") from None
     meta = schema.metadata or {}
     vertices = int(meta[VERTEX_COUNT_META]) if VERTEX_COUNT_META in meta else None
     return edge_table(table.column(0), table.column(1), vertices)

@@ -216,7 +216,8 @@ def _remap(xp, pairs, fn):
     step = ingest.CHUNK
     for lo in range(0, pairs.shape[0], step):
         part = pairs[lo:lo + step]
-        s, d = part >> xp.uint64(32), part & xp.uint64(0xFFFFFFFF)
+        s = (part >> xp.uint64(32)).astype(xp.int64)
+        d = (part & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
         pack_pairs(xp, fn(s), fn(d), out=part)
 
 

@@ -27,7 +27,7 @@ from ..engine.ingest import read_parquet_edges
 from ..errors import GrailError
 from ..plugin import install, named_queries
 from ..plugin import sql as whole
-from . import bench
+from . import bench, bench_scale
 from .generators import citation_dag
 from .readers import detect_format, parquet_edge_columns, read_edges
 
@@ -228,6 +228,13 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=bench.run)
 
 
+def _add_bench_scale(sub) -> None:
+    p = sub.add_parser("bench-scale", help="the scale runs: generate -> Parquet -> build -> "
+                                           "save -> load -> random pairs, memory per phase")
+    bench_scale.add_arguments(p)
+    p.set_defaults(func=bench_scale.run)
+
+
 # --- the parser ----------------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m grail_duckdb``."""
@@ -273,6 +280,7 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     _add_bench(sub)
+    _add_bench_scale(sub)
     return top
 
 

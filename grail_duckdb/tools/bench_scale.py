@@ -189,6 +189,8 @@ def run_size(papers: int, citations: float, args, say=_say) -> dict:
         mem.mark("queries (loaded index)", res["queries"]["seconds"])
         say(f"[{papers:,}] loaded in {lt:.1f} s; {args.pairs:,} pairs in "
             f"{res['queries']['seconds']:.1f} s{' (extrapolated)' if res['queries']['extrapolated'] else ''}")
+        if args.dask:
+            res["dask"] = _dask(path, qs[:args.dask], qt[:args.dask], back, gpu, args)
         del back
         if gpu and args.gpus > 1:
             res["gpus"] = _multi_gpu(path, qs, qt, args)
@@ -214,6 +216,45 @@ def _multi_gpu(path, qs, qt, args) -> dict:
     if len(out) > 1:
         out["speedup"] = out[1]["seconds"] / out[args.gpus]["seconds"]
     return out
+
+
+def _dask(path, qs, qt, index, gpu: bool, args) -> dict:
+    """The pairs as a Dask DataFrame answered on a local cluster (one worker per GPU with
+    dask-cuda's LocalCUDACluster where there is a GPU), checked against ``index``."""
+    import dask.dataframe as dd
+    import pandas as pd
+    from dask.distributed import Client, LocalCluster
+
+    from .. import dask as gdd
+
+    if gpu:
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster(n_workers=args.gpus, dashboard_address=None)
+    else:
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None)
+    client = Client(cluster)
+    try:
+        frame = dd.from_pandas(pd.DataFrame({"src": qs, "dst": qt}),
+                               npartitions=max(2, qs.shape[0] // 5_000_000))
+        t = time.perf_counter()
+        got = gdd.reaches(frame, path).compute()
+        seconds = time.perf_counter() - t
+        t = time.perf_counter()
+        again = gdd.reaches(frame, path).compute()
+        warm = time.perf_counter() - t
+        want = index.reaches(qs, qt).to_numpy(zero_copy_only=False)
+        same = bool((got["reaches"].to_numpy(bool) == want).all()
+                    and again["reaches"].equals(got["reaches"]))
+        loads = client.run(gdd.loaded_indices)
+    finally:
+        client.close()
+        cluster.close()
+    _say(f"  dask: {qs.shape[0]:,} pairs, first {seconds:.1f} s (loads included), then "
+         f"{warm:.1f} s; same answers: {same}")
+    return {"pairs": int(qs.shape[0]), "workers": len(loads), "first_seconds": seconds,
+            "warm_seconds": warm, "same_answers": same,
+            "loads_per_worker": [len(v) for v in loads.values()]}
 
 
 def report(results: list[dict]) -> str:
@@ -250,6 +291,8 @@ def report(results: list[dict]) -> str:
     row("random pairs (s)", lambda r: f"{'~' if r['queries']['extrapolated'] else ''}{r['queries']['seconds']:.1f} s for {r['queries']['pairs']:,}")
     row("checks (edges, reversed, self)", lambda r: ", ".join(k for k, v in r["check"].items() if v) or "FAILED")
     row("2 GPUs / 1 GPU", lambda r: f"{r['gpus']['speedup']:.2f}x")
+    row("Dask (pairs, warm s, same answers)", lambda r: f"{r['dask']['pairs']:,}, "
+        f"{r['dask']['warm_seconds']:.1f} s, {r['dask']['same_answers']}")
     mem_lines = ["", "| phase | " + " | ".join(f"{r['papers']:,}" for r in results) + " |",
                  "|---|" + "---:|" * len(results)]
     names = list(dict.fromkeys(p for r in results for p in r.get("memory", {})))
@@ -277,6 +320,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--query-budget", type=float, default=60.0,
                    help="seconds of queries per measurement; the rest is extrapolated")
     p.add_argument("--gpus", type=int, default=1, help="also answer on replicas of 1..G GPUs")
+    p.add_argument("--dask", type=int, default=0, metavar="PAIRS",
+                   help="also answer this many of the pairs on a local Dask cluster")
     p.add_argument("--labels", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)

@@ -29,7 +29,7 @@ and of the content, checked on load.
 
 Speed (format 2, issue 12): the file is written by DuckDB's Parquet writer, which encodes and
 compresses row groups on every core (zstd level 1; pyarrow's writer uses one thread), and read
-by pyarrow's multi-threaded reader. The digest is a tree of blake2b digests over pieces of
+back by DuckDB's parallel scan. The digest is a tree of blake2b digests over pieces of
 64 MiB hashed on every core (``hashlib`` releases the GIL), so neither side has a
 single-threaded pass over the data. When every component is one vertex (any DAG), the
 per-component columns are written as they are, with no gather. Files of format 1 (one
@@ -235,6 +235,16 @@ def read_metadata(path) -> dict[str, str]:
     return meta
 
 
+def _read_parquet(path: Path) -> pa.Table:
+    """The index file as an Arrow table, in file order, read on every core by DuckDB (3x
+    pyarrow's reader on the list column, measured on 2 cores)."""
+    con = duckdb.connect(config={"threads": _threads()})
+    try:
+        return con.sql(f"SELECT * FROM read_parquet({_sql_text(str(path))})").to_arrow_table()
+    finally:
+        con.close()
+
+
 def _column(table: pa.Table, name: str) -> np.ndarray:
     """One column of the table as a NumPy array (its chunks concatenated)."""
     col = table.column(name)
@@ -273,7 +283,7 @@ def load(path, *, expect_fingerprint: str | None = None) -> StoredIndex:
                               "current ones; rebuild it (grail_index(..., rebuild := true) in SQL "
                               "or grail_duckdb.build_index(...).save(path))")
     try:
-        table = pq.read_table(path, use_threads=True)
+        table = _read_parquet(path)
         d = int(meta["labels"])
         n, c = int(meta["vertices"]), int(meta["components"])
         if table.num_rows != n:

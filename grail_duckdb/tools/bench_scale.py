@@ -2,16 +2,15 @@
 
 For each size (``--papers N`` papers citing ``--citations K`` earlier ones on average): the
 generator writes the graph as a folder of Parquet files; the ETL path reads it (as ``build``
-does), builds the index phase by phase, saves it beside the data while the query phase runs
-(the save is a background thread), loads it back, and answers ``--pairs`` uniform random pairs
-in calls of ``--batch``; with ``--gpus`` the same pairs are answered by replicas on 1..G GPUs.
+does), builds the index phase by phase, saves it beside the data, answers ``--pairs`` uniform
+random pairs in calls of ``--batch``, loads the index back and answers them again; with ``--gpus`` the same pairs are answered by replicas on 1..G GPUs.
 Each phase reports its seconds, the peak host RSS and (on a GPU) the peak bytes in use in
 CuPy's pool and reserved by it, sampled every 2 ms, also per edge and per vertex. The answers
 are checked where the truth is known without a search: every edge is reachable, no reversed
 edge is (the citation graph is a DAG), and every key reaches itself.
 
-Writes ``scale.json`` (every figure) and ``scale.md`` (the tables) into ``--out`` as each size
-finishes, so a run cut short keeps what it measured.
+Writes ``scale.json`` (every figure) and ``scale.md`` (the tables) into ``--out`` after every
+step, so a run cut short keeps what it measured.
 """
 from __future__ import annotations
 
@@ -121,8 +120,9 @@ def _check(index, table, n: int, seed: int) -> dict:
     return {k: bool(v) for k, v in ok.items()}
 
 
-def run_size(papers: int, citations: float, args, say=_say) -> dict:
-    """One size: generate -> read -> build -> save (beside queries) -> load -> queries."""
+def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: None) -> dict:
+    """One size: generate -> read -> build -> save -> queries -> load -> queries; ``partial``
+    receives the results so far after each step (a run cut short keeps them)."""
     backend = resolve(args.backend)
     gpu = backend == "gpu"
     work = Path(args.workdir) / f"citation-{papers}-{citations:g}"
@@ -153,27 +153,22 @@ def run_size(papers: int, citations: float, args, say=_say) -> dict:
         res.update(vertices=n, edges=m, components=idx.n_components, dag_edges=idx.dag.m)
         say(f"[{papers:,}] built in {res['build_seconds']:.1f} s: "
             + ", ".join(f"{k} {v:.2f}" for k, v in idx.build_seconds.items()))
+        res["memory"] = mem.phases
+        partial(res)
         res["check"] = _check(idx, table, n, args.seed)
         del table
         path = work / "edges.grail.parquet"
-        saved: dict = {}
-
-        def save():
-            t = time.perf_counter()
-            idx.save(path)
-            saved["seconds"] = time.perf_counter() - t
-
-        writer = threading.Thread(target=save)
-        writer.start()  # the ETL streams the index to disk while the queries run
-        qs, qt = _random_pairs(n, args.pairs, args.seed + 1)
-        res["queries_during_save"] = _answer(idx, qs, qt, args.batch, args.query_budget)
-        mem.mark("queries (built index, save running)")
-        writer.join()
+        t = time.perf_counter()
+        idx.save(path)
+        st = time.perf_counter() - t
+        mem.mark("save", st)
         size = path.stat().st_size
-        res["save"] = {"seconds": saved["seconds"], "bytes": size,
-                       "GB_per_s": size / GB / saved["seconds"]}
-        say(f"[{papers:,}] saved {size / GB:.2f} GB in {saved['seconds']:.1f} s; queries "
-            f"{res['queries_during_save']['seconds']:.1f} s")
+        res["save"] = {"seconds": st, "bytes": size, "GB_per_s": size / GB / st}
+        say(f"[{papers:,}] saved {size / GB:.2f} GB in {st:.1f} s")
+        partial(res)
+        qs, qt = _random_pairs(n, args.pairs, args.seed + 1)
+        res["queries_built"] = _answer(idx, qs, qt, args.batch, args.query_budget)
+        mem.mark("queries (built index)", res["queries_built"]["seconds"])
         del idx
         if gpu:
             cupy.get_default_memory_pool().free_all_blocks()
@@ -187,10 +182,12 @@ def run_size(papers: int, citations: float, args, say=_say) -> dict:
         res["load"] = {"seconds": lt, "GB_per_s": size / GB / lt}
         res["queries"] = _answer(back, qs, qt, args.batch, args.query_budget)
         mem.mark("queries (loaded index)", res["queries"]["seconds"])
+        partial(res)
         say(f"[{papers:,}] loaded in {lt:.1f} s; {args.pairs:,} pairs in "
             f"{res['queries']['seconds']:.1f} s{' (extrapolated)' if res['queries']['extrapolated'] else ''}")
         if args.dask:
             res["dask"] = _dask(path, qs[:args.dask], qt[:args.dask], back, gpu, args)
+            partial(res)
         del back
         if gpu and args.gpus > 1:
             res["gpus"] = _multi_gpu(path, qs, qt, args)
@@ -267,7 +264,7 @@ def report(results: list[dict]) -> str:
         for r in results:
             try:
                 cells.append(fn(r))
-            except (KeyError, TypeError, ZeroDivisionError):
+            except (KeyError, TypeError, ValueError, ZeroDivisionError):
                 cells.append("-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
 
@@ -285,7 +282,7 @@ def report(results: list[dict]) -> str:
     row("  bytes per edge", lambda r: f"{_build_peak(r, 'device_used_peak') / r['edges']:.1f}")
     row("peak device reserved, build (GB)", lambda r: f"{_build_peak(r, 'device_reserved_peak') / GB:.1f}")
     row("peak host RSS, build (GB)", lambda r: f"{_build_peak(r, 'rss_peak') / GB:.1f}")
-    row("save (s, GB/s; during the queries)", lambda r: f"{r['save']['seconds']:.1f} s, {r['save']['GB_per_s']:.2f}")
+    row("save (s, GB/s of file)", lambda r: f"{r['save']['seconds']:.1f} s, {r['save']['GB_per_s']:.2f}")
     row("index file (GB)", lambda r: f"{r['save']['bytes'] / GB:.2f}")
     row("load (s, GB/s)", lambda r: f"{r['load']['seconds']:.1f} s, {r['load']['GB_per_s']:.2f}")
     row("random pairs (s)", lambda r: f"{'~' if r['queries']['extrapolated'] else ''}{r['queries']['seconds']:.1f} s for {r['queries']['pairs']:,}")
@@ -316,7 +313,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="graph sizes: papers (vertices) per run (default 1,000,000)")
     p.add_argument("--citations", type=float, default=10.0, help="mean citations per paper")
     p.add_argument("--pairs", type=int, default=1_000_000, help="random pairs to answer")
-    p.add_argument("--batch", type=int, default=10_000_000, help="pairs per call")
+    p.add_argument("--batch", type=int, default=1_000_000, help="pairs per call")
     p.add_argument("--query-budget", type=float, default=60.0,
                    help="seconds of queries per measurement; the rest is extrapolated")
     p.add_argument("--gpus", type=int, default=1, help="also answer on replicas of 1..G GPUs")
@@ -334,10 +331,15 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = []
+    results: list[dict] = []
+
+    def write(current=None):
+        done = results + ([current] if current is not None else [])
+        (out / "scale.json").write_text(json.dumps(done, indent=1, default=str))
+        (out / "scale.md").write_text(report(done))
+
     for papers in args.papers:
-        results.append(run_size(papers, args.citations, args))
-        (out / "scale.json").write_text(json.dumps(results, indent=1, default=str))
-        (out / "scale.md").write_text(report(results))
+        results.append(run_size(papers, args.citations, args, partial=write))
+        write()
     print(report(results))
     return 0

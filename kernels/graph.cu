@@ -38,16 +38,23 @@ __device__ int block_exclusive_scan(int x, int* total) {
     return before + incl - x;
 }
 
+// This thread's share of a tile: its PAIR_ITEMS pairs from *lo; returns how many kept pairs
+// of the tile come before them (*total: the tile's kept pairs).
+__device__ int tile_share(i64 m, const u64* p, i64 tile, i64* lo, int* total) {
+    *lo = tile * PAIR_TILE + (i64)threadIdx.x * PAIR_ITEMS;
+    int c = 0;
+    for (int k = 0; k < PAIR_ITEMS; ++k)
+        if (*lo + k < m) c += pair_kept(p, *lo + k);
+    return block_exclusive_scan(c, total);
+}
+
 // Pass 1: kept edges per tile of PAIR_TILE consecutive sorted pairs.
 extern "C" __global__ void pairs_count_kernel(i64 m, const u64* p, i64* tile_count) {
     const i64 tiles = (m + PAIR_TILE - 1) / PAIR_TILE;
     for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const i64 lo = tile * PAIR_TILE + (i64)threadIdx.x * PAIR_ITEMS;
-        int c = 0;
-        for (int k = 0; k < PAIR_ITEMS; ++k)
-            if (lo + k < m) c += pair_kept(p, lo + k);
+        i64 lo;
         int total;
-        block_exclusive_scan(c, &total);
+        tile_share(m, p, tile, &lo, &total);
         if (threadIdx.x == 0) tile_count[tile] = total;
     }
 }
@@ -60,12 +67,9 @@ extern "C" __global__ void pairs_write_kernel(i64 m, const u64* p, const i64* ti
                                               i64* indptr, int* indices) {
     const i64 tiles = (m + PAIR_TILE - 1) / PAIR_TILE;
     for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const i64 lo = tile * PAIR_TILE + (i64)threadIdx.x * PAIR_ITEMS;
-        int c = 0;
-        for (int k = 0; k < PAIR_ITEMS; ++k)
-            if (lo + k < m) c += pair_kept(p, lo + k);
+        i64 lo;
         int total;
-        i64 out = tile_base[tile] + block_exclusive_scan(c, &total);
+        i64 out = tile_base[tile] + tile_share(m, p, tile, &lo, &total);
         for (int k = 0; k < PAIR_ITEMS && lo + k < m; ++k) {
             const i64 i = lo + k;
             const u64 x = p[i];

@@ -24,7 +24,7 @@ from grail_duckdb.kernels.protocol import CSR
 MASK64 = (1 << 64) - 1
 
 
-# --- CSR ---------------------------------------------------------------------------------------
+# --- CSR -----------------------------------------------------------------------------------------
 def rows(indptr, indices) -> list[list[int]]:
     """The rows of a CSR as Python lists."""
     indptr, indices = np.asarray(indptr), np.asarray(indices)
@@ -59,7 +59,7 @@ def dedupe_rows(indptr, indices):
     return from_rows([list(dict.fromkeys(r)) for r in rows(indptr, indices)])
 
 
-# --- condensation ----------------------------------------------------------------------------------
+# --- condensation --------------------------------------------------------------------------------
 def trim(indptr, indices, alive):
     """``(alive after, removed)``: remove every live vertex with no live in-edge or no live
     out-edge, in rounds, until a round removes nothing."""
@@ -131,7 +131,7 @@ def strong_components(src, dst, n) -> np.ndarray:
     return connected_components(g, directed=True, connection="strong")[1].astype(np.int32)
 
 
-# --- labels ------------------------------------------------------------------------------------------
+# --- labels --------------------------------------------------------------------------------------
 def levels(indptr, indices, n):
     """Longest path from a root to each vertex of a DAG: level[w] >= level[v] + 1 over every
     edge, raised in rounds until it holds."""
@@ -260,12 +260,10 @@ def interval_bounds(indptr, indices, post):
         inner, outer = lo, hi
 
 
-def _reached_from(indptr, indices, v) -> np.ndarray:
-    """Vertices a breadth-first search from v reaches (v included)."""
+def _matrix(indptr, indices) -> csr_matrix:
     n = np.asarray(indptr).shape[0] - 1
-    g = csr_matrix((np.ones(len(indices), np.int8), np.asarray(indices), np.asarray(indptr)),
-                   (n, n))
-    return breadth_first_order(g, int(v), directed=True, return_predecessors=False)
+    return csr_matrix((np.ones(len(indices), np.int8), np.asarray(indices), np.asarray(indptr)),
+                      (n, n))
 
 
 def hub_bits(fwd, rev, hub_of, words):
@@ -274,15 +272,16 @@ def hub_bits(fwd, rev, hub_of, words):
     n = np.asarray(hub_of).shape[0]
     down = np.zeros((n, words), np.uint64)
     up = np.zeros((n, words), np.uint64)
+    g_fwd, g_rev = _matrix(*fwd), _matrix(*rev)
     for v in np.flatnonzero(np.asarray(hub_of) >= 0):
         h = int(hub_of[v])
         bit = np.uint64(1 << (h % 64))
-        up[_reached_from(*fwd, v), h // 64] |= bit
-        down[_reached_from(*rev, v), h // 64] |= bit
+        up[breadth_first_order(g_fwd, int(v), return_predecessors=False), h // 64] |= bit
+        down[breadth_first_order(g_rev, int(v), return_predecessors=False), h // 64] |= bit
     return down, up
 
 
-# --- queries ------------------------------------------------------------------------------------------
+# --- queries -------------------------------------------------------------------------------------
 def query_cuts(sid, did, comp, lab, prune=True):
     """The status code of each query of vertex ids, as the cut order of the queries module
     states it, with each cut written out on Python integers."""
@@ -338,7 +337,7 @@ def check_sound(status, truth):
                                        f"queries {bad[:10].tolist()}")
 
 
-# --- fingerprints --------------------------------------------------------------------------------------
+# --- fingerprints --------------------------------------------------------------------------------
 def mix64(x: int) -> int:
     """splitmix64's finaliser on Python integers, from the constants of kernels/shared.py."""
     k = shared.SPLITMIX
@@ -359,7 +358,7 @@ def key_hash_sum(keys) -> int:
     return sum(mix64(k & MASK64) for k in np.asarray(keys).tolist()) & MASK64
 
 
-# --- the whole index, by the references ---------------------------------------------------------------
+# --- the whole index, by the references ----------------------------------------------------------
 @dataclass(frozen=True)
 class ReferenceIndex:
     """Components, condensed DAG and labels computed by the references alone (host arrays);

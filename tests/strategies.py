@@ -50,7 +50,7 @@ def _graph(n, src, dst, name="") -> Graph:
                  np.asarray(dst, np.int64).reshape(-1), name)
 
 
-# --- hypothesis ------------------------------------------------------------------------------
+# --- hypothesis ----------------------------------------------------------------------------------
 SHAPES = ("any", "dag", "cycle+tail", "chain", "star", "nested cycles", "self-loops only",
           "one edge repeated", "no edges")
 
@@ -101,11 +101,6 @@ def graphs(draw, max_n: int = 40, max_m: int = 120, shapes=SHAPES) -> Graph:
                   np.asarray(dst, np.int64)[list(order)], f"hypothesis:{shape}")
 
 
-def dags(max_n: int = 40, max_m: int = 120):
-    """Hypothesis DAGs: any graph of :func:`graphs`, oriented along a random order."""
-    return st.builds(dagify, graphs(max_n, max_m), st.integers(0, 2**16))
-
-
 KEY_KINDS = ("int", "sparse", "str")
 
 
@@ -122,18 +117,37 @@ def keys_of(ids, kind: str):
     raise ValueError(kind)
 
 
-# --- transformations ---------------------------------------------------------------------------
+# --- transformations -----------------------------------------------------------------------------
 def dagify(g: Graph, seed: int = 0) -> Graph:
-    """The same edges (self-loops dropped) oriented from the earlier to the later of a random
-    order of the ids: a DAG with the same degrees up to direction."""
-    rank = np.random.default_rng(seed).permutation(g.n)
+    """The graph as a DAG, self-loops dropped: an acyclic graph as it is (its rows keep their
+    lengths), any other with each edge oriented from the earlier to the later of a random order
+    of the ids (the same degrees up to direction)."""
     keep = g.src != g.dst
     s, d = g.src[keep], g.dst[keep]
+    rank = _topological_rank(g.n, s, d)
+    if rank is None:
+        rank = np.random.default_rng(seed).permutation(g.n)
     fwd = rank[s] < rank[d]
     return _graph(g.n, np.where(fwd, s, d), np.where(fwd, d, s), f"dag of {g.name}")
 
 
-# --- fixed adversarial graphs ---------------------------------------------------------------------
+def _topological_rank(n, src, dst):
+    """Position of each id in a topological order (Kahn), or None when there is a cycle."""
+    indeg = np.bincount(dst, minlength=n)
+    order = np.argsort(src, kind="stable")
+    starts = np.searchsorted(src[order], np.arange(n + 1))
+    ready = list(np.flatnonzero(indeg == 0))
+    rank = np.full(n, -1, np.int64)
+    for i, v in enumerate(ready):  # ready grows while it is read
+        rank[v] = i
+        for w in dst[order[starts[v]:starts[v + 1]]]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    return rank if len(ready) == n else None
+
+
+# --- fixed adversarial graphs --------------------------------------------------------------------
 def empty() -> Graph:
     return _graph(0, [], [], "empty")
 
@@ -194,29 +208,27 @@ THRESHOLD_DEGREES = (1, 31, 32, 33, 4095, 4096, 4097)
 
 
 def degree_thresholds(cyclic: bool = False) -> Graph:
-    """Rows of every length in :data:`THRESHOLD_DEGREES`, out-going and in-coming, strung in
-    sequence so that they sit on different levels; ``cyclic`` closes each big row's fan into a
-    cycle (its vertices one SCC, reached by trim and the colour sweeps)."""
-    pool = 5000
-    base = pool  # vertices pool.. are the fans' centres
+    """For every length in :data:`THRESHOLD_DEGREES`, a centre with that many out-edges to a
+    fan of its own and a centre with that many in-edges from the same fan, the fans strung in
+    sequence (in-centre -> next out-centre) on different levels: a DAG. ``cyclic`` adds each
+    in-centre -> its out-centre, so that every fan is one SCC of its own (trim, the pivot's
+    sweeps and the colour propagation meet every row length)."""
     src, dst = [], []
-    prev = None
+    fan_start = 2 * len(THRESHOLD_DEGREES)  # ids 0.. are the centres, the fans follow
     for i, deg in enumerate(THRESHOLD_DEGREES):
-        out_c, in_c = base + 2 * i, base + 2 * i + 1
-        lo = (i * 613) % (pool - deg)
-        fan = np.arange(lo, lo + deg)
-        src += [np.full(deg, out_c), fan]  # out_c -> deg targets, the same deg -> in_c
+        out_c, in_c = 2 * i, 2 * i + 1
+        fan = np.arange(fan_start, fan_start + deg)
+        fan_start += deg
+        src += [np.full(deg, out_c), fan]
         dst += [fan, np.full(deg, in_c)]
-        if prev is not None:
-            src.append([prev])
+        if i:
+            src.append([in_c - 2])
             dst.append([out_c])
         if cyclic:
             src.append([in_c])
             dst.append([out_c])
-        prev = in_c
-    n = base + 2 * len(THRESHOLD_DEGREES)
     name = "degree thresholds" + (" cyclic" if cyclic else "")
-    return _graph(n, np.concatenate([np.asarray(x) for x in src]),
+    return _graph(fan_start, np.concatenate([np.asarray(x) for x in src]),
                   np.concatenate([np.asarray(x) for x in dst]), name)
 
 

@@ -21,7 +21,7 @@ import references as ref
 from grail_duckdb.engine.labels import Labels
 from grail_duckdb.errors import BackendError
 from grail_duckdb.kernels import CSR, gpu_available, shared, to_host
-from oracle import bfs_pairs
+from oracle import reaches_by_dfs
 from strategies import ADVERSARIAL, CUT_DEFEATING_PAIRS, Graph, adversarial, dagify, graphs
 
 D, SEED = 3, 11  # label pairs and seed of the reference index
@@ -102,7 +102,7 @@ def case_named(name: str) -> Case:
     return Case(adversarial(name))
 
 
-# --- CSR ------------------------------------------------------------------------------------------
+# --- CSR -----------------------------------------------------------------------------------------
 def check_csr(k, c, rng):
     for s, d in ((c.src32, c.dst32), (c.dst32, c.src32)):
         indptr, indices = host(*k.csr(put(k, s), put(k, d), c.n))
@@ -120,7 +120,7 @@ def check_dedupe_rows(k, c, rng):
         np.testing.assert_array_equal(got[1], want[1])
 
 
-# --- condensation ----------------------------------------------------------------------------------
+# --- condensation --------------------------------------------------------------------------------
 def check_trim(k, c, rng):
     for alive in (np.ones(c.n, bool), rng.random(c.n) < 0.8):
         dev = put(k, alive.copy())
@@ -169,7 +169,7 @@ def check_condensed_edges(k, c, rng):
         np.testing.assert_array_equal(got[1], want[1])
 
 
-# --- labels ------------------------------------------------------------------------------------------
+# --- labels --------------------------------------------------------------------------------------
 def check_topological_levels(k, c, rng):
     topo = c.topo(k)
     ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), c.level)
@@ -216,13 +216,13 @@ def check_hub_bits(k, c, rng):
         np.testing.assert_array_equal(got[1], want[1])
 
 
-# --- queries ---------------------------------------------------------------------------------------
+# --- queries -------------------------------------------------------------------------------------
 def check_query_cuts(k, c, rng):
     idx = c.index
     sid, did = c.pairs(rng)
     known = (sid >= 0) & (did >= 0)
     truth = (sid == did) & known  # an unknown id stands for no key at all
-    truth[known] |= bfs_pairs(c.g.src, c.g.dst, c.n, sid[known], did[known])
+    truth[known] |= reaches_by_dfs(c.g.src, c.g.dst, c.n, sid[known], did[known])
     lab = labels_on(k, idx.labels)
     for prune in (True, False):
         got = to_host(k.query_cuts(put(k, sid), put(k, did), put(k, idx.comp), lab, prune))
@@ -257,7 +257,7 @@ def check_bitmask_search(k, c, rng):
     ct = np.concatenate([rng.integers(0, n, 600), w[:300], np.roll(w[:300], 1)])
     keep = cs != ct  # the search answers pairs of distinct components
     cs, ct = cs[keep].astype(np.int32), ct[keep].astype(np.int32)
-    want = bfs_pairs(u, w, n, cs, ct)
+    want = reaches_by_dfs(u, w, n, cs, ct)
     order = np.argsort(cs, kind="stable")
     dag, lab = csr_on(k, idx.dag), labels_on(k, idx.labels)
     for words in (1, 3):
@@ -267,7 +267,7 @@ def check_bitmask_search(k, c, rng):
                 np.testing.assert_array_equal(got, expect, err_msg=f"words {words} prune {prune}")
 
 
-# --- fingerprints ------------------------------------------------------------------------------------
+# --- fingerprints --------------------------------------------------------------------------------
 def check_hash_sums(k, c, rng):
     assert k.edge_hash_sum(put(k, c.src32), put(k, c.dst32)) == ref.edge_hash_sum(c.src32,
                                                                                   c.dst32)

@@ -7,15 +7,13 @@ its answers and cut statistics."""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb.engine import index as index_module
-from grail_duckdb.kernels import to_host
-from oracle import reaches_by_dfs
+from harness import all_pairs, assert_same_index, check_answers, expected
 from strategies import (ADVERSARIAL, CUT_DEFEATING_PAIRS, KEY_KINDS, Graph, adversarial,
                         graphs, keys_of)
 
@@ -27,56 +25,6 @@ def build(g: Graph, backend, kind="int", **kw):
     return gd.build_index(keys_of(g.src, kind), keys_of(g.dst, kind), backend=backend, **kw)
 
 
-def expected(g: Graph, qs, qd) -> np.ndarray:
-    """The contract's answers for query ids (ids without an edge are unknown keys)."""
-    qs, qd = np.asarray(qs, np.int64), np.asarray(qd, np.int64)
-    vertex = np.zeros(max(g.n, int(qs.max(initial=0)), int(qd.max(initial=0))) + 1, bool)
-    vertex[g.src] = True
-    vertex[g.dst] = True
-    known = vertex[qs] & vertex[qd]
-    want = qs == qd  # x reaches x, also for keys that are not vertices
-    want[known] |= reaches_by_dfs(g.src, g.dst, max(g.n, 1), qs[known], qd[known])
-    return want
-
-
-def assert_same_index(cpu, other):
-    """Components, condensed DAG, every label array and the fingerprint, bit for bit."""
-    assert other.n_components == cpu.n_components
-    np.testing.assert_array_equal(to_host(other.comp), cpu.comp, err_msg="components")
-    np.testing.assert_array_equal(to_host(other.dag.indptr), cpu.dag.indptr, err_msg="DAG")
-    np.testing.assert_array_equal(to_host(other.dag.indices), cpu.dag.indices, err_msg="DAG")
-    for name, arr in cpu.labels.arrays().items():
-        got = to_host(other.labels.arrays()[name])
-        assert got.dtype == arr.dtype, name
-        np.testing.assert_array_equal(got, arr, err_msg=name)
-    assert other.fingerprint == cpu.fingerprint
-
-
-def check_answers(idx, g: Graph, qs, qd, kind="int", cpu=None, words=None):
-    """Answers with and without the cuts equal the oracle; every query is counted once; a
-    non-CPU index also equals the CPU index ``cpu`` (statistics included)."""
-    want = expected(g, qs, qd)
-    ks, kd = keys_of(qs, kind), keys_of(qd, kind)
-    for cuts in (True, False):
-        got, stats = idx.reaches_with_stats(ks, kd, use_cuts=cuts, words=words)
-        assert got.null_count == 0
-        np.testing.assert_array_equal(got.to_numpy(zero_copy_only=False), want,
-                                      err_msg=f"use_cuts={cuts}")
-        settled = (stats.same_key + stats.unknown_vertex + stats.same_component
-                   + stats.level_cut + stats.label_cut + stats.tree_cut + stats.hub_cut
-                   + stats.searched)
-        assert settled == stats.queries == len(want)
-        if cpu is not None and cpu is not idx:
-            assert stats == cpu.reaches_with_stats(ks, kd, use_cuts=cuts, words=words)[1]
-
-
-def all_pairs(n, extra=3):
-    """Every ordered pair over the ids plus a few ids that are not vertices."""
-    ids = np.arange(n + extra)
-    qs, qd = np.meshgrid(ids, ids, indexing="ij")
-    return qs.ravel(), qd.ravel()
-
-
 @settings(max_examples=60)
 @given(g=graphs(), d=st.integers(1, 6), seed=st.integers(0, 2**31 - 1),
        kind=st.sampled_from(KEY_KINDS), words=st.sampled_from([None, 2]))
@@ -84,7 +32,8 @@ def test_every_pair_matches_the_oracle(backend, g, d, seed, kind, words):
     idx = build(g, backend, kind, labels=d, seed=seed)
     cpu = idx if backend.name == "cpu" else build(g, "cpu", kind, labels=d, seed=seed)
     assert_same_index(cpu, idx)
-    check_answers(idx, g, *all_pairs(g.n), kind=kind, cpu=cpu, words=words)
+    qs, qd = all_pairs(g.n)
+    check_answers(idx, keys_of(qs, kind), keys_of(qd, kind), expected(g, qs, qd), cpu, words)
 
 
 @settings(max_examples=25)
@@ -119,7 +68,8 @@ def test_adversarial_graph_matches_the_oracle_and_the_cpu(backend, graph):
     assert_same_index(cpu, idx)
     if graph.startswith("rmat"):  # one giant strongly connected component
         assert np.bincount(cpu.comp).max() > cpu.n_vertices // 10
-    check_answers(idx, g, *_queries(g), cpu=cpu)
+    qs, qd = _queries(g)
+    check_answers(idx, qs, qd, expected(g, qs, qd), cpu)
 
 
 def test_pairs_that_pass_every_cut_are_searched(backend):
@@ -163,12 +113,3 @@ def test_indices_move_between_backends_and_through_a_file(backend, tmp_path):
         assert_same_index(cpu, idx)
         assert idx.reaches(qs, qd).equals(want)
     assert moved[0].backend == moved[2].backend == backend.name
-
-
-def test_nulls_in_query_columns_follow_the_contract(backend):
-    idx = gd.build_index([1, 2, 3, 4], [2, 3, 1, 5], backend=backend)
-    qs = pa.array([1, None, 9, 1, 4, 5, 3, 1, None], pa.int64())
-    qt = pa.array([3, 2, 9, 8, 5, 4, 2, 5, None], pa.int64())
-    got, stats = idx.reaches_with_stats(qs, qt)
-    assert got.to_pylist() == [True, None, True, False, True, False, True, False, None]
-    assert stats.null == 2 and stats.same_key == 1

@@ -1,12 +1,17 @@
 """Small, obviously correct references for every operation of the kernel interface
 (:class:`grail_duckdb.kernels.protocol.Kernels`), on host NumPy arrays.
 
-Each states what its kernel computes in the plainest way there is (Python lists, a fixpoint
-repeated until nothing changes, one breadth-first search per source), with no worklist, no
-ordering trick and no code shared with the kernels, except the two specifications both backends
-read from :mod:`grail_duckdb.kernels.shared`: the splitmix64 constants and ``order_params``
-(the parameters of each label's sibling order). Speed only matters as far as the adversarial
-graphs of ``tests/strategies.py`` (some 10^4 edges, 5,000 levels) stay fast.
+Each states what its kernel computes in the plainest way there is (Python lists, a relaxation
+over every edge repeated until nothing changes, one breadth-first search per source), with no
+worklist, no ordering trick and no code shared with the kernels, except the two specifications
+both backends read from :mod:`grail_duckdb.kernels.shared` (the splitmix64 constants and
+``order_params``, the parameters of each label's sibling order) and, for the whole reference
+index, the engine's choice of hub vertices (``hub_slots``: a policy, not a kernel). Speed only
+matters as far as the adversarial graphs of ``tests/strategies.py`` (up to 10^5 edges, 5,000
+levels) stay fast.
+
+The ``check_*`` functions assert what defines a result where more than one is right (a
+topological order, a post order) or where a result is a claim (the status codes' soundness).
 """
 from __future__ import annotations
 

@@ -290,7 +290,7 @@ def test_kernel_on_adversarial_graph(backend, kernel, graph):
     CHECKS[kernel](backend, case_named(graph), np.random.default_rng(0))
 
 
-@settings(max_examples=40)
+@settings(max_examples=100)
 @given(g=graphs(), seed=st.integers(0, 2**16))
 def test_every_kernel_on_hypothesis_graphs(backend, g, seed):
     c = Case(g)

@@ -163,29 +163,28 @@ class GrailIndex:
         k = kernels_for(backend)
         if k is self.kernels:
             return self
-        return _on_backend(k, self.ids, self.comp, self.n_components, self.dag, self.labels,
-                           seed=self.seed, edge_rows=self.edge_rows,
-                           fingerprint=self.fingerprint, build_seconds=dict(self.build_seconds))
+        return _on_backend(k, ids=self.ids, comp=self.comp, n_components=self.n_components,
+                           dag=self.dag, labels=self.labels, seed=self.seed,
+                           edge_rows=self.edge_rows, fingerprint=self.fingerprint,
+                           build_seconds=dict(self.build_seconds))
 
     def save(self, path, **kw):
         """Write the index as Parquet, atomically (see :func:`grail_duckdb.engine.persistence.save`)."""
         return persistence.save(self, path, **kw)
 
 
-def _on_backend(k: Kernels, ids, comp, n_components, dag, labels, **kw) -> GrailIndex:
-    """A :class:`GrailIndex` of arrays moved to the backend of ``k``."""
+def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
+    """A :class:`GrailIndex` of the given fields, its arrays moved to the backend of ``k``."""
     move = k.xp.asarray if k.xp is not np else to_host
     lab = Labels(**{name: move(a) for name, a in labels.arrays().items()})
-    return GrailIndex(ids=ids, comp=move(comp), n_components=n_components,
-                      dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab, kernels=k, **kw)
+    return GrailIndex(comp=move(comp), dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab,
+                      kernels=k, **fields)
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
     """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`)."""
-    stored = persistence.load(path, expect_fingerprint=expect_fingerprint)
-    return _on_backend(kernels_for(backend), stored.ids, stored.comp, stored.n_components,
-                       stored.dag, stored.labels, seed=stored.seed, edge_rows=stored.edge_rows,
-                       fingerprint=stored.fingerprint)
+    fields = persistence.load(path, expect_fingerprint=expect_fingerprint)
+    return _on_backend(kernels_for(backend), **fields)
 
 
 def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -253,24 +252,10 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return col.to_numpy()
 
 
-@dataclass
-class StoredIndex:
-    """The parts of an index as read from its file, on the host (see :func:`load`)."""
-
-    ids: VertexIds
-    comp: np.ndarray
-    n_components: int
-    dag: CSR
-    labels: Labels
-    seed: int
-    edge_rows: int
-    fingerprint: str
-    meta: dict
-
-
-def load(path, *, expect_fingerprint: str | None = None) -> StoredIndex:
-    """Read an index written by :func:`save`, with no recomputation (host arrays; the engine's
-    :func:`grail_duckdb.engine.index.load_index` moves them to a backend).
+def load(path, *, expect_fingerprint: str | None = None) -> dict:
+    """Read an index written by :func:`save`, with no recomputation: the fields of a
+    :class:`~grail_duckdb.engine.index.GrailIndex` but its kernels, as host arrays
+    (:func:`grail_duckdb.engine.index.load_index` moves them to a backend).
 
     Refused with :class:`IndexFileError`: a missing, truncated, corrupt, foreign or newer-format
     file, or one whose content digest does not match. With ``expect_fingerprint``, an index
@@ -340,6 +325,6 @@ def load(path, *, expect_fingerprint: str | None = None) -> StoredIndex:
     lab = Labels(level=ccols["level"], inner=inner.reshape(c, d), outer=outer.reshape(c, d),
                  tree_post=ccols["tree_post"], tree_lo=ccols["tree_lo"], hub_down=down,
                  hub_up=up)
-    return StoredIndex(ids=VertexIds.from_sorted_keys(keys), comp=comp, n_components=c,
-                       dag=CSR(ptr, idx), labels=lab, seed=seed, edge_rows=edge_rows,
-                       fingerprint=fingerprint, meta=meta)
+    return dict(ids=VertexIds.from_sorted_keys(keys), comp=comp, n_components=c,
+                dag=CSR(ptr, idx), labels=lab, seed=seed, edge_rows=edge_rows,
+                fingerprint=fingerprint)

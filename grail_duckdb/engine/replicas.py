@@ -97,8 +97,8 @@ class Replicas:
 
 
 def _replica(stored, device) -> Replica:
-    """A :class:`GrailIndex` of the stored arrays on one device (its own kernels and key
-    lookup, made under that device)."""
+    """A :class:`GrailIndex` of the stored fields (:func:`persistence.load`) on one device
+    (its own kernels and key lookup, made under that device)."""
     placeholder = Replica(None, device)
     with placeholder.context():
         if device is None:
@@ -107,7 +107,6 @@ def _replica(stored, device) -> Replica:
             from ..kernels.gpu import GpuKernels
 
             kernels = GpuKernels()
-        index = _on_backend(kernels, VertexIds.from_sorted_keys(stored.ids.keys), stored.comp,
-                            stored.n_components, stored.dag, stored.labels, seed=stored.seed,
-                            edge_rows=stored.edge_rows, fingerprint=stored.fingerprint)
+        fields = {**stored, "ids": VertexIds.from_sorted_keys(stored["ids"].keys)}
+        index = _on_backend(kernels, **fields)
     return Replica(index, device)

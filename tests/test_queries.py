@@ -1,8 +1,8 @@
 """The query path on both backends against the oracle: the fused classification, the bounded
 search (budgets that defeat it), the exact search of deferred pairs, batching, every key
 lookup (dense, sparse, strings, NULLs, unknown and extreme keys), cancellation, progress and
-concurrent callers. Each test body runs on the CPU and, where there is one, on the GPU (whose
-answers and statistics must equal the CPU's)."""
+concurrent callers. Each test body runs on every backend of the ``backend`` fixture
+(``tests/conftest.py``); a GPU index answers every call on the device."""
 from __future__ import annotations
 
 import threading
@@ -12,20 +12,8 @@ import pyarrow as pa
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb import kernels as _backend
 from grail_duckdb.engine import queries
 from oracle import reaches_by_dfs
-
-BACKENDS = ["cpu", pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not _backend.gpu_available(), reason="no CUDA device visible to CuPy")])]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, monkeypatch):
-    """Each backend; a GPU index answers every call on the device, however small."""
-    monkeypatch.setattr("grail_duckdb.engine.index.GPU_MIN_QUERIES", 0)
-    return request.param
-
 
 def _dag(n, m, seed, span=None):
     """A random DAG on 0..n-1 (edges from smaller to larger ids, at most ``span`` apart)."""
@@ -75,7 +63,7 @@ def test_budgets_that_defeat_the_bounded_search(backend, budget):
     stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=budget)
     if budget == 0:
         assert stats.bounded_search == 0 and stats.deep_search == stats.searched > 0
-    if backend == "gpu":
+    if backend.name == "gpu":
         cpu = idx.to_backend("cpu")
         assert cpu.reaches_with_stats(qs, qt, budget=budget)[1] == stats
 

@@ -24,9 +24,9 @@ from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex
 from . import persistence, queries
 from .condensation import Condensation, condense
-from .csr import CSR, forward_and_reverse
-from .ids import VertexIds, assign_ids
-from .ingest import edge_columns
+from .csr import CSR, forward_and_reverse, swap_pairs
+from .ids import VertexIds, assign_pairs
+from .ingest import edge_stream
 from .labels import Labels, grail_labels
 
 DEFAULT_LABELS = 5
@@ -157,8 +157,9 @@ class GrailIndex:
             if need_reverse and qi.rev is None:
                 k = self.kernels
                 every = k.xp.arange(self.dag.n, dtype=k.xp.int32)
-                rows, targets = k.condensed_edges(self.dag, every)  # the DAG's edges
-                qi.rev = CSR(*k.csr(targets, rows, self.dag.n))
+                pairs = k.component_pairs(self.dag, every)  # the DAG's edges, packed
+                swap_pairs(k.xp, pairs)
+                qi.rev = CSR(*k.csr_of_pairs(pairs, self.dag.n))
                 k.synchronize()
             return qi
 
@@ -190,37 +191,36 @@ class GrailIndex:
         k = kernels_for(backend)
         if k is self.kernels:
             return self
-        return _on_backend(k, self.ids, self.comp, self.n_components, self.dag, self.labels,
-                           seed=self.seed, edge_rows=self.edge_rows,
-                           fingerprint=self.fingerprint, build_seconds=dict(self.build_seconds))
+        return _on_backend(k, ids=self.ids, comp=self.comp, n_components=self.n_components,
+                           dag=self.dag, labels=self.labels, seed=self.seed,
+                           edge_rows=self.edge_rows, fingerprint=self.fingerprint,
+                           build_seconds=dict(self.build_seconds))
 
     def save(self, path, **kw):
         """Write the index as Parquet, atomically (see :func:`grail_duckdb.engine.persistence.save`)."""
         return persistence.save(self, path, **kw)
 
 
-def _on_backend(k: Kernels, ids, comp, n_components, dag, labels, **kw) -> GrailIndex:
-    """A :class:`GrailIndex` of arrays moved to the backend of ``k``."""
+def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
+    """A :class:`GrailIndex` of the given fields, its arrays moved to the backend of ``k``."""
     move = k.xp.asarray if k.xp is not np else to_host
     lab = Labels(**{name: move(a) for name, a in labels.arrays().items()})
-    return GrailIndex(ids=ids, comp=move(comp), n_components=n_components,
-                      dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab, kernels=k, **kw)
+    return GrailIndex(comp=move(comp), dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab,
+                      kernels=k, **fields)
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
     """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`)."""
-    stored = persistence.load(path, expect_fingerprint=expect_fingerprint)
-    return _on_backend(kernels_for(backend), stored.ids, stored.comp, stored.n_components,
-                       stored.dag, stored.labels, seed=stored.seed, edge_rows=stored.edge_rows,
-                       fingerprint=stored.fingerprint)
+    fields = persistence.load(path, expect_fingerprint=expect_fingerprint)
+    return _on_backend(kernels_for(backend), **fields)
 
 
-def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
+def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
     """Content hash of an edge list, independent of row order (duplicates count).
 
     Combines a hash of the distinct keys (a 64-bit sum of hashed integer keys, or a digest of
-    the sorted strings) with an order-independent 64-bit sum of the hashed (src id, dst id)
-    pairs and the row count.
+    the sorted strings) with an order-independent 64-bit sum of the hashed packed edges
+    (``src id << 32 | dst id``) and the row count.
     """
     h = hashlib.blake2b(digest_size=16)
     keys = ids.keys
@@ -231,16 +231,15 @@ def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
             if buf is not None:
                 h.update(memoryview(buf))
     h.update(f"{ids.kind}:{ids.n}".encode())
-    h.update(int(src_ids.shape[0]).to_bytes(8, "little"))
-    h.update(kernels.edge_hash_sum(src_ids, dst_ids).to_bytes(8, "little"))
+    h.update(int(pairs.shape[0]).to_bytes(8, "little"))
+    h.update(kernels.edge_hash_sum(pairs).to_bytes(8, "little"))
     return h.hexdigest()
 
 
 def edges_fingerprint(edges, *, src_col: str = "src", dst_col: str = "dst") -> str:
     """The content fingerprint of an edge list, without building an index (CPU)."""
-    cols = edge_columns(edges, src_col=src_col, dst_col=dst_col)
-    ids, s, d = assign_ids(cols.src, cols.dst, cols.extra_vertices)
-    return fingerprint_of(kernels_for("cpu"), ids, s, d)
+    ids, pairs = assign_pairs(edge_stream(edges, src_col=src_col, dst_col=dst_col))
+    return fingerprint_of(kernels_for("cpu"), ids, pairs)
 
 
 def check_labels(labels) -> int:
@@ -261,32 +260,39 @@ def build_index(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
                 backend=None, progress=None) -> GrailIndex:
     """Build an index from an edge list.
 
-    ``edges`` is a pyarrow Table / RecordBatch (columns ``src_col`` and ``dst_col``), a DuckDB
-    relation, or a source key column with ``dst`` the destination column. ``labels`` is the
-    number d of GRAIL label pairs (1..MAX_LABELS), ``seed`` makes them reproducible,
-    ``backend`` is 'cpu', 'gpu', 'auto' (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
+    ``edges`` is a pyarrow Table / RecordBatch / RecordBatchReader (columns ``src_col`` and
+    ``dst_col``), a DuckDB relation, the path of a Parquet file or of a folder of them, or a
+    source key column with ``dst`` the destination column. ``labels`` is the number d of GRAIL
+    label pairs (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu',
+    'gpu', 'auto' (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
     :class:`~grail_duckdb.kernels.protocol.Kernels` instance, ``progress`` an optional callable
     ``(phase, seconds)`` called after each phase.
+
+    Memory (issue 12): the input stays on the host as Arrow chunks; the device receives it
+    slice by slice and holds one uint64 per edge (the packed ids), from which the forward and
+    reverse rows are made in place; once the rows exist the packed edges are freed, and the
+    input graph's rows are freed as soon as the condensed DAG no longer needs them.
     """
     d = check_labels(labels)
     k = kernels_for(backend)
-    xp = k.xp
     timer = PhaseTimer(progress, k.synchronize)
-    cols = edge_columns(edges, dst, src_col=src_col, dst_col=dst_col)
+    stream = edge_stream(edges, dst, src_col=src_col, dst_col=dst_col)
     timer("ingest")
-    ids, s_ids, d_ids = assign_ids(cols.src, cols.dst, cols.extra_vertices, xp=xp)
+    ids, pairs = assign_pairs(stream, k.xp)
+    rows = stream.rows
+    del stream
     timer("ids")
-    s_dev, d_dev = xp.asarray(s_ids), xp.asarray(d_ids)
-    fwd, rev = forward_and_reverse(k, s_dev, d_dev, ids.n)
+    fp = fingerprint_of(k, ids, pairs)
+    timer("fingerprint")
+    graph = list(forward_and_reverse(k, pairs, ids.n))
+    del pairs
     timer("csr")
-    cond: Condensation = condense(k, fwd, rev)
-    del fwd, rev
+    cond: Condensation = condense(k, graph)
+    del graph
     timer("scc")
     lab = grail_labels(k, cond, d, int(seed), timer)
-    fp = fingerprint_of(k, ids, s_dev, d_dev)
-    timer("fingerprint")
     return GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components, dag=cond.dag,
-                      labels=lab, seed=int(seed), edge_rows=cols.rows, fingerprint=fp,
+                      labels=lab, seed=int(seed), edge_rows=rows, fingerprint=fp,
                       kernels=k, build_seconds=dict(timer.phases))
 
 

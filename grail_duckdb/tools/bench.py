@@ -59,7 +59,7 @@ from . import bench_baselines as bl
 from . import datasets, workloads
 from . import generators as gen
 from .bench_report import plot, to_markdown
-from .bench_scale import SCALE_SIZES, bench_scale
+from .bench_calls import SCALE_SIZES, bench_scale
 from .bench_sql import bench_identity, bench_sql
 from .bench_traversal import bench_traversal
 from .readers import read_edges

@@ -23,12 +23,13 @@ import pyarrow.parquet as pq
 
 from .. import plugin
 from ..engine.index import DEFAULT_LABELS, build_index, load_index
+from ..engine.ingest import read_parquet_edges
 from ..errors import GrailError
 from ..plugin import install, named_queries
 from ..plugin import sql as whole
-from . import bench
+from . import bench, bench_scale
 from .generators import citation_dag
-from .readers import read_edges
+from .readers import detect_format, parquet_edge_columns, read_edges
 
 #: suffixes dropped from an edge file's name to name its index (``cit-HepTh.tsv.gz`` ->
 #: ``cit-HepTh.grail.parquet``)
@@ -62,8 +63,7 @@ def cmd_build(args) -> int:
         return _build_in_database(db, table, args)
 
     t0 = time.perf_counter()
-    edges = read_edges(args.edges, fmt=args.format, src_col=args.src, dst_col=args.dst,
-                       reverse=args.reverse)
+    edges = read_edges_for_build(args)
     _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
     index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend,
                         progress=_progress)
@@ -71,6 +71,18 @@ def cmd_build(args) -> int:
     index.save(out)
     _print_summary(index.summary(), out)
     return 0
+
+
+def read_edges_for_build(args):
+    """The edges of ``build``: Parquet (a file or a folder) is read in parallel and kept in
+    its stored widths and chunks (the build streams it to the device slice by slice); other
+    formats through :func:`read_edges`."""
+    fmt = args.format or detect_format(args.edges)
+    if fmt in ("parquet", "pq") and not args.reverse:
+        src, dst = parquet_edge_columns(args.edges, args.src, args.dst)
+        return read_parquet_edges(args.edges, src, dst)
+    return read_edges(args.edges, fmt=args.format, src_col=args.src, dst_col=args.dst,
+                      reverse=args.reverse)
 
 
 def _build_in_database(db: str, table: str, args) -> int:
@@ -216,6 +228,13 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=bench.run)
 
 
+def _add_bench_scale(sub) -> None:
+    p = sub.add_parser("bench-scale", help="the scale runs: generate -> Parquet -> build -> "
+                                           "save -> load -> random pairs, memory per phase")
+    bench_scale.add_arguments(p)
+    p.set_defaults(func=bench_scale.run)
+
+
 # --- the parser ----------------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m grail_duckdb``."""
@@ -261,6 +280,7 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     _add_bench(sub)
+    _add_bench_scale(sub)
     return top
 
 

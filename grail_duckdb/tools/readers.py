@@ -7,7 +7,7 @@ One entry point, :func:`read_edges`, picks the format from the file name (``.gz`
 | ``*.gra`` | GRAIL adjacency lists (``graph_for_greach``, n, then ``u: v1 v2 ... #``) |
 | ``*.txt`` | SNAP edge list: whitespace-separated integers, ``#`` comments |
 | ``*.tsv`` / ``*.csv`` | delimited text, with or without a header row |
-| ``*.parquet`` / ``*.pq`` | Parquet |
+| ``*.parquet`` / ``*.pq`` | Parquet (also a folder of ``*.parquet`` files) |
 | ``file.duckdb:table`` | a table of a DuckDB database file, opened read-only |
 
 Integer keys come back as int64, text keys as string. A ``.gra`` file also names vertices
@@ -33,10 +33,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import EdgeInputError
-from ..engine.ingest import edge_table
+from ..engine.ingest import edge_table, read_parquet_edges
 from ..plugin.names import quote_identifier
 
-__all__ = ["read_edges", "detect_format", "FORMATS"]
+__all__ = ["read_edges", "detect_format", "parquet_edge_columns", "FORMATS"]
 
 #: the formats :func:`read_edges` understands (``fmt=`` values)
 FORMATS = ("gra", "snap", "tsv", "csv", "parquet", "duckdb")
@@ -104,7 +104,7 @@ def read_edges(path, *, fmt: str | None = None, src_col: str | None = None,
     if fmt == "duckdb":
         table = _read_duckdb(str(path), src_col, dst_col)
     elif fmt == "parquet":
-        table = _read_parquet(_existing(path), src_col, dst_col)
+        table = _read_parquet(Path(path), src_col, dst_col)
     else:
         data = _read_bytes(_existing(path))
         if fmt == "gra":
@@ -125,6 +125,8 @@ def detect_format(path) -> str:
     text = str(path)
     if _DUCKDB_TARGET.match(text) and not Path(text).exists():
         return "duckdb"
+    if Path(text).is_dir():  # a folder of Parquet files
+        return "parquet"
     name = Path(text).name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -613,16 +615,26 @@ def _normalised(col, name: str) -> pa.Array:
     )
 
 
-def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
-    """The two endpoint columns of a Parquet file."""
-
+def parquet_edge_columns(path, src_col=None, dst_col=None) -> tuple[str, str]:
+    """The endpoint columns of a Parquet file, or of a folder of them (its first file)."""
+    p = Path(path)
+    files = sorted(p.glob("*.parquet")) if p.is_dir() else [_existing(p)]
+    if not files:
+        raise EdgeInputError(f"the folder {str(p)!r} holds no *.parquet file")
     try:
-        names = pq.read_schema(path).names
+        names = pq.read_schema(files[0]).names
     except (pa.ArrowInvalid, OSError) as exc:
-        raise EdgeInputError(f"{str(path)!r} is not a readable Parquet file: {exc}") from None
-    src, dst = _pick_columns(names, src_col, dst_col)
-    table = pq.read_table(path, columns=[src, dst])
-    return edge_table(_normalised(table.column(src), src), _normalised(table.column(dst), dst))
+        raise EdgeInputError(f"{str(files[0])!r} is not a readable Parquet file: {exc}") from None
+    return _pick_columns(names, src_col, dst_col)
+
+
+def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
+    """The two endpoint columns of a Parquet file or of a folder of them (read in parallel),
+    normalised (int64 or string) with the files' vertex count kept."""
+    src, dst = parquet_edge_columns(path, src_col, dst_col)
+    table = read_parquet_edges(path, src, dst)
+    out = edge_table(_normalised(table.column(0), src), _normalised(table.column(1), dst))
+    return out.replace_schema_metadata(table.schema.metadata)
 
 
 def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:

@@ -141,7 +141,7 @@ def test_missing_column_is_named():
     table = pa.table({"citing": [1], "cited": [2]})
     with pytest.raises(gd.EdgeInputError, match="no column 'src'"):
         gd.build_index(table, backend="cpu")
-    idx = gd.build_index(table, src_col="citing", dst_col="cited", backend="cpu")
+    idx = gd.build_index(table, src="citing", dst="cited", backend="cpu")
     assert idx.reaches([1], [2]).to_pylist() == [True]
 
 

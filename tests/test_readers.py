@@ -121,12 +121,12 @@ def test_tsv_without_header_integers(tmp_path):
 
 def test_csv_header_picks_named_columns(tmp_path):
     p = write(tmp_path / "g.csv", "id,citing,cited\n1,10,20\n2,20,30\n")
-    assert pairs(read_edges(p, src_col="citing", dst_col="cited")) == [(10, 20), (20, 30)]
+    assert pairs(read_edges(p, src="citing", dst="cited")) == [(10, 20), (20, 30)]
     assert pairs(read_edges(p)) == [(1, 10), (2, 20)]                  # the first two columns
-    assert pairs(read_edges(p, src_col="cited", dst_col="citing", reverse=True)) == [
+    assert pairs(read_edges(p, src="cited", dst="citing", reverse=True)) == [
         (10, 20), (20, 30)]
     with pytest.raises(EdgeInputError, match="no column 'cites'"):
-        read_edges(p, src_col="cites", dst_col="cited")
+        read_edges(p, src="cites", dst="cited")
 
 
 def test_csv_src_dst_columns_preferred(tmp_path):
@@ -163,9 +163,9 @@ def test_parquet_columns(tmp_path):
     q = tmp_path / "h.parquet"
     pq.write_table(pa.table({"a": pa.array(["x", "y"]).dictionary_encode(), "b": ["y", "z"]}), q)
     assert pairs(read_edges(q)) == [("x", "y"), ("y", "z")]
-    assert pairs(read_edges(q, src_col="b", dst_col="a")) == [("y", "x"), ("z", "y")]
+    assert pairs(read_edges(q, src="b", dst="a")) == [("y", "x"), ("z", "y")]
     with pytest.raises(EdgeInputError, match="integers or text"):
-        read_edges(p, src_col="w", dst_col="src")
+        read_edges(p, src="w", dst="src")
 
 
 # --- DuckDB tables ---------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def database(tmp_path):
 def test_duckdb_table(database):
     t = read_edges(f"{database}:cites")
     assert pairs(t) == [(1, 2), (2, 3)] and t.schema.field("src").type == pa.int64()
-    assert pairs(read_edges(f"{database}:cites", src_col="cited", dst_col="citing")) == [
+    assert pairs(read_edges(f"{database}:cites", src="cited", dst="citing")) == [
         (2, 1), (3, 2)]
     assert detect_format(f"{database}:cites") == "duckdb"
 
@@ -219,8 +219,10 @@ def test_duckdb_missing_database_and_table(tmp_path, database):
 def test_missing_file_and_unknown_format(tmp_path):
     with pytest.raises(EdgeInputError, match="does not exist"):
         read_edges(tmp_path / "none.gra")
-    with pytest.raises(EdgeInputError, match="cannot tell the format"):
-        read_edges(write(tmp_path / "g.cites", "1 2\n"))
+    with pytest.raises(EdgeInputError, match="cannot tell the format") as err:
+        read_edges(write(tmp_path / "g.dat", "a;b\n"))
+    assert "fmt=" in str(err.value)
+    assert pairs(read_edges(write(tmp_path / "g.cites", "1 2\n"))) == [(1, 2)]   # told by content
     assert pairs(read_edges(tmp_path / "g.cites", fmt="snap")) == [(1, 2)]
     with pytest.raises(EdgeInputError, match="unknown edge file format"):
         read_edges(tmp_path / "g.cites", fmt="xml")

@@ -1,7 +1,10 @@
 """Edge input -> two Arrow key columns (src, dst), checked.
 
-Accepted inputs: a pyarrow Table or RecordBatch (columns named by ``src``/``dst``), a DuckDB
-relation, or two array-likes (pyarrow, NumPy, lists). A .gra file read by
+Accepted inputs: a pyarrow Table or RecordBatch or a DuckDB relation, whose endpoint columns
+are named by ``src`` and ``dst`` (strings; default ``"src"``/``"dst"``), or two columns of keys
+(pyarrow, NumPy, lists), source first. ``src``/``dst`` are the names of the edge columns
+everywhere: ``grail_index(t, src := ..., dst := ...)`` in SQL, ``--src``/``--dst`` on the
+command line. A .gra file read by
 :mod:`grail_duckdb.tools.readers` carries its vertex count in the table's schema metadata
 (``grail.vertices``) so that vertices without edges exist in the index too.
 """
@@ -87,30 +90,39 @@ def _from_table(table: pa.Table, src: str, dst: str) -> EdgeColumns:
                        as_column(table.column(dst), "destination"), extra)
 
 
-def edge_columns(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst") -> EdgeColumns:
+def edge_columns(edges, dst="dst", *, src: str = "src") -> EdgeColumns:
     """Normalise any accepted edge input into checked Arrow key columns.
+
+    ``edge_columns(table, src="citing", dst="cited")``: a string names a column of a table or
+    relation; ``edge_columns(src_keys, dst_keys)``: two columns of keys.
 
     >>> e = edge_columns([1, 2], [2, 3])
     >>> e.rows, e.src.type
     (2, DataType(int64))
+    >>> edge_columns(pa.table({"a": [1], "b": [2]}), src="a", dst="b").dst.to_pylist()
+    [2]
     """
-    if dst is not None:
+    if not isinstance(src, str):
+        raise EdgeInputError(
+            f"src= names the source column (a string), got {type(src).__name__}; pass two "
+            "columns of keys positionally: build_index(src_keys, dst_keys)")
+    if not isinstance(dst, str):
         cols = EdgeColumns(as_column(edges, "source"), as_column(dst, "destination"))
     elif isinstance(edges, pa.RecordBatch):
-        cols = _from_table(pa.Table.from_batches([edges]), src_col, dst_col)
+        cols = _from_table(pa.Table.from_batches([edges]), src, dst)
     elif isinstance(edges, pa.Table):
-        cols = _from_table(edges, src_col, dst_col)
+        cols = _from_table(edges, src, dst)
     elif any(hasattr(edges, a) for a in ("to_arrow_table", "fetch_arrow_table", "arrow")):
         fetch = next(getattr(edges, a) for a in ("to_arrow_table", "fetch_arrow_table", "arrow")
                      if hasattr(edges, a))
         table = fetch()
         if isinstance(table, pa.RecordBatchReader):
             table = table.read_all()
-        cols = _from_table(table, src_col, dst_col)
+        cols = _from_table(table, src, dst)
     else:
         raise EdgeInputError(
             f"cannot read edges from {type(edges).__name__}; pass a pyarrow Table, a DuckDB "
-            "relation, or two arrays (src, dst)"
+            "relation, or two columns of keys (src_keys, dst_keys)"
         )
     return _checked(cols)
 

@@ -2,62 +2,74 @@
 
 One entry point, :func:`read_edges`, picks the format from the file name (``.gz`` allowed):
 
-| name | format |
-|---|---|
-| ``*.gra`` | GRAIL adjacency lists (``graph_for_greach``, n, then ``u: v1 v2 ... #``) |
-| ``*.txt`` | SNAP edge list: whitespace-separated integers, ``#`` comments |
-| ``*.tsv`` / ``*.csv`` | delimited text, with or without a header row |
-| ``*.parquet`` / ``*.pq`` | Parquet |
-| ``file.duckdb:table`` | a table of a DuckDB database file, opened read-only |
+| name | format | read by |
+|---|---|---|
+| ``*.gra`` | GRAIL adjacency lists (``graph_for_greach``, n, then ``u: v1 v2 ... #``) | :mod:`.gra` |
+| ``*.txt``, ``*.edges``, ``*.el``, ``*.snap``, ``*.cites`` | edge list (SNAP): two integers per line, white space between, ``#`` comments, later fields ignored | DuckDB ``read_csv`` |
+| ``*.tsv`` / ``*.csv`` | delimited text, with or without a header row, integer or text keys | DuckDB ``read_csv`` |
+| ``*.parquet`` / ``*.pq`` | Parquet | pyarrow |
+| ``file.duckdb:table`` | a table of a DuckDB database file, opened read-only | DuckDB |
+
+Any other name is told by its first line: ``graph_for_greach`` is ``.gra``, a comma makes CSV, two
+integers with white space between make an edge list (so Cora's ``cora.cites`` needs no
+``fmt=``). Rows are read as written: the first column is the source. Nothing in an edge list
+says which way its edges point, so no orientation is guessed: ``reverse=True`` (``--reverse``)
+swaps the columns for files that list ``cited citing``, such as ``cora.cites``.
 
 Integer keys come back as int64, text keys as string. A ``.gra`` file also names vertices
 without edges: its vertex count n travels in the schema metadata under ``b"grail.vertices"``
 (:data:`grail_duckdb.engine.ingest.VERTEX_COUNT_META`), so the index knows every vertex 0..n-1.
 
-The two whitespace formats (``.gra``, SNAP) are parsed by whole-array NumPy passes over the
-bytes (no Python loop per edge): one pass classifies every byte, the symbols (numbers, ``:``,
-``#``, newlines) are checked against the line grammar all at once, and numbers are decoded
-digit column by digit column. citeseer.scc (694K lines) parses in about a tenth of a second.
+Text files are parsed by DuckDB's CSV reader (parallel, gzip, quotes, comments) with the
+dialect set here, every field as text; the keys are then converted by Arrow's integer parser,
+which refuses what DuckDB's casts would round (``4.5`` -> 5) or reinterpret (``1e3``, ``0x10``).
+An edge list whose lines do not share one delimiter (runs of spaces, tabs and spaces mixed) is
+read line by line and split in SQL. Errors name the line at fault.
 """
 from __future__ import annotations
 
+import atexit
+import csv
+import gzip
+import io
 import re
+import threading
 import zlib
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..errors import EdgeInputError
 from ..engine.ingest import edge_table
+from ..errors import EdgeInputError
 from ..plugin.names import quote_identifier
+from .gra import GRA_MAGIC, parse_gra
 
-__all__ = ["read_edges", "detect_format", "FORMATS"]
+__all__ = ["read_edges", "detect_format", "duckdb_target", "FORMATS"]
 
 #: the formats :func:`read_edges` understands (``fmt=`` values)
 FORMATS = ("gra", "snap", "tsv", "csv", "parquet", "duckdb")
 
 _EXTENSIONS = {
     ".gra": "gra", ".txt": "snap", ".snap": "snap", ".edges": "snap", ".el": "snap",
-    ".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
+    ".cites": "snap", ".tsv": "tsv", ".tab": "tsv", ".csv": "csv", ".parquet": "parquet",
+    ".pq": "parquet",
 }
 #: ``some/file.duckdb:table`` (also ``.ddb`` and ``.db``)
 _DUCKDB_TARGET = re.compile(r"^(?P<db>.+?\.(?:duckdb|ddb|db)):(?P<table>.+)$", re.DOTALL)
-_GRA_MAGIC = b"graph_for_greach"
-#: int64 holds every 18-digit decimal number
-_MAX_DIGITS = 18
+#: how much of a text file is looked at to choose its header, delimiter and columns
+_HEAD_BYTES = 1 << 16
+_SPACE = " \t\r\x0b\x0c"
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 # --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
-def read_edges(path, *, fmt: str | None = None, src_col: str | None = None,
-               dst_col: str | None = None, reverse: bool = False,
-               header: bool | None = None) -> pa.Table:
+def read_edges(path, *, fmt: str | None = None, src: str | None = None, dst: str | None = None,
+               reverse: bool = False, header: bool | None = None) -> pa.Table:
     """Read an edge file into a Table with columns ``src`` and ``dst``.
 
     Parameters
@@ -65,17 +77,19 @@ def read_edges(path, *, fmt: str | None = None, src_col: str | None = None,
     path : str or Path
         The edge file; ``db.duckdb:table`` names a table of a DuckDB database file.
     fmt : str, optional
-        One of :data:`FORMATS`; by default taken from the file name.
-    src_col, dst_col : str, optional
+        One of :data:`FORMATS` (``--format`` on the command line); by default taken from the
+        file name, else from its first line.
+    src, dst : str, optional
         The endpoint columns of a CSV/TSV file with a header, a Parquet file or a DuckDB
-        table. Default: ``src``/``dst`` when present, else the first two columns.
+        table (the names ``build_index`` and SQL's ``grail_index`` use). Default: ``src``/
+        ``dst`` when present, else the first two columns.
     reverse : bool
         Swap the two columns (for files that list ``cited citing``, such as cora.cites).
     header : bool, optional
         CSV/TSV only: whether the first row holds column names. By default a header is
-        assumed when ``src_col``/``dst_col`` is given, or when the first row is not two
-        integers (so a file of text keys is assumed to have a header: pass
-        ``header=False`` for one without).
+        assumed when ``src``/``dst`` is given, or when the first row is not two integers
+        (so a file of text keys is assumed to have a header: pass ``header=False`` for one
+        without).
 
     Returns
     -------
@@ -97,33 +111,38 @@ def read_edges(path, *, fmt: str | None = None, src_col: str | None = None,
     >>> t.column("dst").to_pylist(), t.schema.metadata[b"grail.vertices"]
     ([1, 2], b'3')
     """
-    fmt = detect_format(path) if fmt is None else fmt.lower()
-    fmt = _EXTENSIONS.get("." + fmt, fmt)                 # 'txt' -> 'snap', 'pq' -> 'parquet'
+    if fmt is None:
+        fmt = detect_format(path)
+    fmt = _EXTENSIONS.get("." + fmt.lower(), fmt.lower())   # 'txt' -> 'snap', 'pq' -> 'parquet'
     if fmt not in FORMATS:
         raise EdgeInputError(f"unknown edge file format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt == "duckdb":
-        table = _read_duckdb(str(path), src_col, dst_col)
+        table = _read_duckdb(str(path), src, dst)
     elif fmt == "parquet":
-        table = _read_parquet(_existing(path), src_col, dst_col)
+        table = _read_parquet(_existing(path), src, dst)
+    elif fmt == "gra":
+        table = parse_gra(_read_bytes(_existing(path)))
+    elif fmt == "snap":
+        if src is not None or dst is not None:
+            raise EdgeInputError(
+                "an edge list has no column names: src= and dst= name the columns "
+                "of CSV/TSV files with a header, Parquet files and DuckDB tables")
+        table = _read_edge_list(_existing(path))
     else:
-        data = _read_bytes(_existing(path))
-        if fmt == "gra":
-            table = parse_gra(data)
-        elif fmt == "snap":
-            table = parse_snap(data)
-        else:
-            table = parse_delimited(data, "\t" if fmt == "tsv" else ",", src_col, dst_col, header)
+        table = _read_delimited(_existing(path), "\t" if fmt == "tsv" else ",", src, dst, header)
     return _swap(table) if reverse else table
 
 
 def detect_format(path) -> str:
-    """The format of an edge file from its name (``.gz`` ignored).
+    """The format of an edge file from its name (``.gz`` ignored), else from its first line.
 
     >>> detect_format("cit-HepTh.tsv.gz"), detect_format("g.duckdb:cites")
     ('tsv', 'duckdb')
+    >>> detect_format("cora.cites.gz")
+    'snap'
     """
     text = str(path)
-    if _DUCKDB_TARGET.match(text) and not Path(text).exists():
+    if duckdb_target(text) is not None and not Path(text).exists():
         return "duckdb"
     name = Path(text).name.lower()
     if name.endswith(".gz"):
@@ -131,11 +150,45 @@ def detect_format(path) -> str:
     suffix = Path(name).suffix
     if suffix in _EXTENSIONS:
         return _EXTENSIONS[suffix]
+    sniffed = _sniff(Path(text)) if Path(text).is_file() else None
+    if sniffed is not None:
+        return sniffed
     raise EdgeInputError(
-        f"cannot tell the format of {text!r} from its name; name it *.gra, *.txt (SNAP), *.tsv, "
-        "*.csv, *.parquet (each optionally .gz), or file.duckdb:table, or pass "
-        f"fmt= one of {', '.join(FORMATS)}"
+        f"cannot tell the format of {text!r} from its name or its first line; name it *.gra, "
+        "*.txt (edge list), *.tsv, *.csv, *.parquet (each optionally .gz), or file.duckdb:table, "
+        f"or pass fmt= one of {', '.join(FORMATS)}"
     )
+
+
+def duckdb_target(text: str) -> tuple[str, str] | None:
+    """``(database file, table)`` of ``file.duckdb:table`` (also ``.ddb``, ``.db``), or None.
+
+    >>> duckdb_target("data/papers.duckdb:cites"), duckdb_target("edges.tsv")
+    (('data/papers.duckdb', 'cites'), None)
+    """
+    m = _DUCKDB_TARGET.match(str(text))
+    return None if m is None else (m.group("db"), m.group("table"))
+
+
+def _sniff(path: Path) -> str | None:
+    """The format told by a file's first bytes: Parquet magic, the .gra line, or the first
+    data line of a text file (a comma: CSV; two integers: edge list; a tab: TSV)."""
+    with open(path, "rb") as f:
+        if f.read(4) == b"PAR1":
+            return "parquet"
+    rows = _head_lines(path)
+    if rows and rows[0].strip().encode() == GRA_MAGIC:
+        return "gra"
+    data = [r for r in rows if r.strip() and not r.lstrip().startswith("#")]
+    if not data:
+        return None
+    first = data[0]
+    if "," in first:
+        return "csv"
+    fields = first.split("#", 1)[0].split()
+    if len(fields) >= 2 and all(_INTEGER.fullmatch(f) for f in fields[:2]):
+        return "snap"
+    return "tsv" if "\t" in first else None
 
 
 def _existing(path) -> Path:
@@ -144,6 +197,11 @@ def _existing(path) -> Path:
     if not p.is_file():
         raise EdgeInputError(f"edge file {str(p)!r} does not exist (or is not a file)")
     return p
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -157,6 +215,18 @@ def _read_bytes(path: Path) -> bytes:
     return raw
 
 
+def _head_lines(path: Path) -> list[str]:
+    """The complete lines among the first 64 KiB of a text file (gunzipped), decoded."""
+    try:
+        opener = gzip.open if _is_gzip(path) else open
+        with opener(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise EdgeInputError(f"{str(path)!r} cannot be read: {exc}") from None
+    lines = head.decode("utf-8-sig", "replace").splitlines()
+    return lines if len(head) < _HEAD_BYTES else lines[:-1]
+
+
 def _swap(table: pa.Table) -> pa.Table:
     """``dst`` becomes ``src`` and back; schema metadata (the .gra vertex count) is kept."""
     swapped = pa.table({"src": table.column("dst"), "dst": table.column("src")})
@@ -164,410 +234,207 @@ def _swap(table: pa.Table) -> pa.Table:
 
 
 # --------------------------------------------------------------------------------------------
-# whitespace formats: one lexer over the bytes, two grammars
+# text through DuckDB's CSV reader
 # --------------------------------------------------------------------------------------------
-_NUM, _COLON, _HASH, _NL, _BAD = 1, 2, 3, 4, 5
-_WHITE = b" \t\r\x0b\x0c"
+_CONNECTION: list = []
+_CONNECTION_LOCK = threading.Lock()
+#: index = length of a key's text (DuckDB lists count from 1): the least absolute value of a
+#: canonical integer that long; a shorter value means DuckDB rounded or reinterpreted the text
+_LEAST = [0] + [10 ** k for k in range(1, 19)]
+#: the keys as DuckDB's casts read them, and whether each row's texts are plain integers
+_KEYS_SQL = """
+SELECT s, d, coalesce((s >= ls OR s <= -ls) AND (d >= ld OR d <= -ld), false) AS plain
+FROM (SELECT TRY_CAST(a AS BIGINT) AS s, TRY_CAST(b AS BIGINT) AS d,
+             $least[strlen(a)] AS ls, $least[strlen(b)] AS ld
+      FROM (SELECT {a} AS a, {b} AS b FROM {scan}))
+"""
 
 
-def _symbol_table(punctuation: dict[int, int]) -> np.ndarray:
-    """Byte -> symbol code: 0 for digits and white space, the given codes, _BAD otherwise."""
-    table = np.full(256, _BAD, np.uint8)
-    table[48:58] = 0
-    table[list(_WHITE)] = 0
-    for byte, code in punctuation.items():
-        table[byte] = code
-    table[10] = _NL
-    return table
+def _cursor():
+    """A cursor of this module's private in-memory DuckDB (made once, closed at exit): a
+    connection costs ~15 ms, more than reading a small edge file."""
+    with _CONNECTION_LOCK:
+        if not _CONNECTION:
+            _CONNECTION.append(duckdb.connect())
+            atexit.register(_CONNECTION[0].close)
+        return _CONNECTION[0].cursor()
 
 
-class _Lexed:
-    """The symbols of a text in order: kind (``_NUM`` ...), byte position, line (0-based).
-
-    ``values`` holds the decoded numbers, one per ``_NUM`` symbol, in order; ``clean_end``
-    says whether white space follows each. Trailing blank lines are dropped and the symbols
-    always end with a newline, so every line's symbols are followed by ``_NL``. Each byte is
-    touched by a handful of whole-array passes only (no copy of the text); the rest works on
-    the (far fewer) symbols.
-    """
-
-    def __init__(self, data: bytes, offset: int, punctuation: dict[int, int], signed: bool):
-        b = np.frombuffer(data, np.uint8, offset=offset)
-        digit = np.zeros(b.shape[0] + 1, bool)            # a False sentinel ends every run
-        np.less(b - np.uint8(48), 10, out=digit[:-1])
-        start = np.empty(b.shape[0], bool)
-        start[:1] = digit[:1]
-        np.greater(digit[1:-1], digit[:-2], out=start[1:])  # a digit after a non-digit
-        kind = _symbol_table(punctuation)[b]
-        if signed and b"-" in data:
-            _mark_signs(b, digit, start, kind)
-        kind |= start.view(np.uint8)                      # _NUM == 1; digits are 0 in kind
-        pos = np.flatnonzero(kind)
-        sym = kind[pos]
-        content = np.flatnonzero(sym != _NL)
-        keep = int(content[-1]) + 1 if content.shape[0] else 0   # drop trailing blank lines
-        if 0 < keep < sym.shape[0]:                        # keep the last line's newline
-            self.pos, self.kind = pos[:keep + 1], sym[:keep + 1]
-        elif keep:                                         # unterminated: add the newline
-            self.pos, self.kind = np.append(pos, b.shape[0]), np.append(sym, np.uint8(_NL))
-        else:
-            self.pos, self.kind = pos[:0], sym[:0]
-        is_nl = (self.kind == _NL).view(np.uint8)
-        self.line = np.cumsum(is_nl, dtype=np.int32)
-        self.line -= is_nl                                 # the newline belongs to its line
-        self.lines = int(self.line[-1]) + 1 if keep else 0
-        starts = self.pos[self.kind == _NUM]
-        self.values, ends, too_long = _decode_numbers(b, starts, digit)
-        if too_long is not None:
-            line = int(self.line[self.kind == _NUM][too_long])
-            raise _LineError(line, "holds a number with more than 18 digits")
-        after = ends + 1
-        follower = np.where(after < b.shape[0], b[np.minimum(after, b.shape[0] - 1)], 10)
-        self.clean_end = (_symbol_table({})[follower] == 0) | (follower == 10)
-
-
-def _mark_signs(b, digit, start, kind) -> None:
-    """A '-' right before a digit and after white space (or at the start) opens a number."""
-    minus = np.flatnonzero(b[:-1] == 45)
-    minus = minus[digit[minus + 1]]
-    before = b[np.maximum(minus - 1, 0)]
-    minus = minus[(minus == 0) | np.isin(before, np.frombuffer(_WHITE + b"\n", np.uint8))]
-    start[minus + 1] = False
-    kind[minus] = 0
-    start[minus] = True
-
-
-class _LineError(Exception):
-    """A grammar violation at a 0-based line of the parsed text (turned into EdgeInputError)."""
-
-    def __init__(self, line: int, what: str):
-        super().__init__(what)
-        self.line, self.what = line, what
-
-
-def _decode_numbers(b: np.ndarray, starts: np.ndarray, digit: np.ndarray):
-    """Decimal values of the numbers starting at ``starts`` (optional leading '-').
-
-    Every digit run of the text is one number. The digits are packed into one buffer (one
-    NumPy pass), which with the run lengths as offsets is an Arrow string array; Arrow's
-    integer parser then decodes all numbers at once. ``digit`` has a False sentinel after
-    the text. Returns ``(values int64, position of each last digit, index of the first
-    number with more than 18 digits or None)``.
-    """
-    neg = b[starts] == 45
-    ends = np.flatnonzero(digit[:-1] & ~digit[1:])
-    lengths = ends - starts - neg + 1
-    too_long = _first(lengths > _MAX_DIGITS)
-    if too_long is not None:
-        return None, ends, too_long
-    offsets = np.zeros(starts.shape[0] + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    packed = b[digit[:-1]]
-    text = pa.LargeStringArray.from_buffers(starts.shape[0], pa.py_buffer(offsets),
-                                            pa.py_buffer(packed))
-    values = pc.cast(text, pa.int64()).to_numpy()
-    if neg.any():
-        values = np.where(neg, -values, values)
-    return values, ends, None
-
-
-def _first(flags: np.ndarray):
-    """Index of the first True, or None."""
-    i = int(np.argmax(flags)) if flags.shape[0] else 0
-    return i if flags.shape[0] and flags[i] else None
-
-
-# --------------------------------------------------------------------------------------------
-# GRAIL .gra
-# --------------------------------------------------------------------------------------------
-def parse_gra(data: bytes) -> pa.Table:
-    """Parse the text of a GRAIL ``.gra`` file (see :func:`read_edges`).
-
-    >>> t = parse_gra(b"graph_for_greach\\n2\\n0: 1 #\\n1: #\\n")
-    >>> t.to_pydict(), t.schema.metadata
-    ({'src': [0], 'dst': [1]}, {b'grail.vertices': b'2'})
-    """
-    n, offset = _gra_header(data)
+def _scan(path: Path, sql: str, options: dict, params: dict | None = None) -> pa.Table:
+    """Run ``sql`` over ``read_csv($path, <options>)`` (spelled ``{scan}`` in it); every option
+    is a bound parameter. DuckDB's errors propagate."""
+    options = {"compression": "gzip" if _is_gzip(path) else "none", "auto_detect": False,
+               "quote": "", "escape": "", **options}
+    args = ", ".join(f"{k} := ${k}" for k in options)
+    cur = _cursor()
     try:
-        src, dst = _gra_body(data, offset, n)
-    except _LineError as exc:
-        raise EdgeInputError(f"malformed .gra file: line {exc.line + 3} {exc.what}") from None
-    return edge_table(src, dst, n)
+        return cur.sql(sql.format(scan=f"read_csv($path, {args})"),
+                       params={"path": str(path), **options, **(params or {})}).to_arrow_table()
+    finally:
+        cur.close()
 
 
-def _gra_header(data: bytes) -> tuple[int, int]:
-    """The vertex count of line 2 and the offset of the adjacency text; checks line 1."""
-    end1 = data.find(b"\n")
-    end2 = data.find(b"\n", end1 + 1) if end1 >= 0 else -1
-    first = data[:end1 if end1 >= 0 else 64].strip()
-    if first != _GRA_MAGIC:
-        shown = first[:40].decode("utf-8", "replace")
-        raise EdgeInputError(
-            f"not a GRAIL .gra file: line 1 is {shown!r}, expected 'graph_for_greach' "
-            "(pass fmt= to read it as another format)"
-        )
-    count = data[end1 + 1:end2 if end2 >= 0 else len(data)].strip()
-    if not count.isdigit():
-        shown = count[:40].decode("utf-8", "replace")
-        raise EdgeInputError(f"malformed .gra header: line 2 must be the vertex count, got {shown!r}")
-    return int(count), (end2 + 1 if end2 >= 0 else len(data))
+def _integer_keys(path: Path, a: str, b: str, options: dict) -> list[pa.Array] | None:
+    """Columns ``a`` and ``b`` of the file as int64 when every text is a plain integer (digits,
+    a sign), else None. DuckDB parses and casts in parallel; its casts also accept ``4.5``
+    (rounded to 5), ``1e3`` and ``0x10``, which a length check refuses: such files, and those
+    with negative keys or leading zeros, go to Arrow's strict parser instead."""
+    table = _scan(path, _KEYS_SQL.format(a=a, b=b, scan="{scan}"), options, {"least": _LEAST})
+    if pc.all(table["plain"]).as_py() is not False:
+        return [_whole(table[c]) for c in ("s", "d")]
+    text = _scan(path, f"SELECT {a} AS s, {b} AS d FROM {{scan}}", options)
+    return _integers(text["s"], text["d"])
 
 
-def _gra_body(data: bytes, offset: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Edge arrays of the adjacency lines ``u: v1 v2 ... #`` (every line checked)."""
-    lx = _Lexed(data, offset, {58: _COLON, 35: _HASH}, signed=False)
-    _check_gra_grammar(lx)
-    num = np.flatnonzero(lx.kind == _NUM)
-    is_src = lx.kind[num + 1] == _COLON                   # the number before ':' is the vertex
-    owners = lx.values[is_src]
-    owner_of = np.cumsum(is_src, dtype=np.int64)[~is_src] - 1
-    src, dst = owners[owner_of], lx.values[~is_src]
-    _check_range(owners, lx.line[num[is_src]], n)
-    _check_range(dst, lx.line[num[~is_src]], n)
-    if lx.lines != n:
-        raise EdgeInputError(
-            f"malformed .gra file: the header says {n} vertices but the file has {lx.lines} "
-            "adjacency lines (one 'u: v1 v2 ... #' line per vertex)"
-        )
-    return src, dst
+def _csv_error(exc: duckdb.Error, what: str) -> EdgeInputError:
+    """DuckDB's CSV error as ours: ``malformed TSV file: line 3 has 3 fields, expected 2:
+    '3\\t4\\t5'`` (DuckDB names the line of the file, counted from 1)."""
+    message = str(exc)
+    line = re.search(r"CSV Error on Line: (\d+)", message)
+    text = re.search(r"Original Line: ?(.*)", message)
+    count = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", message)
+    shown = f": {text.group(1)[:80]!r}" if text else ""
+    if line and count:
+        return EdgeInputError(f"malformed {what}: line {line.group(1)} has {count.group(2)} "
+                              f"fields, expected {count.group(1)}{shown}")
+    if line:
+        detail = message.splitlines()[0].split(": ", 1)[-1]
+        return EdgeInputError(f"malformed {what}: line {line.group(1)}{shown} ({detail})")
+    return EdgeInputError(f"malformed {what}: {message.splitlines()[0]}")
 
 
-def _check_gra_grammar(lx: _Lexed) -> None:
-    """Every line is ``NUM ':' NUM* '#'``; raises _LineError at the first line that is not."""
-    k = lx.kind
-    bad = _first(k == _BAD)
-    if bad is not None:
-        raise _LineError(int(lx.line[bad]), "holds a character that is not a digit, ':' or '#'")
-    line_start = np.ones(k.shape[0], bool)
-    line_start[1:] = k[:-1] == _NL
-    second = np.zeros_like(line_start)
-    second[1:] = line_start[:-1] & (k[:-1] != _NL)
-    last = np.zeros_like(line_start)
-    last[:-1] = (k[1:] == _NL) & (k[:-1] != _NL)
-    wrong = ((line_start & (k != _NUM)) | (second & (k != _COLON)) | ((k == _COLON) & ~second)
-             | (last & (k != _HASH)) | ((k == _HASH) & ~last))
-    i = _first(wrong)
-    if i is not None:
-        raise _LineError(int(lx.line[i]), "is not of the form 'u: v1 v2 ... #'")
-
-
-def _check_range(ids: np.ndarray, lines: np.ndarray, n: int) -> None:
-    """Vertex ids of a .gra file lie in 0..n-1."""
-    i = _first((ids < 0) | (ids >= n))
-    if i is not None:
-        raise _LineError(int(lines[i]), f"names vertex {int(ids[i])}, outside 0..{n - 1}")
-
-
-# --------------------------------------------------------------------------------------------
-# SNAP edge lists
-# --------------------------------------------------------------------------------------------
-def parse_snap(data: bytes) -> pa.Table:
-    """Parse a SNAP edge list: ``src dst`` integers per line, ``#`` starts a comment.
-
-    Blank and comment lines are skipped; columns after the second (weights, timestamps) are
-    ignored. A plain list (comments only at the top, one tab or space between the fields) is
-    read by pyarrow.csv; anything else, and every malformed file, by the NumPy lexer, which
-    names the line at fault.
-
-    >>> parse_snap(b"# a comment\\n1\\t2\\n\\n2 3 0.5\\n").to_pydict()
-    {'src': [1, 2], 'dst': [2, 3]}
-    """
-    if not data or data.isspace():
-        empty = np.empty(0, np.int64)
-        return edge_table(empty, empty)
-    fast = _plain_snap(data)
-    if fast is not None:
-        return fast
-    data = _blank_comments(data)
+def _integers(*cols) -> list[pa.Array] | None:
+    """Text columns as int64 when every value of all is an integer (Arrow's parser: digits
+    with an optional sign, nothing rounded), else None."""
     try:
-        lx = _Lexed(data, 0, {}, signed=True)
-        src, dst = _snap_columns(lx)
-    except _LineError as exc:
-        raise EdgeInputError(
-            f"malformed edge list: line {exc.line + 1} {exc.what} (SNAP edge lists hold two "
-            "integers per line; read text keys from a .tsv/.csv file)"
-        ) from None
-    return edge_table(src, dst)
-
-
-def _plain_snap(data: bytes) -> pa.Table | None:
-    """The fast path of :func:`parse_snap`, or None where the file is not a plain list.
-
-    Plain: ``#`` lines only before the first edge, and the first edge line is two integers
-    with exactly one tab or space between them. pyarrow.csv then parses the rest with that
-    delimiter and int64 columns; any complaint sends the file to the NumPy lexer instead.
-    """
-
-    offset = 0
-    while data.startswith(b"#", offset) or data.startswith(b"\n", offset):
-        end = data.find(b"\n", offset)
-        if end < 0:
-            return None
-        offset = end + 1
-    end = data.find(b"\n", offset)
-    first = data[offset:end if end >= 0 else len(data)].rstrip(b"\r")
-    delimiter = "\t" if first.count(b"\t") >= 1 else " "
-    fields = first.split(delimiter.encode())
-    if len(fields) < 2 or not all(f.lstrip(b"-").isdigit() for f in fields[:2]) \
-            or data.find(b"#", offset) >= 0:
-        return None
-    read = pacsv.ReadOptions(autogenerate_column_names=True, skip_rows=0)
-    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char=False)
-    convert = pacsv.ConvertOptions(include_columns=["f0", "f1"],
-                                   column_types={"f0": pa.int64(), "f1": pa.int64()})
-    try:
-        table = pacsv.read_csv(pa.BufferReader(memoryview(data)[offset:]), read_options=read,
-                               parse_options=parse, convert_options=convert)
+        return [_whole(pc.cast(c, pa.int64())) for c in cols]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    src, dst = (table.column(c).combine_chunks() for c in ("f0", "f1"))
-    if src.null_count or dst.null_count:                   # an empty field: not plain
-        return None
-    return edge_table(src, dst)
 
 
-def _blank_comments(data: bytes) -> bytes:
-    """The text with every ``#`` ... end-of-line replaced by spaces (newlines kept)."""
-    if b"#" not in data:
-        return data
-    b = np.frombuffer(data, np.uint8).copy()
-    hashes = np.flatnonzero(b == 35)
-    newlines = np.append(np.flatnonzero(b == 10), b.shape[0])   # the end closes the last line
-    ends = newlines[np.searchsorted(newlines, hashes)]
-    depth = np.zeros(b.shape[0] + 1, np.int32)
-    np.add.at(depth, hashes, 1)
-    np.add.at(depth, ends, -1)
-    b[np.cumsum(depth[:-1]) > 0] = 32
-    return b.tobytes()
+def _whole(col) -> pa.Array:
+    """One Array of an Array or ChunkedArray."""
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
-def _rank_in_line(line: np.ndarray, num: np.ndarray) -> np.ndarray:
-    """For each symbol: how many numbers precede it on its line."""
-    before = np.cumsum(num, dtype=np.int64) - num
-    opens = np.ones(line.shape[0], bool)                   # every line has a symbol (its NL)
-    opens[1:] = line[1:] != line[:-1]
-    first_of_line = np.flatnonzero(opens)                  # indexed by line number
-    return before - before[first_of_line[line]]
-
-
-def _snap_columns(lx: _Lexed) -> tuple[np.ndarray, np.ndarray]:
-    """The first two numbers of every non-blank line, checked; later fields are ignored.
-
-    A line must hold two integers, each ended by white space; whatever follows the second
-    (a weight such as ``0.5``) is not looked at.
-    """
-    num = lx.kind == _NUM
-    rank = _rank_in_line(lx.line, num)
-    bad = _first((lx.kind == _BAD) & (rank < 2))
-    if bad is not None:
-        raise _LineError(int(lx.line[bad]), "holds a character that is not part of an integer")
-    rank, lines = rank[num], lx.line[num]
-    ragged = _first((rank < 2) & ~lx.clean_end)
-    if ragged is not None:
-        raise _LineError(int(lines[ragged]), "holds a field that is not an integer")
-    per_line = np.bincount(lines, minlength=lx.lines)
-    lonely = _first(per_line == 1)
-    if lonely is not None:
-        raise _LineError(lonely, "holds one number, not two (source and destination)")
-    return lx.values[rank == 0], lx.values[rank == 1]
-
-
-# --------------------------------------------------------------------------------------------
-# CSV / TSV
-# --------------------------------------------------------------------------------------------
-def parse_delimited(data: bytes, delimiter: str, src_col=None, dst_col=None,
-                    header: bool | None = None) -> pa.Table:
-    """Parse CSV/TSV text with pyarrow.csv (see :func:`read_edges` for the header rule).
-
-    >>> parse_delimited(b"a,b\\nx,y\\n", ",").to_pydict()
-    {'src': ['x'], 'dst': ['y']}
-    """
-    if header is None:
-        header = src_col is not None or dst_col is not None or _looks_like_header(data, delimiter)
-    if not header and (src_col is not None or dst_col is not None):
-        raise EdgeInputError("src_col/dst_col name header columns, but header=False was given")
-    names = _header_names(data, delimiter) if header else None
-    src, dst = _pick_columns(names, src_col, dst_col) if header else ("f0", "f1")
-    try:                                                   # integer keys: parsed directly
-        return edge_table(*_read_csv(data, delimiter, header, src, dst, pa.int64()))
-    except pa.ArrowInvalid:                                # some field is not an integer
-        pass
-    return edge_table(*_text_or_int(*_read_csv(data, delimiter, header, src, dst, pa.string())))
-
-
-def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ):
-    """The two key columns as ``typ``; a ragged row is an EdgeInputError naming its line.
-
-    Raises ``pa.ArrowInvalid`` when a field does not convert to ``typ``.
-    """
-
-    invalid: list = []
-    read = pacsv.ReadOptions(autogenerate_column_names=not header)
-    parse = pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=_collect(invalid))
-    convert = pacsv.ConvertOptions(include_columns=[src, dst], column_types={src: typ, dst: typ})
-    try:
-        table = pacsv.read_csv(pa.BufferReader(data), read_options=read, parse_options=parse,
-                               convert_options=convert)
-    except pa.ArrowInvalid as exc:
-        if "conversion error" in str(exc).lower():
-            raise
-        raise EdgeInputError(f"malformed {_kind(delimiter)} file: {exc}") from None
-    if invalid:
-        raise EdgeInputError(f"malformed {_kind(delimiter)} file: {_describe_row(data, invalid[0])}")
-    return table.column(src).combine_chunks(), table.column(dst).combine_chunks()
-
-
-def _kind(delimiter: str) -> str:
-    return "TSV" if delimiter == "\t" else "CSV"
-
-
-def _collect(sink: list):
-    """An invalid-row handler that remembers each bad row and skips it (reported afterwards)."""
-    def handler(row):
-        sink.append(row)
-        return "skip"
-    return handler
-
-
-def _describe_row(data: bytes, row) -> str:
-    """'line N has k fields, expected m: <text>' for a row pyarrow.csv refused."""
-    number = row.number
-    if number is None:                                       # parallel parsing: find the text
-        at = data.find(row.text.encode())
-        number = data.count(b"\n", 0, at) + 1 if at >= 0 else "?"
-    return (f"line {number} has {row.actual_columns} fields, expected {row.expected_columns}: "
-            f"{row.text[:80]!r}")
-
-
-def _first_rows(data: bytes, delimiter: str, rows: int = 2) -> list[list[str]]:
-    """The fields of the first non-empty rows (a cheap look, for the header decision)."""
-    out = []
-    for line in data[:1 << 16].splitlines():
-        text = line.decode("utf-8", "replace").strip()
+def _first_data_line(path: Path) -> str | None:
+    """The first line that is neither blank nor a ``#`` comment, its comment cut off."""
+    for line in _head_lines(path):
+        text = line.split("#", 1)[0].strip(_SPACE)
         if text:
-            out.append([f.strip().strip('"') for f in text.split(delimiter)])
-        if len(out) == rows:
-            break
-    return out
+            return text
+    return None
 
 
-def _is_int(field: str) -> bool:
-    return field.lstrip("+-").isdigit()
+def _read_edge_list(path: Path) -> pa.Table:
+    """An edge list: the first two fields of each line, integers, ``#`` comments.
+
+    The delimiter of the first data line is tried for the whole file; a file whose lines do
+    not share it (runs of spaces, tabs and spaces mixed) is read line by line and split on
+    white space in SQL. A field that is not an integer gets the line named.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> _ = open(p, "w").write("# a comment\\n1\\t2\\n\\n2 3 0.5\\n")
+    >>> read_edges(p).to_pydict()
+    {'src': [1, 2], 'dst': [2, 3]}
+    """
+    first = _first_data_line(path)
+    if first is None:
+        empty = pa.array([], pa.int64())
+        return edge_table(empty, empty)
+    delim = "\t" if "\t" in first else " "
+    columns = {f"c{i}": "VARCHAR" for i in range(max(len(first.split(delim)), 2))}
+    try:
+        keys = _integer_keys(path, "c0", "c1", {"delim": delim, "header": False,
+                                                "comment": "#", "columns": columns})
+    except duckdb.Error:
+        keys = None
+    return edge_table(*(keys or _split_lines(path)))
 
 
-def _looks_like_header(data: bytes, delimiter: str) -> bool:
-    """A header unless the first row's first two fields are integers."""
-    rows = _first_rows(data, delimiter)
-    if not rows or all(_is_int(f) for f in rows[0][:2]):
-        return False
-    return True
+#: the first two white-space separated fields of a line, once its comment is cut off
+_FIELDS_SQL = r"""
+SELECT f[1] AS s, f[2] AS d, len(f) AS n FROM (
+  SELECT string_split_regex(regexp_replace(split_part(line, '#', 1),
+                                           '^[ \t\r\x0b\x0c]+|[ \t\r\x0b\x0c]+$', '', 'g'),
+                            '[ \t\r\x0b\x0c]+') AS f
+  FROM {scan})
+WHERE f[1] <> ''
+"""
 
 
-def _header_names(data: bytes, delimiter: str) -> list[str]:
-    rows = _first_rows(data, delimiter, 1)
+def _split_lines(path: Path) -> list[pa.Array]:
+    """The slow path of :func:`_read_edge_list`: each line split on white space in SQL."""
+    try:
+        table = _scan(path, _FIELDS_SQL, {"delim": "\x01", "header": False, "strict_mode": False,
+                                          "columns": {"line": "VARCHAR"}})
+    except duckdb.Error as exc:
+        raise _edge_list_error(path) or _csv_error(exc, "edge list") from None
+    keys = None if pc.any(pc.less(table["n"], 2)).as_py() else _integers(table["s"], table["d"])
+    if keys is None:
+        raise _edge_list_error(path) or EdgeInputError(f"malformed edge list {str(path)!r}")
+    return keys
+
+
+def _edge_list_error(path: Path) -> EdgeInputError | None:
+    """The first line of an edge list that is not two integers, found by reading it line by
+    line (only once the fast readers have failed), as an error that names it."""
+    opener = gzip.open if _is_gzip(path) else open
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as lines:
+        for number, line in enumerate(lines, 1):
+            fields = line.split("#", 1)[0].strip(_SPACE + "\n").split()
+            if not fields:
+                continue
+            if len(fields) < 2:
+                what = "holds one number, not two (source and destination)"
+            elif not all(_INTEGER.fullmatch(f) for f in fields[:2]):
+                what = "holds a field that is not an integer"
+            elif not all(-2**63 <= int(f) < 2**63 for f in fields[:2]):
+                what = "holds a number outside the 64-bit integer range"
+            else:
+                continue
+            return EdgeInputError(
+                f"malformed edge list: line {number} {what}: {line.rstrip()[:80]!r} (edge lists "
+                "hold two integers per line; read text keys from a .tsv/.csv file)")
+    return None
+
+
+def _read_delimited(path: Path, delim: str, src, dst, header) -> pa.Table:
+    """CSV/TSV: the header decided and the columns named here, the rows parsed by DuckDB;
+    integer keys when every key of both columns is an integer, else text (trimmed)."""
+    what = "TSV file" if delim == "\t" else "CSV file"
+    rows = [r for r in _head_lines(path)[:2] if r.strip()]
+    first = next(csv.reader(io.StringIO(rows[0]), delimiter=delim)) if rows else []
+    if header is None:
+        header = src is not None or dst is not None or not _integer_fields(first)
+    if not header and (src is not None or dst is not None):
+        raise EdgeInputError("src/dst name header columns, but header=False was given")
+    if header and not rows:
+        raise EdgeInputError(f"the {what} is empty: no header row")
     if not rows:
-        raise EdgeInputError(f"the {_kind(delimiter)} file is empty: no header row")
-    return rows[0]
+        empty = pa.array([], pa.int64())
+        return edge_table(empty, empty)
+    names = [f.strip() for f in first] if header else [f"column{i}" for i in range(len(first))]
+    a, b = (quote_identifier(c) for c in _pick_columns(names, src, dst))
+    options = {"delim": delim, "header": header, "quote": '"', "escape": '"',
+               "columns": {n: "VARCHAR" for n in names}}
+    try:
+        data = rows[1] if header and len(rows) > 1 else None if header else rows[0]
+        row = next(csv.reader(io.StringIO(data), delimiter=delim)) if data else []
+        keys = _integer_keys(path, a, b, options) if _integer_fields(row) else None
+        if keys is None:
+            text = _scan(path, f"SELECT {a} AS s, {b} AS d FROM {{scan}}", options)
+            keys = [_whole(pc.utf8_trim_whitespace(text[c])) for c in ("s", "d")]
+            keys = _integers(*keys) or keys
+    except duckdb.Error as exc:
+        raise _csv_error(exc, what) from None
+    return edge_table(*keys)
+
+
+def _integer_fields(fields: list[str]) -> bool:
+    """Whether the first two fields of a row are integers (the header and key-type guess)."""
+    return len(fields) >= 2 and all(_INTEGER.fullmatch(f.strip()) for f in fields[:2])
 
 
 def _pick_columns(names: list[str], src_col, dst_col) -> tuple[str, str]:
@@ -584,15 +451,6 @@ def _pick_columns(names: list[str], src_col, dst_col) -> tuple[str, str]:
             f"{names}"
         )
     return chosen
-
-
-def _text_or_int(*cols) -> list[pa.Array]:
-    """Text key columns as int64 when every value of both is an integer, else as string."""
-    cols = [pc.utf8_trim_whitespace(c) for c in cols]
-    try:
-        return [pc.cast(c, pa.int64()) for c in cols]
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return cols
 
 
 # --------------------------------------------------------------------------------------------
@@ -627,10 +485,10 @@ def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
 
 def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:
     """The endpoint columns of ``db.duckdb:table``, the database opened read-only."""
-    m = _DUCKDB_TARGET.match(target)
-    if m is None:
+    parts = duckdb_target(target)
+    if parts is None:
         raise EdgeInputError(f"name a DuckDB table as 'file.duckdb:table', got {target!r}")
-    db, table = _existing(m.group("db")), m.group("table")
+    db, table = _existing(parts[0]), parts[1]
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error as exc:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..protocol import CSR, TopoOrder
 from . import graph, labels, search
+from .compiled import notice_if_cold
 
 _EMPTY_COMP = np.empty(0, np.int32)
 
@@ -29,6 +30,7 @@ class CpuKernels:
 
     def __init__(self):
         self._local = threading.local()
+        notice_if_cold()            # the first use after an install compiles every kernel
 
     def synchronize(self) -> None:
         return None

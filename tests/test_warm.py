@@ -1,0 +1,68 @@
+"""The first use after an install compiles the CPU kernels: said once on stderr, and
+``warm_up()`` does it ahead of any timed work (issue 11, item 11). Each run is a fresh process
+with its own, initially empty, Numba cache folder."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grail_duckdb.kernels.cpu.compiled import NOTICE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def _python(code: str, cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+               GRAIL_DUCKDB_BACKEND="cpu")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("numba-cache")
+
+
+def test_first_build_says_it_compiles_once_then_never_again(cache):
+    code = "import grail_duckdb as gd; print(gd.build_index([1, 2], [2, 3]).reaches(1, 3))"
+    first = _python(code, cache)
+    assert first.stdout.strip() == "True"
+    assert first.stderr.count(NOTICE) == 1, first.stderr
+    second = _python(code, cache)
+    assert NOTICE not in second.stderr and second.stdout.strip() == "True"
+
+
+WORKLOADS = """
+import grail_duckdb as gd
+from grail_duckdb.engine import ids
+from grail_duckdb.kernels.cpu.compiled import cached_kernels
+from grail_duckdb.tools import generators, workloads
+kernels = cached_kernels() + [ids._lookup_dense]
+gd.warm_up()
+before = {k.py_func.__name__: len(k.signatures) for k in kernels}
+graphs = [generators.citation_dag(3000, seed=1), generators.rmat(11, seed=2),
+          generators.random_dag(2000, 4, seed=3)]
+for edges in graphs:
+    for keys in (edges, edges.set_column(0, "src", edges["src"].cast("string"))
+                             .set_column(1, "dst", edges["dst"].cast("string"))):
+        idx = gd.build_index(keys)
+        for pairs in (workloads.random_pairs(workloads.vertex_keys(keys), 3000),
+                      workloads.reachable_pairs(keys, 3000)):
+            idx.reaches(pairs["src"], pairs["dst"])
+after = {k.py_func.__name__: len(k.signatures) for k in kernels}
+assert sum(after.values()) > 20, after           # the kernels were used (loaded or compiled)
+assert after == before, {k: (before[k], after[k]) for k in after if after[k] != before[k]}
+print("ok")
+"""
+
+
+def test_warm_up_compiles_everything_later_work_needs(cache):
+    assert _python(WORKLOADS, cache).stdout.strip() == "ok"

@@ -74,6 +74,7 @@ class Progress:
         self.done = 0
         self.detail = ""
         self._shown = False
+        self._ended = False                 # the final line is drawn: nothing after it
         self._last = 0.0
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._every = 0.2 if self._tty else 5.0
@@ -97,7 +98,9 @@ class Progress:
         if elapsed < self.after:
             return
         finished = self.total is not None and self.done >= self.total
-        if now - self._last >= self._every or finished:
+        if finished:
+            self._draw(elapsed, final=True)
+        elif now - self._last >= self._every:
             self._draw(elapsed)
 
     def _tick(self) -> None:
@@ -127,8 +130,9 @@ class Progress:
 
     def _draw(self, elapsed: float, final: bool = False) -> None:
         with self._lock:
-            if self._shown and self._closed.is_set() and not final:
+            if self._ended or (self._shown and self._closed.is_set() and not final):
                 return
+            self._ended = final
             text, frac = self._text(elapsed, final)
             if self._tty:
                 width = 24

@@ -57,3 +57,16 @@ def test_demo_on_hepth_runs_both_paths(capsys):
     assert main(["demo", "--edges", str(HEPTH), "--scalar"]) == 0
     out = capsys.readouterr().out
     assert "13199" in out and "DIFFERENT" not in out and out.count("same answer") == 3
+
+
+def test_example_script_closes_what_it_opens():
+    """Run as a script: no "nanobind: leaked ..." lines at exit (a connection left open)."""
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "citation_analytics.py"),
+                        "--papers", "2000"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert "leaked" not in r.stderr and "builds_on" in r.stdout

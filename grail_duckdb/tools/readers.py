@@ -4,9 +4,9 @@ One entry point, :func:`read_edges`, picks the format from the file name (``.gz`
 
 | name | format | read by |
 |---|---|---|
-| ``*.gra`` | GRAIL adjacency lists (``graph_for_greach``, n, then ``u: v1 v2 ... #``) | :mod:`.gra` |
-| ``*.txt``, ``*.edges``, ``*.el``, ``*.snap``, ``*.cites`` | edge list (SNAP): two integers per line, white space between, ``#`` comments, later fields ignored | DuckDB ``read_csv`` |
-| ``*.tsv`` / ``*.csv`` | delimited text, with or without a header row, integer or text keys | DuckDB ``read_csv`` |
+| ``*.gra`` | GRAIL adjacency lists (``graph_for_greach``, n, then ``u: v1 v2 ... #``) | :mod:`.gra` (NumPy) |
+| ``*.txt``, ``*.edges``, ``*.el``, ``*.snap``, ``*.cites`` | edge list (SNAP): two integers per line, white space between, ``#`` comments, later fields ignored | pyarrow.csv; DuckDB when one delimiter does not fit every line |
+| ``*.tsv`` / ``*.csv`` | delimited text, with or without a header row, integer or text keys | pyarrow.csv |
 | ``*.parquet`` / ``*.pq`` | Parquet | pyarrow |
 | ``file.duckdb:table`` | a table of a DuckDB database file, opened read-only | DuckDB |
 
@@ -20,26 +20,25 @@ Integer keys come back as int64, text keys as string. A ``.gra`` file also names
 without edges: its vertex count n travels in the schema metadata under ``b"grail.vertices"``
 (:data:`grail_duckdb.engine.ingest.VERTEX_COUNT_META`), so the index knows every vertex 0..n-1.
 
-Text files are parsed by DuckDB's CSV reader (parallel, gzip, quotes, comments) with the
-dialect set here, every field as text; the keys are then converted by Arrow's integer parser,
-which refuses what DuckDB's casts would round (``4.5`` -> 5) or reinterpret (``1e3``, ``0x10``).
-An edge list whose lines do not share one delimiter (runs of spaces, tabs and spaces mixed) is
-read line by line and split in SQL. Errors name the line at fault.
+Which parser reads what was measured (README, "Readers"): DuckDB's CSV reader converts
+integers leniently (``4.5`` becomes 5, ``1e3`` 1000), and checking every key's text costs more
+than pyarrow.csv's strict parse of a file with one delimiter; on an edge list with runs of
+white space, DuckDB splitting lines in SQL is several times faster than the NumPy lexer this
+module used to have. Errors name the line at fault.
 """
 from __future__ import annotations
 
-import atexit
 import csv
 import gzip
 import io
 import re
-import threading
 import zlib
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..engine.ingest import edge_table
@@ -234,73 +233,95 @@ def _swap(table: pa.Table) -> pa.Table:
 
 
 # --------------------------------------------------------------------------------------------
-# text through DuckDB's CSV reader
+# edge lists: pyarrow.csv when one delimiter parses them, else DuckDB
 # --------------------------------------------------------------------------------------------
-_CONNECTION: list = []
-_CONNECTION_LOCK = threading.Lock()
-#: index = length of a key's text (DuckDB lists count from 1): the least absolute value of a
-#: canonical integer that long; a shorter value means DuckDB rounded or reinterpreted the text
-_LEAST = [0] + [10 ** k for k in range(1, 19)]
-#: the keys as DuckDB's casts read them, and whether each row's texts are plain integers
-_KEYS_SQL = """
-SELECT s, d, coalesce((s >= ls OR s <= -ls) AND (d >= ld OR d <= -ld), false) AS plain
-FROM (SELECT TRY_CAST(a AS BIGINT) AS s, TRY_CAST(b AS BIGINT) AS d,
-             $least[strlen(a)] AS ls, $least[strlen(b)] AS ld
-      FROM (SELECT {a} AS a, {b} AS b FROM {scan}))
+def _read_edge_list(path: Path) -> pa.Table:
+    """An edge list: the first two fields of each line, integers, ``#`` comments.
+
+    A plain list (comments only at the top, one tab or one space between the fields of every
+    line) is read by pyarrow.csv; any other (comments further down, runs of white space,
+    tabs and spaces mixed) by DuckDB, line by line, split on white space in SQL. A line
+    that is not two integers is named.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> _ = open(p, "w").write("# a comment\\n1\\t2\\n\\n2 3 0.5\\n")
+    >>> read_edges(p).to_pydict()
+    {'src': [1, 2], 'dst': [2, 3]}
+    """
+    data = _read_bytes(path)
+    if not data or data.isspace():
+        empty = pa.array([], pa.int64())
+        return edge_table(empty, empty)
+    plain = _plain_edge_list(data)
+    return plain if plain is not None else edge_table(*_split_lines(path))
+
+
+def _plain_edge_list(data: bytes) -> pa.Table | None:
+    """The edges of a plain list (see :func:`_read_edge_list`) by pyarrow.csv, int64 columns,
+    or None where the text is not plain or pyarrow refuses it (the caller reads it by DuckDB)."""
+    offset = 0
+    while data.startswith(b"#", offset) or data.startswith(b"\n", offset):
+        end = data.find(b"\n", offset)
+        if end < 0:
+            return None
+        offset = end + 1
+    end = data.find(b"\n", offset)
+    first = data[offset:end if end >= 0 else len(data)].rstrip(b"\r")
+    delimiter = "\t" if b"\t" in first else " "
+    fields = first.split(delimiter.encode())
+    if len(fields) < 2 or not all(_INTEGER.fullmatch(f.decode("latin-1")) for f in fields[:2]) \
+            or data.find(b"#", offset) >= 0:
+        return None
+    read = pacsv.ReadOptions(autogenerate_column_names=True)
+    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char=False)
+    convert = pacsv.ConvertOptions(include_columns=["f0", "f1"],
+                                   column_types={"f0": pa.int64(), "f1": pa.int64()})
+    try:
+        table = pacsv.read_csv(pa.BufferReader(memoryview(data)[offset:]), read_options=read,
+                               parse_options=parse, convert_options=convert)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    src, dst = (table.column(c).combine_chunks() for c in ("f0", "f1"))
+    if src.null_count or dst.null_count:                   # an empty field: not plain
+        return None
+    return edge_table(src, dst)
+
+
+#: white space inside a line, as a regular-expression class
+_WS = r"[ \t\r\x0b\x0c]"
+#: the first two fields of each line that is not blank or a comment: two integers followed by
+#: white space, '#' or the end; a line that is not so gives two empty strings
+_FIELDS_SQL = rf"""
+SELECT m.s AS s, m.d AS d FROM (
+  SELECT line, regexp_extract(
+      line, '^{_WS}*([+-]?[0-9]+){_WS}+([+-]?[0-9]+)(?:{_WS}|#|$)', ['s', 'd']) AS m
+  FROM read_csv($path, columns := {{'line': 'VARCHAR'}}, delim := $delim, quote := '',
+                escape := '', header := false, auto_detect := false, strict_mode := false,
+                compression := $compression))
+WHERE m.s <> '' OR NOT regexp_matches(line, '^{_WS}*(#|$)')
 """
 
 
-def _cursor():
-    """A cursor of this module's private in-memory DuckDB (made once, closed at exit): a
-    connection costs ~15 ms, more than reading a small edge file."""
-    with _CONNECTION_LOCK:
-        if not _CONNECTION:
-            _CONNECTION.append(duckdb.connect())
-            atexit.register(_CONNECTION[0].close)
-        return _CONNECTION[0].cursor()
-
-
-def _scan(path: Path, sql: str, options: dict, params: dict | None = None) -> pa.Table:
-    """Run ``sql`` over ``read_csv($path, <options>)`` (spelled ``{scan}`` in it); every option
-    is a bound parameter. DuckDB's errors propagate."""
-    options = {"compression": "gzip" if _is_gzip(path) else "none", "auto_detect": False,
-               "quote": "", "escape": "", **options}
-    args = ", ".join(f"{k} := ${k}" for k in options)
-    cur = _cursor()
+def _split_lines(path: Path) -> list[pa.Array]:
+    """The edge list read by DuckDB (parallel, gzip), each line matched in SQL; the keys
+    converted by Arrow's integer parser (DuckDB's casts would round ``4.5`` to 5)."""
+    con = duckdb.connect()
     try:
-        return cur.sql(sql.format(scan=f"read_csv($path, {args})"),
-                       params={"path": str(path), **options, **(params or {})}).to_arrow_table()
+        table = con.sql(_FIELDS_SQL, params={
+            "path": str(path), "delim": "\x01",           # a byte no edge list holds
+            "compression": "gzip" if _is_gzip(path) else "none"}
+        ).to_arrow_table()
+    except duckdb.Error as exc:
+        raise _edge_list_error(path) or EdgeInputError(
+            f"malformed edge list {str(path)!r}: {str(exc).splitlines()[0]}") from None
     finally:
-        cur.close()
-
-
-def _integer_keys(path: Path, a: str, b: str, options: dict) -> list[pa.Array] | None:
-    """Columns ``a`` and ``b`` of the file as int64 when every text is a plain integer (digits,
-    a sign), else None. DuckDB parses and casts in parallel; its casts also accept ``4.5``
-    (rounded to 5), ``1e3`` and ``0x10``, which a length check refuses: such files, and those
-    with negative keys or leading zeros, go to Arrow's strict parser instead."""
-    table = _scan(path, _KEYS_SQL.format(a=a, b=b, scan="{scan}"), options, {"least": _LEAST})
-    if pc.all(table["plain"]).as_py() is not False:
-        return [_whole(table[c]) for c in ("s", "d")]
-    text = _scan(path, f"SELECT {a} AS s, {b} AS d FROM {{scan}}", options)
-    return _integers(text["s"], text["d"])
-
-
-def _csv_error(exc: duckdb.Error, what: str) -> EdgeInputError:
-    """DuckDB's CSV error as ours: ``malformed TSV file: line 3 has 3 fields, expected 2:
-    '3\\t4\\t5'`` (DuckDB names the line of the file, counted from 1)."""
-    message = str(exc)
-    line = re.search(r"CSV Error on Line: (\d+)", message)
-    text = re.search(r"Original Line: ?(.*)", message)
-    count = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", message)
-    shown = f": {text.group(1)[:80]!r}" if text else ""
-    if line and count:
-        return EdgeInputError(f"malformed {what}: line {line.group(1)} has {count.group(2)} "
-                              f"fields, expected {count.group(1)}{shown}")
-    if line:
-        detail = message.splitlines()[0].split(": ", 1)[-1]
-        return EdgeInputError(f"malformed {what}: line {line.group(1)}{shown} ({detail})")
-    return EdgeInputError(f"malformed {what}: {message.splitlines()[0]}")
+        con.close()
+    bad = pc.any(pc.equal(table["s"], "")).as_py()
+    keys = None if bad else _integers(table["s"], table["d"])
+    if keys is None:
+        raise _edge_list_error(path) or EdgeInputError(f"malformed edge list {str(path)!r}")
+    return keys
 
 
 def _integers(*cols) -> list[pa.Array] | None:
@@ -317,80 +338,27 @@ def _whole(col) -> pa.Array:
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
-def _first_data_line(path: Path) -> str | None:
-    """The first line that is neither blank nor a ``#`` comment, its comment cut off."""
-    for line in _head_lines(path):
-        text = line.split("#", 1)[0].strip(_SPACE)
-        if text:
-            return text
-    return None
-
-
-def _read_edge_list(path: Path) -> pa.Table:
-    """An edge list: the first two fields of each line, integers, ``#`` comments.
-
-    The delimiter of the first data line is tried for the whole file; a file whose lines do
-    not share it (runs of spaces, tabs and spaces mixed) is read line by line and split on
-    white space in SQL. A field that is not an integer gets the line named.
-
-    >>> import tempfile, os
-    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
-    >>> _ = open(p, "w").write("# a comment\\n1\\t2\\n\\n2 3 0.5\\n")
-    >>> read_edges(p).to_pydict()
-    {'src': [1, 2], 'dst': [2, 3]}
-    """
-    first = _first_data_line(path)
-    if first is None:
-        empty = pa.array([], pa.int64())
-        return edge_table(empty, empty)
-    delim = "\t" if "\t" in first else " "
-    columns = {f"c{i}": "VARCHAR" for i in range(max(len(first.split(delim)), 2))}
-    try:
-        keys = _integer_keys(path, "c0", "c1", {"delim": delim, "header": False,
-                                                "comment": "#", "columns": columns})
-    except duckdb.Error:
-        keys = None
-    return edge_table(*(keys or _split_lines(path)))
-
-
-#: the first two white-space separated fields of a line, once its comment is cut off
-_FIELDS_SQL = r"""
-SELECT f[1] AS s, f[2] AS d, len(f) AS n FROM (
-  SELECT string_split_regex(regexp_replace(split_part(line, '#', 1),
-                                           '^[ \t\r\x0b\x0c]+|[ \t\r\x0b\x0c]+$', '', 'g'),
-                            '[ \t\r\x0b\x0c]+') AS f
-  FROM {scan})
-WHERE f[1] <> ''
-"""
-
-
-def _split_lines(path: Path) -> list[pa.Array]:
-    """The slow path of :func:`_read_edge_list`: each line split on white space in SQL."""
-    try:
-        table = _scan(path, _FIELDS_SQL, {"delim": "\x01", "header": False, "strict_mode": False,
-                                          "columns": {"line": "VARCHAR"}})
-    except duckdb.Error as exc:
-        raise _edge_list_error(path) or _csv_error(exc, "edge list") from None
-    keys = None if pc.any(pc.less(table["n"], 2)).as_py() else _integers(table["s"], table["d"])
-    if keys is None:
-        raise _edge_list_error(path) or EdgeInputError(f"malformed edge list {str(path)!r}")
-    return keys
+_EDGE_LINE = re.compile(rf"{_WS}*([+-]?[0-9]+){_WS}+([+-]?[0-9]+)(?:{_WS}|#|$)")
+_BLANK_LINE = re.compile(rf"{_WS}*(#|$)")
 
 
 def _edge_list_error(path: Path) -> EdgeInputError | None:
-    """The first line of an edge list that is not two integers, found by reading it line by
-    line (only once the fast readers have failed), as an error that names it."""
+    """The first line of an edge list that is not two integers (the rule of ``_FIELDS_SQL``),
+    found by reading it line by line once the fast readers have failed, as an error that
+    names it."""
     opener = gzip.open if _is_gzip(path) else open
     with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as lines:
         for number, line in enumerate(lines, 1):
-            fields = line.split("#", 1)[0].strip(_SPACE + "\n").split()
-            if not fields:
+            line = line.rstrip("\n")
+            if _BLANK_LINE.match(line):
                 continue
-            if len(fields) < 2:
-                what = "holds one number, not two (source and destination)"
-            elif not all(_INTEGER.fullmatch(f) for f in fields[:2]):
-                what = "holds a field that is not an integer"
-            elif not all(-2**63 <= int(f) < 2**63 for f in fields[:2]):
+            m = _EDGE_LINE.match(line)
+            if m is None:
+                fields = line.split("#", 1)[0].split()
+                what = ("holds one number, not two (source and destination)"
+                        if len(fields) == 1 and _INTEGER.fullmatch(fields[0])
+                        else "holds a field that is not an integer")
+            elif not all(-2**63 <= int(v) < 2**63 for v in m.groups()):
                 what = "holds a number outside the 64-bit integer range"
             else:
                 continue
@@ -400,40 +368,83 @@ def _edge_list_error(path: Path) -> EdgeInputError | None:
     return None
 
 
-def _read_delimited(path: Path, delim: str, src, dst, header) -> pa.Table:
-    """CSV/TSV: the header decided and the columns named here, the rows parsed by DuckDB;
-    integer keys when every key of both columns is an integer, else text (trimmed)."""
-    what = "TSV file" if delim == "\t" else "CSV file"
-    rows = [r for r in _head_lines(path)[:2] if r.strip()]
-    first = next(csv.reader(io.StringIO(rows[0]), delimiter=delim)) if rows else []
+# --------------------------------------------------------------------------------------------
+# CSV / TSV: pyarrow.csv
+# --------------------------------------------------------------------------------------------
+def _read_delimited(path: Path, delimiter: str, src, dst, header) -> pa.Table:
+    """CSV/TSV text by pyarrow.csv (parallel, strict integers); integer keys when every key of
+    both columns is an integer, else text (trimmed). See :func:`read_edges` for the header.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.csv")
+    >>> _ = open(p, "w").write("a,b\\nx,y\\n")
+    >>> read_edges(p).to_pydict()
+    {'src': ['x'], 'dst': ['y']}
+    """
+    data = _read_bytes(path)
+    rows = _first_rows(data, delimiter)
     if header is None:
-        header = src is not None or dst is not None or not _integer_fields(first)
+        header = src is not None or dst is not None or not (rows and _integer_fields(rows[0]))
     if not header and (src is not None or dst is not None):
         raise EdgeInputError("src/dst name header columns, but header=False was given")
     if header and not rows:
-        raise EdgeInputError(f"the {what} is empty: no header row")
-    if not rows:
-        empty = pa.array([], pa.int64())
-        return edge_table(empty, empty)
-    names = [f.strip() for f in first] if header else [f"column{i}" for i in range(len(first))]
-    a, b = (quote_identifier(c) for c in _pick_columns(names, src, dst))
-    options = {"delim": delim, "header": header, "quote": '"', "escape": '"',
-               "columns": {n: "VARCHAR" for n in names}}
+        raise EdgeInputError(f"the {_kind(delimiter)} file is empty: no header row")
+    a, b = _pick_columns(rows[0], src, dst) if header else ("f0", "f1")
+    try:                                                   # integer keys: parsed directly
+        return edge_table(*_read_csv(data, delimiter, header, a, b, pa.int64()))
+    except pa.ArrowInvalid:                                # some field is not an integer
+        pass
+    keys = [_whole(pc.utf8_trim_whitespace(c))
+            for c in _read_csv(data, delimiter, header, a, b, pa.string())]
+    return edge_table(*(_integers(*keys) or keys))
+
+
+def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ):
+    """The two key columns as ``typ``; a ragged row is an EdgeInputError naming its line.
+
+    Raises ``pa.ArrowInvalid`` when a field does not convert to ``typ``.
+    """
+    invalid: list = []
+    read = pacsv.ReadOptions(autogenerate_column_names=not header)
+    parse = pacsv.ParseOptions(delimiter=delimiter,         # remember each bad row, skip it
+                               invalid_row_handler=lambda row: invalid.append(row) or "skip")
+    convert = pacsv.ConvertOptions(include_columns=[src, dst], column_types={src: typ, dst: typ})
     try:
-        data = rows[1] if header and len(rows) > 1 else None if header else rows[0]
-        row = next(csv.reader(io.StringIO(data), delimiter=delim)) if data else []
-        keys = _integer_keys(path, a, b, options) if _integer_fields(row) else None
-        if keys is None:
-            text = _scan(path, f"SELECT {a} AS s, {b} AS d FROM {{scan}}", options)
-            keys = [_whole(pc.utf8_trim_whitespace(text[c])) for c in ("s", "d")]
-            keys = _integers(*keys) or keys
-    except duckdb.Error as exc:
-        raise _csv_error(exc, what) from None
-    return edge_table(*keys)
+        table = pacsv.read_csv(pa.BufferReader(data), read_options=read, parse_options=parse,
+                               convert_options=convert)
+    except pa.ArrowInvalid as exc:
+        if "conversion error" in str(exc).lower():
+            raise
+        raise EdgeInputError(f"malformed {_kind(delimiter)} file: {exc}") from None
+    if invalid:
+        raise EdgeInputError(f"malformed {_kind(delimiter)} file: {_describe_row(data, invalid[0])}")
+    return table.column(src).combine_chunks(), table.column(dst).combine_chunks()
+
+
+def _kind(delimiter: str) -> str:
+    return "TSV" if delimiter == "\t" else "CSV"
+
+
+def _describe_row(data: bytes, row) -> str:
+    """'line N has k fields, expected m: <text>' for a row pyarrow.csv refused."""
+    number = row.number
+    if number is None:                                       # parallel parsing: find the text
+        at = data.find(row.text.encode())
+        number = data.count(b"\n", 0, at) + 1 if at >= 0 else "?"
+    return (f"line {number} has {row.actual_columns} fields, expected {row.expected_columns}: "
+            f"{row.text[:80]!r}")
+
+
+def _first_rows(data: bytes, delimiter: str, rows: int = 2) -> list[list[str]]:
+    """The fields of the first non-empty rows (for the header decision and the names)."""
+    lines = [ln for ln in data[:_HEAD_BYTES].decode("utf-8-sig", "replace").splitlines()
+             if ln.strip()]
+    return [[f.strip() for f in fields]
+            for fields in csv.reader(io.StringIO("\n".join(lines[:rows])), delimiter=delimiter)]
 
 
 def _integer_fields(fields: list[str]) -> bool:
-    """Whether the first two fields of a row are integers (the header and key-type guess)."""
+    """Whether the first two fields of a row are integers (the header guess)."""
     return len(fields) >= 2 and all(_INTEGER.fullmatch(f.strip()) for f in fields[:2])
 
 

@@ -58,7 +58,8 @@ class Progress:
     appears once the work has run for ``after`` seconds, is redrawn at most every 0.2 s on a
     terminal (every 5 s elsewhere) and ends with the elapsed time on :meth:`close`. With
     ``tick`` a background thread redraws it on that schedule even when no update comes (a
-    long phase of a build); with ``eta`` off no time left is guessed (units of uneven cost).
+    long phase of a build; one clock thread serves every line); with ``eta`` off no time left
+    is guessed (units of uneven cost).
     """
 
     def __init__(self, what: str, total: int | None, *, unit: str = "", after: float = 2.0,
@@ -80,11 +81,9 @@ class Progress:
         self._every = 0.2 if self._tty else 5.0
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._ticker = None
-        if tick and self.enabled is not False:
-            self._ticker = threading.Thread(target=self._tick, name="grail-progress",
-                                            daemon=True)
-            self._ticker.start()
+        self._ticking = bool(tick and self.enabled is not False)
+        if self._ticking:
+            _CLOCK.add(self)
 
     def update(self, done: int, detail: str | None = None) -> None:
         """Record that ``done`` units (in all) are finished; maybe redraw the line."""
@@ -103,14 +102,10 @@ class Progress:
         elif now - self._last >= self._every:
             self._draw(elapsed)
 
-    def _tick(self) -> None:
-        """Redraw the line while the work runs (the ticker thread of ``tick=True``)."""
-        if self._closed.wait(self.after):
-            return
-        while not self._closed.is_set():
-            if time.perf_counter() - self._last >= self._every:
-                self._draw(time.perf_counter() - self.start)
-            self._closed.wait(self._every)
+    def _tick(self, now: float) -> None:
+        """Redraw the line if it is due (called by the clock thread for ``tick=True``)."""
+        if now - self.start >= self.after and now - self._last >= self._every:
+            self._draw(now - self.start)
 
     def _text(self, elapsed: float, final: bool) -> tuple[str, float | None]:
         """The line's text and the fraction done (None when the size is unknown)."""
@@ -154,10 +149,10 @@ class Progress:
     def close(self) -> None:
         """Stop the ticker and end the line (only if it was ever shown or the work was long)."""
         self._closed.set()
-        if self._ticker is not None:
-            self._ticker.join()
+        if self._ticking:
+            _CLOCK.remove(self)
         if self._shown or (self.enabled is not False
-                           and time.perf_counter() - self.start >= self.after > 0):
+                           and time.perf_counter() - self.start >= self.after):
             self._draw(time.perf_counter() - self.start, final=True)
 
     def __enter__(self) -> "Progress":
@@ -165,6 +160,46 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Clock:
+    """One daemon thread, started on first use, that redraws every open ticking
+    :class:`Progress` when it is due; it sleeps while none is open. (A thread per build
+    would cost more than a small build itself.)"""
+
+    PERIOD = 0.1
+
+    def __init__(self):
+        self._open: set = set()
+        self._cond = threading.Condition()
+        self._thread = None
+
+    def add(self, line: Progress) -> None:
+        with self._cond:
+            self._open.add(line)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="grail-progress",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, line: Progress) -> None:
+        with self._cond:
+            self._open.discard(line)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._open:
+                    self._cond.wait()
+                lines = list(self._open)
+            now = time.perf_counter()
+            for line in lines:
+                line._tick(now)
+            time.sleep(self.PERIOD)
+
+
+_CLOCK = _Clock()
 
 
 def step(what: str, **kw) -> Progress:

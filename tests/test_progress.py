@@ -65,7 +65,7 @@ def test_the_ticker_stops_with_the_work():
         p.update(5)
     shown = out.getvalue()
     time.sleep(0.3)
-    assert out.getvalue() == shown and not p._ticker.is_alive()
+    assert out.getvalue() == shown and p not in progress._CLOCK._open
 
 
 def test_build_progress_passes_callables_through():

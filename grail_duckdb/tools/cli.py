@@ -24,6 +24,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -99,8 +100,7 @@ def _build_in_database(db: str, table: str, args) -> int:
     database is opened read-only (the index is a file beside it) and must exist."""
     if not Path(db).is_file():
         raise EdgeInputError(f"DuckDB database {db!r} does not exist (or is not a file)")
-    if args.out:
-        writable(args.out, "index")
+    writable(args.out or Path(db).with_name(f"{Path(db).stem}.index.grail.parquet"), "index")
     if args.backend:
         os.environ["GRAIL_DUCKDB_BACKEND"] = args.backend
     try:
@@ -139,7 +139,7 @@ def cmd_query(args) -> int:
     table = pa.table({"src": pairs.column("src"), "dst": pairs.column("dst"),
                       "reaches": answers})
     print(f"{len(table):,} pairs, {index.last_stats.searched:,} searched, "
-          f"{int(answers.true_count):,} reachable, {seconds:.3f} s", file=sys.stderr)
+          f"{pc.sum(answers).as_py() or 0:,} reachable, {seconds:.3f} s", file=sys.stderr)
     with step(f"writing {out or 'the answers'}"):
         if out is None:
             pacsv.write_csv(table, sys.stdout.buffer)

@@ -100,7 +100,11 @@ def _build_in_database(db: str, table: str, args) -> int:
     database is opened read-only (the index is a file beside it) and must exist."""
     if not Path(db).is_file():
         raise EdgeInputError(f"DuckDB database {db!r} does not exist (or is not a file)")
-    writable(args.out or Path(db).with_name(f"{Path(db).stem}.index.grail.parquet"), "index")
+    if args.out:
+        writable(args.out, "index")
+    elif not os.access(Path(db).resolve().parent, os.W_OK):
+        raise EdgeInputError(f"cannot write the index beside {db!r}: its folder may not be "
+                             "written; name another file with --out")
     if args.backend:
         os.environ["GRAIL_DUCKDB_BACKEND"] = args.backend
     try:

@@ -27,7 +27,7 @@ def test_build_index_reports_every_phase_when_forced(monkeypatch, capsys):
     gd.build_index(*EDGES, backend="cpu")
     err = capsys.readouterr().err
     assert "building the index" in err
-    assert err.count(f"phase {BUILD_PHASES}/{BUILD_PHASES} done (fingerprint") == 1
+    assert err.count(f"phase {BUILD_PHASES}/{BUILD_PHASES} done (") == 1
 
 
 def test_short_builds_are_silent_and_the_switches_silence(monkeypatch, capsys):
@@ -45,7 +45,7 @@ def test_a_callable_gets_the_phases_and_no_line_is_drawn(monkeypatch, capsys):
     monkeypatch.setenv(progress.ENV_VAR, "1")
     seen = []
     gd.build_index(*EDGES, backend="cpu", progress=lambda phase, s: seen.append(phase))
-    assert seen[0] == "ingest" and seen[-1] == "fingerprint" and len(seen) == BUILD_PHASES
+    assert seen[0] == "ingest" and "fingerprint" in seen and len(seen) == BUILD_PHASES
     assert capsys.readouterr().err == ""
 
 

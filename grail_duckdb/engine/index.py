@@ -25,8 +25,8 @@ from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
-from .ids import VertexIds, assign_ids
-from .ingest import edge_columns
+from .ids import VertexIds, assign_pairs
+from .ingest import edge_stream
 from .labels import Labels, grail_labels
 
 DEFAULT_LABELS = 5
@@ -164,37 +164,36 @@ class GrailIndex:
         k = kernels_for(backend)
         if k is self.kernels:
             return self
-        return _on_backend(k, self.ids, self.comp, self.n_components, self.dag, self.labels,
-                           seed=self.seed, edge_rows=self.edge_rows,
-                           fingerprint=self.fingerprint, build_seconds=dict(self.build_seconds))
+        return _on_backend(k, ids=self.ids, comp=self.comp, n_components=self.n_components,
+                           dag=self.dag, labels=self.labels, seed=self.seed,
+                           edge_rows=self.edge_rows, fingerprint=self.fingerprint,
+                           build_seconds=dict(self.build_seconds))
 
     def save(self, path, **kw):
         """Write the index as Parquet, atomically (see :func:`grail_duckdb.engine.persistence.save`)."""
         return persistence.save(self, path, **kw)
 
 
-def _on_backend(k: Kernels, ids, comp, n_components, dag, labels, **kw) -> GrailIndex:
-    """A :class:`GrailIndex` of arrays moved to the backend of ``k``."""
+def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
+    """A :class:`GrailIndex` of the given fields, its arrays moved to the backend of ``k``."""
     move = k.xp.asarray if k.xp is not np else to_host
     lab = Labels(**{name: move(a) for name, a in labels.arrays().items()})
-    return GrailIndex(ids=ids, comp=move(comp), n_components=n_components,
-                      dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab, kernels=k, **kw)
+    return GrailIndex(comp=move(comp), dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab,
+                      kernels=k, **fields)
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
     """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`)."""
-    stored = persistence.load(path, expect_fingerprint=expect_fingerprint)
-    return _on_backend(kernels_for(backend), stored.ids, stored.comp, stored.n_components,
-                       stored.dag, stored.labels, seed=stored.seed, edge_rows=stored.edge_rows,
-                       fingerprint=stored.fingerprint)
+    fields = persistence.load(path, expect_fingerprint=expect_fingerprint)
+    return _on_backend(kernels_for(backend), **fields)
 
 
-def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
+def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
     """Content hash of an edge list, independent of row order (duplicates count).
 
     Combines a hash of the distinct keys (a 64-bit sum of hashed integer keys, or a digest of
-    the sorted strings) with an order-independent 64-bit sum of the hashed (src id, dst id)
-    pairs and the row count.
+    the sorted strings) with an order-independent 64-bit sum of the hashed packed edges
+    (``src id << 32 | dst id``) and the row count.
     """
     h = hashlib.blake2b(digest_size=16)
     keys = ids.keys
@@ -205,16 +204,15 @@ def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
             if buf is not None:
                 h.update(memoryview(buf))
     h.update(f"{ids.kind}:{ids.n}".encode())
-    h.update(int(src_ids.shape[0]).to_bytes(8, "little"))
-    h.update(kernels.edge_hash_sum(src_ids, dst_ids).to_bytes(8, "little"))
+    h.update(int(pairs.shape[0]).to_bytes(8, "little"))
+    h.update(kernels.edge_hash_sum(pairs).to_bytes(8, "little"))
     return h.hexdigest()
 
 
 def edges_fingerprint(edges, dst="dst", *, src: str = "src") -> str:
     """The content fingerprint of an edge list, without building an index (CPU)."""
-    cols = edge_columns(edges, dst, src=src)
-    ids, s, d = assign_ids(cols.src, cols.dst, cols.extra_vertices)
-    return fingerprint_of(kernels_for("cpu"), ids, s, d)
+    ids, pairs = assign_pairs(edge_stream(edges, dst, src=src))
+    return fingerprint_of(kernels_for("cpu"), ids, pairs)
 
 
 def check_labels(labels) -> int:
@@ -235,16 +233,22 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     """Build an index from an edge list.
 
     ``build_index(table, src="citing", dst="cited")``: ``edges`` is a pyarrow Table /
-    RecordBatch or a DuckDB relation, and the strings ``src`` and ``dst`` name its endpoint
-    columns (default ``"src"``, ``"dst"``; the names SQL's ``grail_index(t, src := ..., dst :=
-    ...)`` and the command line's ``--src``/``--dst`` use too). ``build_index(src_keys,
-    dst_keys)``: two columns of keys (pyarrow, NumPy, lists). ``labels`` is the number d of
-    GRAIL label pairs (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu',
-    'gpu', 'auto' (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
+    RecordBatch / RecordBatchReader, a DuckDB relation or the path of a Parquet file or of a
+    folder of them, and the strings ``src`` and ``dst`` name its endpoint columns (default
+    ``"src"``, ``"dst"``; the names SQL's ``grail_index(t, src := ..., dst := ...)`` and the
+    command line's ``--src``/``--dst`` use too). ``build_index(src_keys, dst_keys)``: two
+    columns of keys (pyarrow, NumPy, lists). ``labels`` is the number d of GRAIL label pairs
+    (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu', 'gpu', 'auto'
+    (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
     :class:`~grail_duckdb.kernels.protocol.Kernels` instance. ``progress``: None (default)
     shows a progress line on stderr for builds that run over 2 s
     (:class:`grail_duckdb.progress.BuildProgress`; ``GRAIL_DUCKDB_PROGRESS=0`` silences it),
     False shows nothing, a callable ``(phase, seconds)`` is called after each phase instead.
+
+    Memory (issue 12): the input stays on the host as Arrow chunks; the device receives it
+    slice by slice and holds one uint64 per edge (the packed ids), from which the forward and
+    reverse rows are made in place; once the rows exist the packed edges are freed, and the
+    input graph's rows are freed as soon as the condensed DAG no longer needs them.
     """
     with build_progress(progress) as report:
         return _build(edges, dst, src, labels, seed, backend, report)
@@ -254,23 +258,24 @@ def _build(edges, dst, src, labels, seed, backend, progress) -> GrailIndex:
     """The pipeline of :func:`build_index`, each phase reported to ``progress``."""
     d = check_labels(labels)
     k = kernels_for(backend)
-    xp = k.xp
     timer = PhaseTimer(progress, k.synchronize)
-    cols = edge_columns(edges, dst, src=src)
+    stream = edge_stream(edges, dst, src=src)
     timer("ingest")
-    ids, s_ids, d_ids = assign_ids(cols.src, cols.dst, cols.extra_vertices, xp=xp)
+    ids, pairs = assign_pairs(stream, k.xp)
+    rows = stream.rows
+    del stream
     timer("ids")
-    s_dev, d_dev = xp.asarray(s_ids), xp.asarray(d_ids)
-    fwd, rev = forward_and_reverse(k, s_dev, d_dev, ids.n)
+    fp = fingerprint_of(k, ids, pairs)
+    timer("fingerprint")
+    graph = list(forward_and_reverse(k, pairs, ids.n))
+    del pairs
     timer("csr")
-    cond: Condensation = condense(k, fwd, rev)
-    del fwd, rev
+    cond: Condensation = condense(k, graph)
+    del graph
     timer("scc")
     lab = grail_labels(k, cond, d, int(seed), timer)
-    fp = fingerprint_of(k, ids, s_dev, d_dev)
-    timer("fingerprint")
     return GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components, dag=cond.dag,
-                      labels=lab, seed=int(seed), edge_rows=cols.rows, fingerprint=fp,
+                      labels=lab, seed=int(seed), edge_rows=rows, fingerprint=fp,
                       kernels=k, build_seconds=dict(timer.phases))
 
 

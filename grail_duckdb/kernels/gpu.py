@@ -4,8 +4,8 @@ sources in the repository's ``kernels/*.cu`` loaded as one ``cupy.RawModule``.
 Each traversal (trim, reach within a colour, colour propagation, topological levels, the label
 passes, the query search) is the level-synchronous frontier form of its CPU twin and runs as one
 persistent cooperative kernel: the grid walks every level itself and meets at ``grid.sync()``,
-so a DAG with thousands of levels costs one launch. Whole-array steps (sorting edges into rows,
-removing duplicate targets, prefix sums) are CuPy calls. The constants and small functions shared
+so a DAG with thousands of levels costs one launch. Whole-array steps (sorting the packed edges,
+prefix sums) are CuPy calls; the compaction of sorted edges into rows is two plain launches. The constants and small functions shared
 with the CPU twins come from :mod:`.shared` as a generated header.
 
 Thread safety: a launch's scratch (frontiers, counters, the edge-balanced scan) is allocated for
@@ -23,13 +23,12 @@ import threading
 from dataclasses import dataclass
 
 import cupy as cp
-import cupyx
 import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
 from .protocol import CSR, TopoOrder
-from .shared import ORDER_BLOCK, cuda_header, order_params
+from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu")
@@ -39,6 +38,8 @@ _INT_MAX = np.iinfo(np.int32).max
 _NARROW = frozenset({"trim_kernel", "levels_kernel", "parents_kernel", "sizes_kernel",
                      "post_kernel", "bounds_kernel", "hubs_kernel"})
 _BALANCE_MODES = {"binned": 0, "edges": 1}
+#: packed edges per tile of the CSR compaction (PAIR_TILE in graph.cu)
+_PAIR_TILE = 256 * 16
 
 
 @dataclass(frozen=True)
@@ -150,53 +151,29 @@ class GpuKernels:
 
     # --- CSR -------------------------------------------------------------------------------
     @_out_of_memory
-    def csr(self, src, dst, n):
-        """Stable sort of the edges by source (self-loops dropped, row order = input order)."""
-        src = cp.asarray(src, cp.int32)
-        dst = cp.asarray(dst, cp.int32)
-        keep = src != dst
-        if not bool(keep.all()):
-            src, dst = src[keep], dst[keep]
-        order = cp.argsort(src)  # stable: targets keep their input order inside a row
-        return self._row_starts(src[order], n), dst[order]
-
-    @staticmethod
-    def _row_starts(sorted_rows, n):
-        """indptr (int64[n + 1]) of a sorted row-id column, by binary search. (cupy.bincount's
-        histogram needed 3 GiB of scratch for one row of 1.5M entries.)"""
-        bounds = cp.arange(n + 1, dtype=sorted_rows.dtype)
-        return cp.searchsorted(sorted_rows, bounds, side="left").astype(cp.int64)
-
-    @staticmethod
-    def _rows(ptr, m):
-        """Row id of every CSR slot (int32[m]), from the row starts by one scatter and a scan."""
-        n = ptr.shape[0] - 1
-        row = cp.zeros(m, cp.int32)
-        if m == 0 or n <= 1:
-            return row
-        starts = ptr[1:n]
-        starts = starts[starts < m]
-        cupyx.scatter_add(row, starts, 1)
-        return cp.cumsum(row, dtype=cp.int32)
-
-    @_out_of_memory
-    def dedupe_rows(self, ptr, idx):
-        """Keep the first occurrence of each target in each row: stable sort of (row, target)."""
-        n, m = ptr.shape[0] - 1, idx.shape[0]
+    def csr_of_pairs(self, pairs, n):
+        """Sort the packed edges in place (CuPy's radix sort: the edges plus one buffer of
+        scratch), then compact them in two launches over tiles of 4,096 pairs (kept edges per
+        tile, then each kept target written at its rank, with the row starts)."""
+        m = int(pairs.shape[0])
+        indptr = cp.zeros(n + 1, cp.int64)
         if m == 0:
-            return ptr.copy(), idx.copy()
-        row = self._rows(ptr, m)
-        key = (row.astype(cp.uint64) << np.uint64(32)) | idx.astype(cp.uint64)
-        order = cp.argsort(key)
-        sk = key[order]
-        first = cp.empty(m, cp.bool_)
-        first[0] = True
-        cp.not_equal(sk[1:], sk[:-1], out=first[1:])
-        del sk, key
-        keep = cp.zeros(m, cp.bool_)
-        keep[order[first]] = True
-        del order, first
-        return self._row_starts(row[keep], n), idx[keep]
+            return indptr, cp.empty(0, cp.int32)
+        pairs.sort()
+        tiles = -(-m // _PAIR_TILE)
+        counts = cp.empty(tiles, cp.int64)
+        self._launch("pairs_count_kernel", np.int64(m), pairs, counts)
+        base = cp.cumsum(counts)
+        total = int(base[-1])
+        base -= counts
+        del counts
+        indices = cp.empty(total, cp.int32)
+        self._launch("pairs_write_kernel", np.int64(m), pairs, base, np.int32(n), indptr,
+                     indices)
+        return indptr, indices
+
+    def csr(self, src, dst, n):
+        return self.csr_of_pairs(pack_pairs(cp, src, dst), n)
 
     # --- condensation ----------------------------------------------------------------------
     @_out_of_memory
@@ -248,12 +225,12 @@ class GpuKernels:
         return out.astype(cp.int32), int(rank[-1]) + 1
 
     @_out_of_memory
-    def condensed_edges(self, g, comp):
-        row = self._rows(g.indptr, g.m)
-        cs = comp[row]
-        cw = comp[g.indices]
-        cross = cs != cw
-        return cs[cross].astype(cp.int32), cw[cross].astype(cp.int32)
+    def component_pairs(self, g, comp):
+        out = cp.empty(g.m, cp.uint64)
+        if g.m:
+            self._launch("component_pairs_kernel", np.int32(g.n), np.int64(g.m), g.indptr,
+                         g.indices, cp.asarray(comp, cp.int32), out)
+        return out
 
     # --- labels ----------------------------------------------------------------------------
     @_out_of_memory
@@ -394,12 +371,11 @@ class GpuKernels:
         return ans
 
     @_out_of_memory
-    def edge_hash_sum(self, src, dst):
+    def edge_hash_sum(self, pairs):
         out = cp.zeros(1, cp.uint64)
-        m = src.shape[0]
+        m = pairs.shape[0]
         if m:
-            self._launch("hash_sum_kernel", np.int64(m), cp.asarray(src, cp.int32),
-                         cp.asarray(dst, cp.int32), out)
+            self._launch("hash_sum_kernel", np.int64(m), cp.asarray(pairs, cp.uint64), out)
         return int(out.get()[0])
 
     @_out_of_memory

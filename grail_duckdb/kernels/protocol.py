@@ -88,12 +88,14 @@ class Kernels(Protocol):
         """Wait for queued device work (a no-op on the CPU)."""
 
     # --- CSR ---------------------------------------------------------------------------------
-    def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
-        """Rows of an edge list of dense ids: ``(indptr, indices)``; self-loops dropped, the
-        targets of a row in input order."""
+    def csr_of_pairs(self, pairs: Array, n: int) -> tuple[Array, Array]:
+        """Rows of packed edges (uint64 ``src << 32 | dst``, ids below 2**31, see
+        :func:`.shared.pack_pairs`): ``(indptr, indices)``, each row's targets sorted,
+        self-loops and duplicate targets dropped. ``pairs`` may be reordered (the GPU sorts it
+        in place: no second copy of the edges)."""
 
-    def dedupe_rows(self, indptr: Array, indices: Array) -> tuple[Array, Array]:
-        """The same rows without duplicate targets (first occurrences, in order)."""
+    def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
+        """:meth:`csr_of_pairs` of two id columns."""
 
     # --- condensation (Multistep) ------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive: Array) -> int:
@@ -110,8 +112,9 @@ class Kernels(Protocol):
     def rank_by_first_occurrence(self, label: Array) -> tuple[Array, int]:
         """Labels renumbered 0..k-1 in order of first occurrence, and k."""
 
-    def condensed_edges(self, g: CSR, comp: Array) -> tuple[Array, Array]:
-        """The edges between different components, as component pairs (duplicates kept)."""
+    def component_pairs(self, g: CSR, comp: Array) -> Array:
+        """Every edge of ``g`` as a packed pair of components, ``comp[v] << 32 | comp[w]``
+        (edges inside a component become self-loops, which :meth:`csr_of_pairs` drops)."""
 
     # --- labels (GRAIL GPU paper, Section 4) ----------------------------------------------------
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
@@ -146,8 +149,8 @@ class Kernels(Protocol):
         (Algorithm 7), 64 * ``words`` queries per pass at least."""
 
     # --- fingerprints ---------------------------------------------------------------------------
-    def edge_hash_sum(self, src: Array, dst: Array) -> int:
-        """Order-independent 64-bit sum of mix64 over the (src, dst) id pairs."""
+    def edge_hash_sum(self, pairs: Array) -> int:
+        """Order-independent 64-bit sum of mix64 over packed edges ``src << 32 | dst``."""
 
     def key_hash_sum(self, keys: Array) -> int:
         """Order-independent 64-bit sum of mix64 over integer keys."""

@@ -30,14 +30,15 @@ import pyarrow.parquet as pq
 
 from .. import plugin
 from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
+from ..engine.ingest import read_parquet_edges
 from ..engine.warm import warm_up
 from ..errors import EdgeInputError, GrailError
 from ..plugin import install, named_queries
 from ..plugin import sql as whole
 from ..progress import step
-from . import bench
+from . import bench, bench_scale
 from .generators import citation_dag
-from .readers import duckdb_target, read_edges
+from .readers import detect_format, duckdb_target, parquet_edge_columns, read_edges
 
 #: suffixes dropped from an edge file's name to name its index (``cit-HepTh.tsv.gz`` ->
 #: ``cit-HepTh.grail.parquet``)
@@ -85,14 +86,25 @@ def cmd_build(args) -> int:
     out = writable(args.out if args.out else default_index_path(args.edges), "index")
     t0 = time.perf_counter()
     with step(f"reading {args.edges}"):
-        edges = read_edges(args.edges, fmt=args.format, src=args.src, dst=args.dst,
-                           reverse=args.reverse)
+        edges = read_edges_for_build(args)
     _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
     index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend)
     with step(f"writing {out}"):
         index.save(out)
     _print_summary(index.summary(), out)
     return 0
+
+
+def read_edges_for_build(args):
+    """The edges of ``build``: Parquet (a file or a folder) is read in parallel and kept in
+    its stored widths and chunks (the build streams it to the device slice by slice); other
+    formats through :func:`read_edges`."""
+    fmt = args.format or detect_format(args.edges)
+    if fmt in ("parquet", "pq") and not args.reverse:
+        src, dst = parquet_edge_columns(args.edges, args.src, args.dst)
+        return read_parquet_edges(args.edges, src, dst)
+    return read_edges(args.edges, fmt=args.format, src=args.src, dst=args.dst,
+                      reverse=args.reverse)
 
 
 def _build_in_database(db: str, table: str, args) -> int:
@@ -281,6 +293,13 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=bench.run)
 
 
+def _add_bench_scale(sub) -> None:
+    p = sub.add_parser("bench-scale", help="the scale runs: generate -> Parquet -> build -> "
+                                           "save -> load -> random pairs, memory per phase")
+    bench_scale.add_arguments(p)
+    p.set_defaults(func=bench_scale.run)
+
+
 # --- the parser ----------------------------------------------------------------------------------
 def _bounded(low: int, high: int | None = None):
     """An argparse type: a whole number in low..high (argparse names the flag)."""
@@ -344,6 +363,7 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     _add_bench(sub)
+    _add_bench_scale(sub)
     return top
 
 

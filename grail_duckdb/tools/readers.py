@@ -7,7 +7,7 @@ One entry point, :func:`read_edges`, picks the format from the file name (``.gz`
 | ``*.gra`` | GRAIL adjacency lists (``graph_for_greach``, n, then ``u: v1 v2 ... #``) | :mod:`.gra` (NumPy) |
 | ``*.txt``, ``*.edges``, ``*.el``, ``*.snap``, ``*.cites`` | edge list (SNAP): two integers per line, white space between, ``#`` comments, later fields ignored | pyarrow.csv; DuckDB when one delimiter does not fit every line |
 | ``*.tsv`` / ``*.csv`` | delimited text, with or without a header row, integer or text keys | pyarrow.csv |
-| ``*.parquet`` / ``*.pq`` | Parquet | pyarrow |
+| ``*.parquet`` / ``*.pq`` | Parquet (also a folder of ``*.parquet`` files) | pyarrow |
 | ``file.duckdb:table`` | a table of a DuckDB database file, opened read-only | DuckDB |
 
 Any other name is told by its first line: ``graph_for_greach`` is ``.gra``, a comma makes CSV, two
@@ -41,12 +41,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..engine.ingest import edge_table
+from ..engine.ingest import edge_table, read_parquet_edges
 from ..errors import EdgeInputError
 from ..plugin.names import quote_identifier
 from .gra import GRA_MAGIC, parse_gra
 
-__all__ = ["read_edges", "detect_format", "duckdb_target", "FORMATS"]
+__all__ = ["read_edges", "detect_format", "duckdb_target", "parquet_edge_columns", "FORMATS"]
 
 #: the formats :func:`read_edges` understands (``fmt=`` values)
 FORMATS = ("gra", "snap", "tsv", "csv", "parquet", "duckdb")
@@ -118,7 +118,7 @@ def read_edges(path, *, fmt: str | None = None, src: str | None = None, dst: str
     if fmt == "duckdb":
         table = _read_duckdb(str(path), src, dst)
     elif fmt == "parquet":
-        table = _read_parquet(_existing(path), src, dst)
+        table = _read_parquet(Path(path), src, dst)
     elif fmt == "gra":
         table = parse_gra(_read_bytes(_existing(path)))
     elif fmt == "snap":
@@ -143,6 +143,8 @@ def detect_format(path) -> str:
     text = str(path)
     if duckdb_target(text) is not None and not Path(text).exists():
         return "duckdb"
+    if Path(text).is_dir():  # a folder of Parquet files
+        return "parquet"
     name = Path(text).name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -482,16 +484,26 @@ def _normalised(col, name: str) -> pa.Array:
     )
 
 
-def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
-    """The two endpoint columns of a Parquet file."""
-
+def parquet_edge_columns(path, src_col=None, dst_col=None) -> tuple[str, str]:
+    """The endpoint columns of a Parquet file, or of a folder of them (its first file)."""
+    p = Path(path)
+    files = sorted(p.glob("*.parquet")) if p.is_dir() else [_existing(p)]
+    if not files:
+        raise EdgeInputError(f"the folder {str(p)!r} holds no *.parquet file")
     try:
-        names = pq.read_schema(path).names
+        names = pq.read_schema(files[0]).names
     except (pa.ArrowInvalid, OSError) as exc:
-        raise EdgeInputError(f"{str(path)!r} is not a readable Parquet file: {exc}") from None
-    src, dst = _pick_columns(names, src_col, dst_col)
-    table = pq.read_table(path, columns=[src, dst])
-    return edge_table(_normalised(table.column(src), src), _normalised(table.column(dst), dst))
+        raise EdgeInputError(f"{str(files[0])!r} is not a readable Parquet file: {exc}") from None
+    return _pick_columns(names, src_col, dst_col)
+
+
+def _read_parquet(path: Path, src_col, dst_col) -> pa.Table:
+    """The two endpoint columns of a Parquet file or of a folder of them (read in parallel),
+    normalised (int64 or string) with the files' vertex count kept."""
+    src, dst = parquet_edge_columns(path, src_col, dst_col)
+    table = read_parquet_edges(path, src, dst)
+    out = edge_table(_normalised(table.column(0), src), _normalised(table.column(1), dst))
+    return out.replace_schema_metadata(table.schema.metadata)
 
 
 def _read_duckdb(target: str, src_col, dst_col) -> pa.Table:

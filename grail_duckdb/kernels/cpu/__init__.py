@@ -12,6 +12,7 @@ import threading
 import numpy as np
 
 from ..protocol import CSR, TopoOrder
+from ..shared import pack_pairs
 from . import graph, labels, search
 from .compiled import notice_if_cold
 
@@ -46,11 +47,11 @@ class CpuKernels:
         return cached
 
     # --- CSR -------------------------------------------------------------------------------
-    def csr(self, src, dst, n):
-        return graph.csr_from_edges(src, dst, n)
+    def csr_of_pairs(self, pairs, n):
+        return graph.csr_of_pairs(np.ascontiguousarray(pairs, np.uint64), n)
 
-    def dedupe_rows(self, indptr, indices):
-        return graph.dedupe_rows(indptr, indices)
+    def csr(self, src, dst, n):
+        return self.csr_of_pairs(pack_pairs(np, src, dst), n)
 
     # --- condensation ----------------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive):
@@ -66,8 +67,8 @@ class CpuKernels:
         out, k = graph.rank_by_first_occurrence(label)
         return out, int(k)
 
-    def condensed_edges(self, g: CSR, comp):
-        return graph.condensed_edges(g.indptr, g.indices, comp)
+    def component_pairs(self, g: CSR, comp):
+        return graph.component_pairs(g.indptr, g.indices, comp)
 
     # --- labels ----------------------------------------------------------------------------
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
@@ -108,8 +109,8 @@ class CpuKernels:
                                      ct, words, prune, *self._search_scratch(dag.n, words))
 
     # --- fingerprints ----------------------------------------------------------------------
-    def edge_hash_sum(self, src, dst):
-        return int(graph.edge_hash_sum(src, dst))
+    def edge_hash_sum(self, pairs):
+        return int(graph.edge_hash_sum(np.ascontiguousarray(pairs, np.uint64)))
 
     def key_hash_sum(self, keys):
         return int(graph.key_hash_sum(keys))

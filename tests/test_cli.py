@@ -144,6 +144,8 @@ def test_unwritable_out(tmp_path, capsys):
     assert "a-file" in capsys.readouterr().err
     assert cli.main(["demo", "--papers", "100", "--write-edges", str(blocker / "e.parquet")]) == 2
     assert "a-file" in capsys.readouterr().err
+    assert cli.main(["demo", "--papers", "100", "--index", str(blocker / "i.grail.parquet")]) == 2
+    assert "a-file" in capsys.readouterr().err
     assert_input_error(run_cli("build", edges, "--out", tmp_path / "no" / "x.grail.parquet"),
                        "does not exist")                       # the whole command: no traceback
 

@@ -227,6 +227,8 @@ def cmd_demo(args) -> int:
     """The README's first command: generate (or read) a citation graph, index it, query it.
     The kernels are compiled (or loaded) first, so that no timing below includes it."""
     outs = [writable(p, "edges") for p in args.write_edges or []]
+    if args.index:
+        writable(args.index, "index")
     t_all = time.perf_counter()
     warm_up()
     if args.edges:

@@ -13,8 +13,8 @@ import numpy as np
 
 from ..protocol import CSR, TopoOrder
 from ..shared import pack_pairs
+from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import graph, labels, search
-from .compiled import notice_if_cold
 
 _EMPTY_COMP = np.empty(0, np.int32)
 
@@ -31,7 +31,6 @@ class CpuKernels:
 
     def __init__(self):
         self._local = threading.local()
-        notice_if_cold()            # the first use after an install compiles every kernel
 
     def synchronize(self) -> None:
         return None

@@ -1,25 +1,29 @@
-"""Whether Numba's on-disk cache holds the CPU kernels, and one line on stderr when it does not.
+"""One line on stderr when Numba compiles the CPU kernels (instead of loading them from its cache).
 
-The first use of the CPU kernels after an install compiles every Numba twin (about 6 s on a
-2-core machine); later processes load them from the cache in a fraction of a second. The
-compile is announced once per process, before it starts, so that the wait is explained;
-:func:`grail_duckdb.warm_up` does it ahead of any timed work.
+The first use of the kernels after an install (or after an upgrade of Numba or of this package)
+compiles them: about 9 s for all of them on a 2-core machine, against a fraction of a second to
+load them from Numba's on-disk cache in every later process. Numba announces each real
+compile (a cache miss) as a ``numba:compile`` event; the first one for a kernel of this package
+prints :func:`notice` once per process, with an estimate from the kernels not yet cached.
+:func:`grail_duckdb.warm_up` compiles them all ahead of any timed work.
 """
 from __future__ import annotations
 
 import sys
 import threading
 
+from numba.core import event
 from numba.core.dispatcher import Dispatcher
 
 from .. import shared
 from . import graph, labels, search
 
-__all__ = ["cache_is_warm", "cached_kernels", "notice_if_cold", "NOTICE"]
+__all__ = ["cached_kernels", "uncached_kernels", "notice"]
 
-NOTICE = ("grail_duckdb: compiling the CPU kernels once for this install (~6 s; Numba caches "
-          "them on disk for later runs)...")
-_said = threading.Event()
+#: seconds Numba takes per kernel on a 2-core machine (all of them: ~9 s)
+_SECONDS_PER_KERNEL = 0.4
+_lock = threading.Lock()
+_said = False
 
 
 def cached_kernels() -> list[Dispatcher]:
@@ -32,22 +36,40 @@ def cached_kernels() -> list[Dispatcher]:
     return list(found.values())
 
 
-def cache_is_warm() -> bool:
-    """True when the on-disk cache holds a fresh entry for some kernel: this install has
-    compiled before (Numba drops the entries of a source file that changed, and all of them
-    when its version changes). Kernels a first run did not need compile later, silently: each
-    takes a second or less, the whole set several."""
+def uncached_kernels() -> list[Dispatcher]:
+    """The kernels without a fresh entry in the on-disk cache (Numba drops the entries of a
+    source file that changed, and all of them when its own version changes)."""
     try:
-        return any(k._cache._cache_file._load_index() for k in cached_kernels())
-    except Exception:       # a cache layout this Numba does not have: nothing to announce
-        return True
+        return [k for k in cached_kernels() if not k._cache._cache_file._load_index()]
+    except Exception:       # a cache layout this Numba does not have: no estimate
+        return []
 
 
-def notice_if_cold(stream=None) -> bool:
-    """Print :data:`NOTICE` (once per process) when the kernels are about to be compiled;
-    returns whether it was printed now."""
-    if _said.is_set() or cache_is_warm():
-        return False
-    _said.set()
-    print(NOTICE, file=stream if stream is not None else sys.stderr, flush=True)
-    return True
+def notice() -> str:
+    """The line printed at the first compile: how many kernels, about how long."""
+    count = len(uncached_kernels())
+    what = f"{count} CPU kernels" if count > 1 else "the CPU kernels"
+    seconds = max(1, round(count * _SECONDS_PER_KERNEL))
+    return (f"grail_duckdb: compiling {what} once for this install (~{seconds} s; Numba caches "
+            "them on disk for later runs)...")
+
+
+class _FirstCompile(event.Listener):
+    """Prints :func:`notice` when Numba starts compiling a kernel of this package, once."""
+
+    def on_start(self, ev) -> None:
+        global _said
+        func = getattr(ev.data.get("dispatcher"), "py_func", None)
+        if _said or not getattr(func, "__module__", "").startswith("grail_duckdb."):
+            return
+        with _lock:
+            if _said:
+                return
+            _said = True
+        print(notice(), file=sys.stderr, flush=True)
+
+    def on_end(self, ev) -> None:
+        return None
+
+
+event.register("numba:compile", _FirstCompile())

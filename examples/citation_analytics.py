@@ -1,7 +1,8 @@
 """Analytic SQL over a citation graph with grail_duckdb.
 
 Runs the queries of sql/examples.sql on the real arXiv hep-th citation graph (cit-HepTh) when
-../shared/datasets is there, else on a seeded generated citation graph:
+the datasets folder is there ($GRAIL_DUCKDB_DATASETS or ../shared/datasets), else on a seeded
+generated citation graph:
 
     python examples/citation_analytics.py [--edges FILE] [--papers N]
 
@@ -18,8 +19,9 @@ import duckdb
 
 import grail_duckdb as gd
 from grail_duckdb.plugin import named_queries
+from grail_duckdb.tools.datasets import DATASETS
 
-HEPTH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "snap" / "cit-HepTh.tsv.gz"
+HEPTH = DATASETS["cit-HepTh"].file() or Path("/nonexistent")  # $GRAIL_DUCKDB_DATASETS or ../shared
 
 
 def load_citations(edges: str | None, papers: int):

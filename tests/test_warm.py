@@ -74,3 +74,21 @@ print("ok")
 
 def test_warm_up_compiles_everything_later_work_needs(cache):
     assert _python(WORKLOADS, cache).stdout.strip() == "ok"
+
+
+def test_the_notice_ignores_other_code_and_never_raises(capsys, monkeypatch):
+    from numba import njit
+    from numba.core import event
+
+    from grail_duckdb.kernels.cpu import compiled
+
+    monkeypatch.setattr(compiled, "_said", False)
+
+    @njit
+    def users_own(x):
+        return x + 1
+
+    assert users_own(1) == 2                               # compiled: not ours, nothing said
+    listener = compiled._FirstCompile()
+    listener.on_start(event.Event("numba:compile", event.EventStatus.START, data=None))
+    assert "grail_duckdb: compiling" not in capsys.readouterr().err and not compiled._said

@@ -58,15 +58,19 @@ class _FirstCompile(event.Listener):
     """Prints :func:`notice` when Numba starts compiling a kernel of this package, once."""
 
     def on_start(self, ev) -> None:
+        """Runs inside every Numba compile of the process, ours or not: it must never raise."""
         global _said
-        func = getattr(ev.data.get("dispatcher"), "py_func", None)
-        if _said or not getattr(func, "__module__", "").startswith("grail_duckdb."):
-            return
-        with _lock:
-            if _said:
+        try:
+            func = getattr((ev.data or {}).get("dispatcher"), "py_func", None)
+            if _said or not str(getattr(func, "__module__", None) or "").startswith("grail_duckdb"):
                 return
-            _said = True
-        print(notice(), file=sys.stderr, flush=True)
+            with _lock:
+                if _said:
+                    return
+                _said = True
+            print(notice(), file=sys.stderr, flush=True)
+        except Exception:
+            return
 
     def on_end(self, ev) -> None:
         return None

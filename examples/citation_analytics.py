@@ -50,11 +50,13 @@ def main(argv=None) -> dict:
         con.execute("SET enable_progress_bar = false")
         con.register("citations", load_citations(args.edges, args.papers))
         con.execute("CREATE TABLE cites AS SELECT src AS citing, dst AS cited FROM citations")
-        con.execute("CREATE VIEW papers AS SELECT citing AS id FROM cites UNION SELECT cited FROM cites")
+        con.execute("CREATE VIEW papers AS "
+                    "SELECT citing AS id FROM cites UNION SELECT cited FROM cites")
 
         # The index: built through SQL (an in-memory database keeps it in memory; pass
         # path := 'cites.grail.parquet' to persist it, or use a file database).
-        summary = con.execute("SELECT grail_index('cites', src := 'citing', dst := 'cited')").fetchall()[0][0]
+        summary = con.execute(
+            "SELECT grail_index('cites', src := 'citing', dst := 'cited')").fetchall()[0][0]
         print(f"index: {summary['vertices']:,} papers, {summary['components']:,} components, "
               f"{summary['build_seconds']:.2f} s")
 

@@ -315,7 +315,8 @@ def test_irregular_edge_list_at_scale(tmp_path):
     rng = np.random.default_rng(0)
     edges = rng.integers(0, 50_000, (200_000, 2))
     plain = "".join(f"{a}\t{b}\n" for a, b in edges)
-    lines = [f"  {a}   {b}\r\n" if i % 3 else f"{a} {b} 0.5 # w\n" for i, (a, b) in enumerate(edges)]
+    lines = [f"  {a}   {b}\r\n" if i % 3 else f"{a} {b} 0.5 # w\n"
+             for i, (a, b) in enumerate(edges)]
     lines.insert(1000, "# a comment in the middle\n")
     t_plain = read_edges(write(tmp_path / "plain.txt", plain))
     t_odd = read_edges(write(tmp_path / "odd.txt.gz", "".join(lines), gz=True))

@@ -5,8 +5,8 @@ or a Parquet file or a folder of them (a path), whose endpoint columns are named
 strings ``src`` and ``dst`` (default ``"src"``/``"dst"``); or two columns of keys (pyarrow,
 NumPy, lists), source first. ``src``/``dst`` name the edge columns everywhere: SQL's
 ``grail_index(t, src := ..., dst := ...)``, the command line's ``--src``/``--dst``. A .gra
-file read by :mod:`grail_duckdb.tools.readers`, and the generators' Parquet files, carry the vertex count in
-the schema metadata (``grail.vertices``) so that vertices without edges exist in the index too
+file read by :mod:`grail_duckdb.tools.readers`, and the generators' Parquet files, carry the
+vertex count in the schema metadata (``grail.vertices``) so that vertices without edges exist in the index too
 (and the keys are known to be 0..n-1 without a pass over them).
 
 :func:`edge_stream` keeps the input as Arrow chunks on the host, without copies: the build

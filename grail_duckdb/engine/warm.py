@@ -1,8 +1,8 @@
 """``warm_up()``: compile (or load from Numba's on-disk cache) every kernel before timed work.
 
 The first build after an install compiles the CPU kernels (~9 s for all of them, announced on
-stderr); a later process loads them from Numba's cache (~0.5 s). Either cost lands in whatever call comes first,
-so a benchmark or a demo that times its first query would time the compiler: they call
+stderr); a later process loads them from Numba's cache (~0.5 s). Either cost lands in whatever
+call comes first, so a benchmark or a demo that times its first query would time the compiler: they call
 ``warm_up()`` first. It builds and queries small graphs that reach every kernel, with every
 argument type the pipeline uses (dense, sparse and text keys; cycles; searched queries).
 """

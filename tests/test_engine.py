@@ -83,7 +83,7 @@ def test_missing_column_is_named(backend):
     table = pa.table({"citing": [1], "cited": [2]})
     with pytest.raises(gd.EdgeInputError, match="no column 'src'"):
         gd.build_index(table, backend=backend)
-    idx = gd.build_index(table, src_col="citing", dst_col="cited", backend=backend)
+    idx = gd.build_index(table, src="citing", dst="cited", backend=backend)
     assert idx.reaches([1], [2]).to_pylist() == [True]
 
 

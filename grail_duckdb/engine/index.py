@@ -22,6 +22,7 @@ import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex
+from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse, swap_pairs
@@ -236,9 +237,9 @@ def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
     return h.hexdigest()
 
 
-def edges_fingerprint(edges, *, src_col: str = "src", dst_col: str = "dst") -> str:
+def edges_fingerprint(edges, dst="dst", *, src: str = "src") -> str:
     """The content fingerprint of an edge list, without building an index (CPU)."""
-    ids, pairs = assign_pairs(edge_stream(edges, src_col=src_col, dst_col=dst_col))
+    ids, pairs = assign_pairs(edge_stream(edges, dst, src=src))
     return fingerprint_of(kernels_for("cpu"), ids, pairs)
 
 
@@ -255,28 +256,38 @@ def check_labels(labels) -> int:
     return d
 
 
-def build_index(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
-                labels: int = DEFAULT_LABELS, seed: int = DEFAULT_SEED,
-                backend=None, progress=None) -> GrailIndex:
+def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LABELS,
+                seed: int = DEFAULT_SEED, backend=None, progress=None) -> GrailIndex:
     """Build an index from an edge list.
 
-    ``edges`` is a pyarrow Table / RecordBatch / RecordBatchReader (columns ``src_col`` and
-    ``dst_col``), a DuckDB relation, the path of a Parquet file or of a folder of them, or a
-    source key column with ``dst`` the destination column. ``labels`` is the number d of GRAIL
-    label pairs (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu',
-    'gpu', 'auto' (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
-    :class:`~grail_duckdb.kernels.protocol.Kernels` instance, ``progress`` an optional callable
-    ``(phase, seconds)`` called after each phase.
+    ``build_index(table, src="citing", dst="cited")``: ``edges`` is a pyarrow Table /
+    RecordBatch / RecordBatchReader, a DuckDB relation or the path of a Parquet file or of a
+    folder of them, and the strings ``src`` and ``dst`` name its endpoint columns (default
+    ``"src"``, ``"dst"``; the names SQL's ``grail_index(t, src := ..., dst := ...)`` and the
+    command line's ``--src``/``--dst`` use too). ``build_index(src_keys, dst_keys)``: two
+    columns of keys (pyarrow, NumPy, lists). ``labels`` is the number d of GRAIL label pairs
+    (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu', 'gpu', 'auto'
+    (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
+    :class:`~grail_duckdb.kernels.protocol.Kernels` instance. ``progress``: None (default)
+    shows a progress line on stderr for builds that run over 2 s
+    (:class:`grail_duckdb.progress.BuildProgress`; ``GRAIL_DUCKDB_PROGRESS=0`` silences it),
+    False shows nothing, a callable ``(phase, seconds)`` is called after each phase instead.
 
     Memory (issue 12): the input stays on the host as Arrow chunks; the device receives it
     slice by slice and holds one uint64 per edge (the packed ids), from which the forward and
     reverse rows are made in place; once the rows exist the packed edges are freed, and the
     input graph's rows are freed as soon as the condensed DAG no longer needs them.
     """
+    with build_progress(progress) as report:
+        return _build(edges, dst, src, labels, seed, backend, report)
+
+
+def _build(edges, dst, src, labels, seed, backend, progress) -> GrailIndex:
+    """The pipeline of :func:`build_index`, each phase reported to ``progress``."""
     d = check_labels(labels)
     k = kernels_for(backend)
     timer = PhaseTimer(progress, k.synchronize)
-    stream = edge_stream(edges, dst, src_col=src_col, dst_col=dst_col)
+    stream = edge_stream(edges, dst, src=src)
     timer("ingest")
     ids, pairs = assign_pairs(stream, k.xp)
     rows = stream.rows

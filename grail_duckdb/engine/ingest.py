@@ -1,10 +1,12 @@
 """Edge input -> two Arrow key columns (src, dst), checked, read chunk by chunk.
 
-Accepted inputs: a pyarrow Table or RecordBatch (columns named by ``src``/``dst``), a
-``pyarrow.RecordBatchReader``, a DuckDB relation, a Parquet file or a folder of them (a path),
-or two array-likes (pyarrow, NumPy, lists). A .gra file read by
-:mod:`grail_duckdb.tools.readers`, and the generators' Parquet files, carry the vertex count in
-the schema metadata (``grail.vertices``) so that vertices without edges exist in the index too
+Accepted inputs: a pyarrow Table, RecordBatch or ``RecordBatchReader``, a DuckDB relation,
+or a Parquet file or a folder of them (a path), whose endpoint columns are named by the
+strings ``src`` and ``dst`` (default ``"src"``/``"dst"``); or two columns of keys (pyarrow,
+NumPy, lists), source first. ``src``/``dst`` name the edge columns everywhere: SQL's
+``grail_index(t, src := ..., dst := ...)``, the command line's ``--src``/``--dst``. A .gra
+file read by :mod:`grail_duckdb.tools.readers`, and the generators' Parquet files, carry the
+vertex count in the schema metadata (``grail.vertices``) so that vertices without edges exist in the index too
 (and the keys are known to be 0..n-1 without a pass over them).
 
 :func:`edge_stream` keeps the input as Arrow chunks on the host, without copies: the build
@@ -83,15 +85,20 @@ def as_column(x, name: str = "key") -> pa.Array:
         raise EdgeInputError(f"cannot read the {name} keys as a column: {exc}") from exc
 
 
-def edge_columns(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst") -> EdgeColumns:
+def edge_columns(edges, dst="dst", *, src: str = "src") -> EdgeColumns:
     """Any accepted edge input as two whole checked Arrow key columns (see :func:`edge_stream`,
     which the build uses instead: it keeps the chunks).
+
+    ``edge_columns(table, src="citing", dst="cited")``: a string names a column of a table or
+    relation; ``edge_columns(src_keys, dst_keys)``: two columns of keys.
 
     >>> e = edge_columns([1, 2], [2, 3])
     >>> e.rows, e.src.type
     (2, DataType(int64))
+    >>> edge_columns(pa.table({"a": [1], "b": [2]}), src="a", dst="b").dst.to_pylist()
+    [2]
     """
-    s = edge_stream(edges, dst, src_col=src_col, dst_col=dst_col)
+    s = edge_stream(edges, dst, src=src)
     extra = None if s.vertex_count is None else pa.array(np.arange(s.vertex_count, dtype=np.int64))
     return EdgeColumns(as_column(s.table.column(0)), as_column(s.table.column(1)), extra)
 
@@ -139,7 +146,7 @@ class EdgeStream:
         return min(r["min"] for r in ranges), max(r["max"] for r in ranges)
 
 
-def read_parquet_edges(path, src_col: str = "src", dst_col: str = "dst") -> pa.Table:
+def read_parquet_edges(path, src: str = "src", dst: str = "dst") -> pa.Table:
     """Two key columns of a Parquet file or of a folder of them (``*.parquet``, read in
     parallel), as a Table ``src``/``dst`` keeping the first file's ``grail.vertices``."""
     path = Path(path)
@@ -148,11 +155,11 @@ def read_parquet_edges(path, src_col: str = "src", dst_col: str = "dst") -> pa.T
         raise EdgeInputError(f"the folder {path} holds no *.parquet file")
     try:
         schema = pq.read_schema(files[0])
-        missing = [c for c in (src_col, dst_col) if c not in schema.names]
+        missing = [c for c in (src, dst) if c not in schema.names]
         if missing:
             raise EdgeInputError(f"{str(files[0])!r} has no columns {', '.join(map(repr, missing))}; "
                                  f"its columns are {schema.names}")
-        table = pq.read_table(files if len(files) > 1 else files[0], columns=[src_col, dst_col],
+        table = pq.read_table(files if len(files) > 1 else files[0], columns=[src, dst],
                               use_threads=True)
     except (pa.ArrowInvalid, OSError) as exc:
         raise EdgeInputError(f"{str(path)!r} is not a readable Parquet edge file: {exc}") from None
@@ -161,12 +168,17 @@ def read_parquet_edges(path, src_col: str = "src", dst_col: str = "dst") -> pa.T
     return edge_table(table.column(0), table.column(1), vertices)
 
 
-def _as_table(edges, dst, src_col: str, dst_col: str) -> pa.Table:
-    """Any accepted input as a Table with the two key columns first (no copy of Arrow data)."""
-    if dst is not None:
+def _as_table(edges, dst, src) -> pa.Table:
+    """Any accepted input as a Table with the two key columns first (no copy of Arrow data):
+    a string ``dst`` names a column of ``edges``, anything else is the destination keys."""
+    if not isinstance(src, str):
+        raise EdgeInputError(
+            f"src= names the source column (a string), got {type(src).__name__}; pass two "
+            "columns of keys positionally: build_index(src_keys, dst_keys)")
+    if not isinstance(dst, str):
         return pa.table({"src": _as_chunked(edges, "source"), "dst": _as_chunked(dst, "destination")})
     if isinstance(edges, (str, Path)):
-        return read_parquet_edges(edges, src_col, dst_col)
+        return read_parquet_edges(edges, src, dst)
     if isinstance(edges, pa.RecordBatchReader):
         edges = edges.read_all()
     elif isinstance(edges, pa.RecordBatch):
@@ -177,16 +189,17 @@ def _as_table(edges, dst, src_col: str, dst_col: str) -> pa.Table:
         if fetch is None:
             raise EdgeInputError(
                 f"cannot read edges from {type(edges).__name__}; pass a pyarrow Table or "
-                "RecordBatchReader, a DuckDB relation, a Parquet path, or two arrays (src, dst)")
+                "RecordBatchReader, a DuckDB relation, a Parquet path, or two columns of keys "
+                "(src_keys, dst_keys)")
         edges = fetch()
         if isinstance(edges, pa.RecordBatchReader):
             edges = edges.read_all()
-    missing = [c for c in (src_col, dst_col) if c not in edges.column_names]
+    missing = [c for c in (src, dst) if c not in edges.column_names]
     if missing:
         raise EdgeInputError(
             f"edge table has no column {', '.join(repr(c) for c in missing)}; its columns are "
-            f"{edges.column_names}; pass src_col=... and dst_col=... to name the endpoint columns")
-    table = pa.table({"src": edges.column(src_col), "dst": edges.column(dst_col)})
+            f"{edges.column_names}; pass src=... and dst=... to name the endpoint columns")
+    table = pa.table({"src": edges.column(src), "dst": edges.column(dst)})
     return table.replace_schema_metadata(edges.schema.metadata)
 
 
@@ -196,15 +209,14 @@ def _as_chunked(x, name: str) -> pa.ChunkedArray:
     return pa.chunked_array([as_column(x, name)])
 
 
-def edge_stream(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
-                extra_vertices=None) -> EdgeStream:
+def edge_stream(edges, dst="dst", *, src: str = "src", extra_vertices=None) -> EdgeStream:
     """Any accepted edge input as a checked :class:`EdgeStream` (see the module).
 
     >>> s = edge_stream([1, 2], [2, 3])
     >>> s.rows, s.kind, s.key_range()
     (2, 'int', (1, 3))
     """
-    table = _as_table(edges, dst, src_col, dst_col)
+    table = _as_table(edges, dst, src)
     src, dst_c = table.column(0), table.column(1)
     if len(src) and (pa.types.is_null(src.type) or pa.types.is_null(dst_c.type)):
         raise EdgeInputError(f"{len(src)} edge rows have a NULL endpoint; remove them first")

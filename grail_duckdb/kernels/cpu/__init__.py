@@ -24,6 +24,7 @@ import numpy as np
 
 from ..protocol import CSR, PairAnswers, TopoOrder
 from ..shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, pack_pairs
+from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import bidir, classify, graph, labels, search
 
 _EMPTY_COMP = np.empty(0, np.int32)

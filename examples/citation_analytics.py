@@ -1,7 +1,8 @@
 """Analytic SQL over a citation graph with grail_duckdb.
 
 Runs the queries of sql/examples.sql on the real arXiv hep-th citation graph (cit-HepTh) when
-../shared/datasets is there, else on a seeded generated citation graph:
+the datasets folder is there ($GRAIL_DUCKDB_DATASETS or ../shared/datasets), else on a seeded
+generated citation graph:
 
     python examples/citation_analytics.py [--edges FILE] [--papers N]
 
@@ -14,9 +15,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import grail_duckdb as gd
 from grail_duckdb.tools.bench_sql import citation_connection, examples_vs_cte
+from grail_duckdb.tools.datasets import DATASETS
 
-HEPTH = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "snap" / "cit-HepTh.tsv.gz"
+HEPTH = DATASETS["cit-HepTh"].file() or Path("/nonexistent")  # $GRAIL_DUCKDB_DATASETS or ../shared
 
 
 def load_citations(edges: str | None, papers: int):
@@ -41,6 +44,7 @@ def main(argv=None) -> dict:
                     help="seconds after which a recursive CTE is stopped")
     args = ap.parse_args(argv)
 
+    gd.warm_up()  # compile (first run after an install) or load the kernels before any timing
     # The index: built through SQL (an in-memory database keeps it in memory; pass
     # index_path='cites.grail.parquet' to persist it, or use a file database).
     con, summary = citation_connection(load_citations(args.edges, args.papers))

@@ -14,6 +14,7 @@ Python:
 """
 from .engine.index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index, load_index
 from .engine.queries import QueryStats
+from .engine.warm import warm_up
 from .errors import (BackendError, DatasetError, EdgeInputError, GrailError, IndexFileError,
                      KeyTypeError, StaleIndexError)
 from .plugin import explain, install, per_chunk, sql
@@ -26,5 +27,5 @@ __all__ = [
     "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "KeyTypeError",
     "StaleIndexError", "DatasetError", "DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex",
     "QueryStats", "build_index", "load_index", "install", "sql", "explain", "per_chunk",
-    "read_edges", "load_dataset",
+    "read_edges", "load_dataset", "warm_up",
 ]

@@ -1,9 +1,19 @@
-"""Progress of long work (builds, large query calls): a line on stderr, only for long work.
+"""Progress of long work (builds, large query calls, reading and writing): a line on stderr,
+only for long work.
 
 Nothing is shown for work that finishes within ``after`` seconds (2 by default), so everyday
 calls stay silent. On a terminal the line is redrawn in place (a bar); elsewhere (logs, DuckDB
 sessions) a plain line is written at most every few seconds. ``GRAIL_DUCKDB_PROGRESS=0``
 silences every progress line; ``=1`` shows them from the start.
+
+* :class:`Progress`: ``total`` units of work, :meth:`Progress.update` with the units done;
+  ``tick=True`` keeps the line moving (elapsed time) while no update comes;
+* :func:`step`: one step of unknown length ("reading edges.tsv.gz"), its elapsed time;
+* :class:`BuildProgress`: the ``progress(phase, seconds)`` callback of
+  :func:`grail_duckdb.build_index` as one line, the phases done and the last one named;
+* :func:`build_progress`: what ``build_index(progress=...)`` does with its argument (None: a
+  :class:`BuildProgress`; False: nothing; a callable: that callable). The SQL layer passes
+  False where its option silences progress.
 
 >>> import io
 >>> out = io.StringIO()
@@ -11,14 +21,24 @@ silences every progress line; ``=1`` shows them from the start.
 ...     p.update(4)
 >>> "answering" in out.getvalue() and "4/4 pairs" in out.getvalue()
 True
+>>> out = io.StringIO()
+>>> with BuildProgress(phases=2, after=0, stream=out, enabled=True) as report:
+...     report("ids", 0.5); report("scc", 1.5)
+>>> "phase 2/2 done (scc 1.50 s)" in out.getvalue()
+True
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
 
 ENV_VAR = "GRAIL_DUCKDB_PROGRESS"
+#: the phases :func:`grail_duckdb.build_index` reports (ingest, ids, csr, scc, four label
+#: passes, hubs, fingerprint); ``tests/test_progress.py`` checks the count against a build
+BUILD_PHASES = 10
 
 
 def enabled_by_default() -> bool | None:
@@ -34,57 +54,105 @@ def enabled_by_default() -> bool | None:
 class Progress:
     """Progress of ``total`` units of work called ``what``; :meth:`update` with the units done.
 
-    The line appears once the work has run for ``after`` seconds, is redrawn at most every
-    0.2 s on a terminal (every 5 s elsewhere) and ends with the elapsed time on :meth:`close`.
+    ``total=None`` is work of unknown size: the line shows the elapsed time only. The line
+    appears once the work has run for ``after`` seconds, is redrawn at most every 0.2 s on a
+    terminal (every 5 s elsewhere) and ends with the elapsed time on :meth:`close`. With
+    ``tick`` a background thread redraws it on that schedule even when no update comes (a
+    long phase of a build; one clock thread serves every line); with ``eta`` off no time left
+    is guessed (units of uneven cost).
     """
 
-    def __init__(self, what: str, total: int, *, unit: str = "", after: float = 2.0,
-                 stream=None, enabled: bool | None = None):
-        self.what, self.total, self.unit = what, max(int(total), 0), unit
+    def __init__(self, what: str, total: int | None, *, unit: str = "", after: float = 2.0,
+                 stream=None, enabled: bool | None = None, eta: bool = True,
+                 tick: bool = False):
+        self.what, self.unit, self.eta = what, unit, eta
+        self.total = None if total is None else max(int(total), 0)
         self.stream = stream if stream is not None else sys.stderr
         env = enabled_by_default()
         self.enabled = env if enabled is None else (enabled and env is not False)
         self.after = 0.0 if env is True else after
         self.start = time.perf_counter()
         self.done = 0
+        self.detail = ""
         self._shown = False
+        self._ended = False                 # the final line is drawn: nothing after it
         self._last = 0.0
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._every = 0.2 if self._tty else 5.0
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._ticking = bool(tick and self.enabled is not False)
+        if self._ticking:
+            _CLOCK.add(self)
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, detail: str | None = None) -> None:
         """Record that ``done`` units (in all) are finished; maybe redraw the line."""
         self.done = int(done)
+        if detail is not None:
+            self.detail = detail
         if self.enabled is False:
             return
         now = time.perf_counter()
         elapsed = now - self.start
         if elapsed < self.after:
             return
-        if now - self._last >= (0.2 if self._tty else 5.0) or self.done >= self.total:
+        finished = self.total is not None and self.done >= self.total
+        if finished:
+            self._draw(elapsed, final=True)
+        elif now - self._last >= self._every:
             self._draw(elapsed)
-            self._last = now
 
-    def _draw(self, elapsed: float, final: bool = False) -> None:
+    def _tick(self, now: float) -> None:
+        """Redraw the line if it is due (called by the clock thread for ``tick=True``)."""
+        if now - self.start >= self.after and now - self._last >= self._every:
+            self._draw(now - self.start)
+
+    def _text(self, elapsed: float, final: bool) -> tuple[str, float | None]:
+        """The line's text and the fraction done (None when the size is unknown)."""
+        detail = f" ({self.detail})" if self.detail else ""
+        if self.total is None:
+            return f"{self.what}{'' if final else '...'}{detail} {elapsed:.1f} s", None
         frac = self.done / self.total if self.total else 1.0
         unit = f" {self.unit}" if self.unit else ""
-        text = f"{self.what}: {frac:4.0%} {self.done:,}/{self.total:,}{unit}, {elapsed:.1f} s"
-        if 0 < frac < 1 and not final:
-            text += f", ~{elapsed * (1 - frac) / frac:.0f} s left"
-        if self._tty:
-            width = 24
-            filled = int(round(frac * width))
-            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
-            if final:
-                self.stream.write("\n")
+        if self.eta:
+            text = f"{self.what}: {frac:4.0%} {self.done:,}/{self.total:,}{unit}{detail}"
         else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-        self._shown = True
+            text = f"{self.what}: phase {self.done}/{self.total} done{detail}"
+        text += f", {elapsed:.1f} s"
+        if self.eta and 0 < frac < 1 and not final:
+            text += f", ~{elapsed * (1 - frac) / frac:.0f} s left"
+        return text, frac
+
+    def _draw(self, elapsed: float, final: bool = False) -> None:
+        with self._lock:
+            if self._ended or (self._shown and self._closed.is_set() and not final):
+                return
+            self._ended = final
+            text, frac = self._text(elapsed, final)
+            if self._tty:
+                width = 24
+                if frac is None:
+                    bar = "".join("#" if (i - int(elapsed * 8)) % width < 4 else "."
+                                  for i in range(width))
+                else:
+                    filled = int(round(frac * width))
+                    bar = "#" * filled + "." * (width - filled)
+                self.stream.write(f"\r[{bar}] {text}\x1b[K")
+                if final:
+                    self.stream.write("\n")
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+            self._shown = True
+            self._last = time.perf_counter()
 
     def close(self) -> None:
-        """End the line (only if it was ever shown)."""
+        """Stop the ticker and end the line (only if it was ever shown or the work was long)."""
+        self._closed.set()
+        if self._ticking:
+            _CLOCK.remove(self)
         if self._shown or (self.enabled is not False
-                           and time.perf_counter() - self.start >= self.after > 0):
+                           and time.perf_counter() - self.start >= self.after):
             self._draw(time.perf_counter() - self.start, final=True)
 
     def __enter__(self) -> "Progress":
@@ -92,3 +160,83 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Clock:
+    """One daemon thread, started on first use, that redraws every open ticking
+    :class:`Progress` when it is due; it sleeps while none is open. (A thread per build
+    would cost more than a small build itself.)"""
+
+    PERIOD = 0.1
+
+    def __init__(self):
+        self._open: set = set()
+        self._cond = threading.Condition()
+        self._thread = None
+
+    def add(self, line: Progress) -> None:
+        with self._cond:
+            self._open.add(line)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="grail-progress",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, line: Progress) -> None:
+        with self._cond:
+            self._open.discard(line)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._open:
+                    self._cond.wait()
+                lines = list(self._open)
+            now = time.perf_counter()
+            for line in lines:
+                line._tick(now)
+            time.sleep(self.PERIOD)
+
+
+_CLOCK = _Clock()
+
+
+def step(what: str, **kw) -> Progress:
+    """One step of long work of unknown size, as a context manager: after 2 s a line shows
+    ``what`` and the elapsed time, kept moving until the step ends.
+
+    >>> import io
+    >>> out = io.StringIO()
+    >>> with step("reading edges.tsv", after=0, stream=out, enabled=True):
+    ...     pass
+    >>> out.getvalue().startswith("reading edges.tsv")
+    True
+    """
+    return Progress(what, None, tick=True, **kw)
+
+
+class BuildProgress(Progress):
+    """The ``progress(phase, seconds)`` callback of :func:`grail_duckdb.build_index` as one
+    progress line: ``building the index: phase 4/10 done (scc 3.10 s), 6.2 s``, ticking
+    while a long phase runs. Use it as a context manager (it must be closed)."""
+
+    def __init__(self, what: str = "building the index", phases: int = BUILD_PHASES, **kw):
+        super().__init__(what, phases, eta=False, tick=True, **kw)
+
+    def __call__(self, phase: str, seconds: float) -> None:
+        self.update(min(self.done + 1, self.total), detail=f"{phase} {seconds:.2f} s")
+
+
+@contextlib.contextmanager
+def build_progress(progress=None, what: str = "building the index"):
+    """The phase callback a build reports to, for the ``progress`` argument of
+    :func:`grail_duckdb.build_index`: None (the default) gives a :class:`BuildProgress` line
+    on stderr for builds over 2 s, False nothing, a callable itself."""
+    if progress is False:
+        yield None
+    elif progress is None or progress is True:
+        with BuildProgress(what) as line:
+            yield line
+    else:
+        yield progress

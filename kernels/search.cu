@@ -1,7 +1,7 @@
-// Queries: the cuts for a whole column in one launch, then the label-pruned multi-query bitmask
-// search (GRAIL GPU paper, Section 5, Algorithm 7). Twins of query_cuts and bitmask_search in
-// grail_duckdb/kernels/cpu/search.py; the search is its level-synchronous frontier form, one persistent cooperative kernel
-// for all the passes of a call.
+// Queries: the label tests every query kernel shares (LabelView), and the label-pruned
+// multi-query bitmask search (GRAIL GPU paper, Section 5, Algorithm 7), twin of bitmask_search in
+// grail_duckdb/kernels/cpu/search.py: its level-synchronous frontier form, one persistent
+// cooperative kernel for all the passes of a call. classify.cu (the cuts) follows this file.
 #include "common.cuh"
 
 
@@ -41,34 +41,6 @@ struct LabelView {
         return false;
     }
 };
-
-// One status code per query of vertex ids (cpu/search.query_cuts): unknown (negative id), same
-// vertex, then through comp (nullptr: the components are the vertices) same component and, with
-// prune, the level cut, the tree and hub cuts (positive), the label and hub tests (negative).
-extern "C" __global__ void cuts_kernel(int nq, const int* sid, const int* did, const int* comp,
-                                       const int* level, const int* inner, const int* outer,
-                                       const int* tree_lo, const int* tree_post, int d,
-                                       const u64* down, const u64* up, int hw, int prune,
-                                       signed char* status) {
-    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
-    for (int q = thread_rank(); q < nq; q += thread_count()) {
-        const int a = sid[q], b = did[q];
-        signed char s;
-        if (a < 0 || b < 0) s = UNKNOWN;
-        else if (a == b) s = SAME_VERTEX;
-        else {
-            const int u = comp ? comp[a] : a, t = comp ? comp[b] : b;
-            if (u == t) s = SAME_COMPONENT;
-            else if (!prune) s = UNDECIDED;
-            else if (level_excludes(level[u], level[t])) s = LEVEL_CUT;
-            else if (lab.tree_reaches(u, t)) s = TREE_CUT;  // positive cuts first: cheap, and a
-            else if (lab.hub_reaches(u, t)) s = HUB_CUT;    // reachable pair passes every test
-            else if (!lab.may_reach(u, t)) s = LABEL_CUT;
-            else s = UNDECIDED;
-        }
-        status[q] = s;
-    }
-}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in
 // W words per vertex. seen[v]: bits that reached v; pend0 / pend1[v]: bits v expands at the

@@ -1,11 +1,73 @@
-"""Shared test fixtures. The BFS oracle lives in ``tests/oracle.py`` (``from oracle import
-bfs_reachable``); it is re-exported here for files that prefer ``from conftest import ...``."""
+"""Shared test fixtures: the backends every conformance test runs on, the datasets folder, and
+the hypothesis settings. The BFS oracle lives in ``tests/oracle.py`` (``from oracle import
+bfs_reachable``); it is re-exported here for files that prefer ``from conftest import ...``.
+
+``backend`` yields the kernels of every backend present: the CPU (Numba) kernels, and where
+CuPy sees a GPU, the default GPU kernels and GPU kernels with other :class:`GpuSettings`
+(degree-binned or edge-balanced load balance everywhere; one block per SM with two search
+words). The GPU cases carry ``pytest.mark.gpu`` (``pytest -m gpu`` runs them alone) and skip
+without a device. While a test uses a GPU backend, a GPU index answers every call on the
+device (``GPU_MIN_QUERIES`` is 0): tests of the small-call host copy set it back themselves.
+"""
 from __future__ import annotations
 
-import pytest
+import functools
 
+import pytest
+from hypothesis import HealthCheck, settings
+
+from grail_duckdb.kernels import gpu_available, kernels_for
 from grail_duckdb.tools.datasets import datasets_dir as _datasets_dir
 from oracle import bfs_pairs, bfs_reachable  # noqa: F401  (re-exported)
+
+settings.register_profile(
+    "grail", deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                           HealthCheck.data_too_large])
+settings.load_profile("grail")
+
+#: GpuSettings keyword arguments of each GPU configuration under test (None: the default
+#: shared instance, ``kernels_for("gpu")``)
+GPU_CONFIGS = {
+    "gpu": None,
+    "gpu-binned": {"balance": "binned", "search_balance": "binned"},
+    "gpu-edges": {"balance": "edges", "search_balance": "edges"},
+    "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
+}
+
+_GPU_MARKS = [pytest.mark.gpu,
+              pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")]
+BACKENDS = [pytest.param("cpu", id="cpu")] + [
+    pytest.param(name, id=name, marks=_GPU_MARKS) for name in GPU_CONFIGS]
+
+
+@functools.lru_cache(maxsize=None)
+def kernels_named(name: str):
+    """The kernels of one configuration of :data:`BACKENDS` (one instance per process)."""
+    if name == "cpu" or GPU_CONFIGS[name] is None:
+        return kernels_for(name)
+    from grail_duckdb.kernels.gpu import GpuKernels, GpuSettings  # CuPy: only with a GPU
+
+    return GpuKernels(GpuSettings(**GPU_CONFIGS[name]))
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request):
+    """The kernels of each backend present (see the module docstring)."""
+    return kernels_named(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_queries_on_the_device(request, monkeypatch):
+    """Under a GPU backend, every query call of a GPU index runs the GPU kernels."""
+    if "backend" in request.fixturenames and request.getfixturevalue("backend").name != "cpu":
+        monkeypatch.setattr("grail_duckdb.engine.index.GPU_MIN_QUERIES", 0)
+
+
+@pytest.fixture(scope="session")
+def cpu():
+    """The CPU kernels: the reference every GPU configuration must equal bit for bit."""
+    return kernels_for("cpu")
 
 
 @pytest.fixture(scope="session")

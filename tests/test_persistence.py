@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb.engine import persistence
+from grail_duckdb.engine import atomic_write, persistence
 
 
 @pytest.fixture
@@ -137,8 +137,8 @@ def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, cra
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("simulated crash")
 
-    target = {"write": (persistence.pq, "write_table"), "fsync": (persistence.os, "fsync"),
-              "replace": (persistence.os, "replace")}[crash_at]
+    target = {"write": (persistence, "_write_parquet"), "fsync": (atomic_write.os, "fsync"),
+              "replace": (atomic_write.os, "replace")}[crash_at]
     monkeypatch.setattr(*target, crash)
     with pytest.raises(KeyboardInterrupt):
         newer.save(path)
@@ -147,3 +147,137 @@ def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, cra
     assert gd.load_index(path).n_vertices == idx.n_vertices
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
     assert os.listdir(path.parent) == [path.name]
+
+
+# --- issue 11: never overwrite what is not ours, clean our own leftovers, follow the umask ---
+@pytest.mark.parametrize("kind", ["duckdb", "parquet", "text", "empty"])
+def test_save_refuses_to_overwrite_a_file_that_is_not_an_index(saved, tmp_path, kind):
+    idx, _ = saved
+    path = tmp_path / {"duckdb": "db.duckdb", "parquet": "data.parquet", "text": "notes.txt",
+                       "empty": "empty.grail.parquet"}[kind]
+    if kind == "duckdb":
+        con = duckdb.connect(str(path))
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+        con.close()
+    elif kind == "parquet":
+        pq.write_table(pa.table({"citing": [1, 2], "cited": [2, 3]}), path)
+    elif kind == "text":
+        path.write_text("my notes\n")
+    else:
+        path.write_bytes(b"")
+    before = path.read_bytes()
+    with pytest.raises(gd.IndexFileError, match=str(path).replace(".", r"\.")):
+        idx.save(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    if kind == "duckdb":
+        assert duckdb.connect(str(path)).execute("SELECT x FROM t").fetchone() == (1,)
+
+
+def test_save_refuses_a_folder(saved, tmp_path):
+    idx, _ = saved
+    (tmp_path / "dir.grail.parquet").mkdir()
+    with pytest.raises(gd.IndexFileError, match="dir.grail.parquet"):
+        idx.save(tmp_path / "dir.grail.parquet")
+
+
+def test_save_replaces_its_own_index(saved):
+    idx, path = saved
+    other = gd.build_index([1, 2], [2, 3], backend="cpu")
+    other.save(path)
+    assert gd.load_index(path).n_vertices == 3
+
+
+_KILLED_SAVE = """
+import os, signal, sys
+import grail_duckdb as gd
+from grail_duckdb.engine import atomic_write, persistence
+
+def killed(table, meta, tmp):
+    with open(tmp, "wb") as fh:
+        fh.write(b"PAR1" + b"x" * 4096)
+        fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+persistence._write_parquet = killed
+gd.build_index([1, 2], [2, 3], backend="cpu").save(sys.argv[1])
+"""
+
+
+def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(saved, tmp_path):
+    import subprocess
+    import sys
+
+    idx, path = saved
+    before = path.read_bytes()
+    rc = subprocess.run([sys.executable, "-c", _KILLED_SAVE, str(path)],
+                        env={**os.environ}, timeout=120).returncode
+    assert rc == -9
+    left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].name.startswith(f".{path.name}.")
+    assert path.read_bytes() == before                     # the old index is intact
+    unrelated = tmp_path / ".other.grail.parquet.abc.tmp"   # not a temporary of this file
+    unrelated.write_bytes(b"keep me")
+    idx.save(path)
+    assert not left[0].exists()
+    assert unrelated.exists()
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+
+
+def test_a_temporary_still_being_written_is_left_alone(saved, tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    idx, path = saved
+    live = tmp_path / f".{path.name}.livewriter.tmp"
+    with open(live, "wb") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)   # another process's save
+        idx.save(path)
+        assert live.exists()
+    idx.save(path)
+    assert not live.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_index_files_follow_the_umask(saved, tmp_path, umask):
+    idx, _ = saved
+    old = os.umask(umask)
+    try:
+        path = idx.save(tmp_path / f"u{umask:o}.grail.parquet")
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_an_older_format_is_refused_with_rebuild_and_may_be_replaced(saved):
+    idx, path = saved
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[b"grail_duckdb.version"] = b"1"
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    with pytest.raises(gd.IndexFileError, match="older.*rebuild"):
+        gd.load_index(path)
+    idx.save(path)   # an index of ours, even an old one, may be replaced
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+
+
+def test_large_index_round_trip_covers_several_row_groups_and_digest_pieces(tmp_path, monkeypatch):
+    monkeypatch.setattr(persistence, "_PIECE", 4096)   # many digest pieces
+    rng = np.random.default_rng(3)
+    src, dst = rng.integers(0, 300_000, 400_000), rng.integers(0, 300_000, 400_000)
+    idx = gd.build_index(src, dst, labels=2, backend="cpu")
+    back = gd.load_index(idx.save(tmp_path / "big.grail.parquet"))
+    assert pq.ParquetFile(tmp_path / "big.grail.parquet").num_row_groups > 1
+    qs, qd = rng.integers(0, 300_000, 50_000), rng.integers(0, 300_000, 50_000)
+    assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
+    np.testing.assert_array_equal(back.dag.indices, idx.dag.indices)
+
+
+def test_a_truncated_index_may_be_replaced_but_not_a_truncated_data_file(saved, tmp_path):
+    idx, path = saved
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])        # our index, damaged: a rebuild replaces it
+    idx.save(path)
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+    other = tmp_path / "data.parquet"
+    other.write_bytes(data[: len(data) // 2])       # not named as an index: left alone
+    with pytest.raises(gd.IndexFileError, match="data.parquet"):
+        idx.save(other)

@@ -121,12 +121,12 @@ def test_tsv_without_header_integers(tmp_path):
 
 def test_csv_header_picks_named_columns(tmp_path):
     p = write(tmp_path / "g.csv", "id,citing,cited\n1,10,20\n2,20,30\n")
-    assert pairs(read_edges(p, src_col="citing", dst_col="cited")) == [(10, 20), (20, 30)]
+    assert pairs(read_edges(p, src="citing", dst="cited")) == [(10, 20), (20, 30)]
     assert pairs(read_edges(p)) == [(1, 10), (2, 20)]                  # the first two columns
-    assert pairs(read_edges(p, src_col="cited", dst_col="citing", reverse=True)) == [
+    assert pairs(read_edges(p, src="cited", dst="citing", reverse=True)) == [
         (10, 20), (20, 30)]
     with pytest.raises(EdgeInputError, match="no column 'cites'"):
-        read_edges(p, src_col="cites", dst_col="cited")
+        read_edges(p, src="cites", dst="cited")
 
 
 def test_csv_src_dst_columns_preferred(tmp_path):
@@ -163,9 +163,9 @@ def test_parquet_columns(tmp_path):
     q = tmp_path / "h.parquet"
     pq.write_table(pa.table({"a": pa.array(["x", "y"]).dictionary_encode(), "b": ["y", "z"]}), q)
     assert pairs(read_edges(q)) == [("x", "y"), ("y", "z")]
-    assert pairs(read_edges(q, src_col="b", dst_col="a")) == [("y", "x"), ("z", "y")]
+    assert pairs(read_edges(q, src="b", dst="a")) == [("y", "x"), ("z", "y")]
     with pytest.raises(EdgeInputError, match="integers or text"):
-        read_edges(p, src_col="w", dst_col="src")
+        read_edges(p, src="w", dst="src")
 
 
 # --- DuckDB tables ---------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def database(tmp_path):
 def test_duckdb_table(database):
     t = read_edges(f"{database}:cites")
     assert pairs(t) == [(1, 2), (2, 3)] and t.schema.field("src").type == pa.int64()
-    assert pairs(read_edges(f"{database}:cites", src_col="cited", dst_col="citing")) == [
+    assert pairs(read_edges(f"{database}:cites", src="cited", dst="citing")) == [
         (2, 1), (3, 2)]
     assert detect_format(f"{database}:cites") == "duckdb"
 
@@ -219,8 +219,10 @@ def test_duckdb_missing_database_and_table(tmp_path, database):
 def test_missing_file_and_unknown_format(tmp_path):
     with pytest.raises(EdgeInputError, match="does not exist"):
         read_edges(tmp_path / "none.gra")
-    with pytest.raises(EdgeInputError, match="cannot tell the format"):
-        read_edges(write(tmp_path / "g.cites", "1 2\n"))
+    with pytest.raises(EdgeInputError, match="cannot tell the format") as err:
+        read_edges(write(tmp_path / "g.dat", "a;b\n"))
+    assert "fmt=" in str(err.value)
+    assert pairs(read_edges(write(tmp_path / "g.cites", "1 2\n"))) == [(1, 2)]   # told by content
     assert pairs(read_edges(tmp_path / "g.cites", fmt="snap")) == [(1, 2)]
     with pytest.raises(EdgeInputError, match="unknown edge file format"):
         read_edges(tmp_path / "g.cites", fmt="xml")
@@ -274,3 +276,58 @@ def test_cora_is_read_reversed(datasets_dir):
 ])
 def test_snap_both_paths_agree(tmp_path, text):
     assert pairs(read_edges(write(tmp_path / "g.txt", text))) == [(1, 2), (3, 4)]
+
+
+# --- format told by content; DuckDB for irregular edge lists (issue 11, item 15) ---------------
+@pytest.mark.parametrize("name, text, expected", [
+    ("g.data", GRA, [(0, 1), (0, 2), (0, 2), (1, 3), (3, 1)]),
+    ("g.data", "a,b\n1,2\n", [(1, 2)]),
+    ("g.data", "# c\n5\t6\n7 8\n", [(5, 6), (7, 8)]),
+    ("g.cites.gz", "35\t1033\n35\t103482\n", [(35, 1033), (35, 103482)]),
+])
+def test_format_told_by_content(tmp_path, name, text, expected):
+    path = write(tmp_path / name, text, gz=name.endswith(".gz"))
+    assert pairs(read_edges(path)) == expected
+
+
+@pytest.mark.datasets
+def test_cora_needs_no_format(datasets_dir):
+    path = datasets_dir / "snap" / "cora.cites.gz"
+    if not path.is_file():
+        pytest.skip("cora is absent")
+    assert detect_format(path) == "snap"
+    t = read_edges(path, reverse=True)              # the file lists cited citing
+    assert pairs(t) == pairs(load_dataset("cora")) and t.num_rows == 5_429
+
+
+def test_fractional_keys_are_never_rounded(tmp_path):
+    t = read_edges(write(tmp_path / "g.tsv", "1\t2\n3\t4.5\n"))
+    assert pairs(t) == [("1", "2"), ("3", "4.5")]   # text keys, as written
+    with pytest.raises(EdgeInputError, match="line 2 "):
+        read_edges(write(tmp_path / "g.txt", "1  2\n3  4.5\n5  1e3\n"))
+    with pytest.raises(EdgeInputError, match="line 3 .*64-bit"):
+        read_edges(write(tmp_path / "h.txt", "1  2\n\n3  99999999999999999999\n"))
+
+
+def test_irregular_edge_list_at_scale(tmp_path):
+    """Runs of spaces, inner comments, CRLF: DuckDB's path; the same edges as a plain file,
+    and a bad line deep inside is named."""
+    rng = np.random.default_rng(0)
+    edges = rng.integers(0, 50_000, (200_000, 2))
+    plain = "".join(f"{a}\t{b}\n" for a, b in edges)
+    lines = [f"  {a}   {b}\r\n" if i % 3 else f"{a} {b} 0.5 # w\n"
+             for i, (a, b) in enumerate(edges)]
+    lines.insert(1000, "# a comment in the middle\n")
+    t_plain = read_edges(write(tmp_path / "plain.txt", plain))
+    t_odd = read_edges(write(tmp_path / "odd.txt.gz", "".join(lines), gz=True))
+    assert t_odd.equals(t_plain) and t_plain.num_rows == 200_000
+    lines[150_000] = "7 eight\n"
+    with pytest.raises(EdgeInputError, match="line 150001 holds a field that is not an integer"):
+        read_edges(write(tmp_path / "bad.txt", "".join(lines)))
+
+
+def test_ragged_row_deep_in_a_large_tsv_is_named(tmp_path):
+    rows = [f"{i}\t{i + 1}" for i in range(300_000)]
+    rows[250_000] = "1\t2\t3"
+    with pytest.raises(EdgeInputError, match="line 250001 has 3 fields, expected 2"):
+        read_edges(write(tmp_path / "g.tsv", "\n".join(rows) + "\n"))

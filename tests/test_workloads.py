@@ -60,7 +60,7 @@ def test_reachable_pairs_from_a_relation():
 
     con = duckdb.connect()
     rel = con.sql("SELECT * FROM (VALUES (1, 2), (2, 3)) t(citing, cited)")
-    p = reachable_pairs(rel, 10, src_col="citing", dst_col="cited")
+    p = reachable_pairs(rel, 10, src="citing", dst="cited")
     assert set(zip(p["src"].to_pylist(), p["dst"].to_pylist())) <= {(1, 2), (2, 3), (1, 3)}
 
 

@@ -2,13 +2,16 @@
 
 One module per stage, in pipeline order:
 
-* :mod:`.ingest`: edge input (Arrow, DuckDB relation, arrays) -> two checked key columns
+* :mod:`.ingest`: edge input (Arrow table or stream, DuckDB relation, Parquet file or folder,
+  arrays) -> checked key columns, read slice by slice
 * :mod:`.ids`: keys -> dense vertex ids 0..n-1 and back
 * :mod:`.csr`: ids -> compressed sparse rows, forward and reverse
 * :mod:`.condensation`: strongly connected components -> the condensed DAG (Multistep)
 * :mod:`.labels`: GRAIL labels (four breadth-first passes), levels, tree intervals, hub sets
-* :mod:`.persistence`: the index as one Parquet file, atomic and digested
+* :mod:`.persistence`: the index as one Parquet file, digested, written on every core
+  (:mod:`.atomic_write`: atomically, never over a file that is not an index)
 * :mod:`.queries`: query columns -> ids -> components -> cuts -> label-pruned search
 * :mod:`.index`: :class:`~.index.GrailIndex` and :func:`~.index.build_index`, the pipeline end
   to end
+* :mod:`.replicas`: one replica of an index per GPU, each call split across them
 """

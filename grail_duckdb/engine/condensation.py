@@ -24,7 +24,7 @@ from .csr import CSR, forward_and_reverse
 class Condensation:
     comp: object  # int32[n]: component id of each vertex
     n_components: int
-    dag: CSR  # forward CSR of the condensed DAG, rows without duplicate targets
+    dag: CSR  # forward CSR of the condensed DAG, rows sorted, without duplicate targets
     dag_rev: CSR  # reverse CSR of the same DAG
 
 
@@ -57,12 +57,19 @@ def strongly_connected_components(k, fwd: CSR, rev: CSR):
     return k.rank_by_first_occurrence(label)
 
 
-def condense(k, fwd: CSR, rev: CSR) -> Condensation:
-    """Components and the DAG between them (one edge per connected pair of components)."""
+def condense(k, graph: list) -> Condensation:
+    """Components and the DAG between them (one edge per connected pair of components).
+
+    ``graph`` is the list ``[fwd, rev]`` of the input graph's CSRs; it is emptied as soon as
+    they are no longer needed (when the graph has cycles: once every edge is mapped to its
+    pair of components), so that their memory is free before the DAG's rows are made.
+    """
+    fwd, rev = graph
     comp, count = strongly_connected_components(k, fwd, rev)
     if count == fwd.n:  # already acyclic (every .gra benchmark graph): comp is the identity
-        dag, dag_rev = fwd, rev
-    else:
-        dag, dag_rev = forward_and_reverse(k, *k.condensed_edges(fwd, comp), count)
-    return Condensation(comp, count, CSR(*k.dedupe_rows(dag.indptr, dag.indices)),
-                        CSR(*k.dedupe_rows(dag_rev.indptr, dag_rev.indices)))
+        return Condensation(comp, count, fwd, rev)
+    pairs = k.component_pairs(fwd, comp)
+    graph.clear()
+    del fwd, rev
+    dag, dag_rev = forward_and_reverse(k, pairs, count)
+    return Condensation(comp, count, dag, dag_rev)

@@ -6,9 +6,13 @@ index file) do not depend on the order of the edge rows.
 
 Integer keys whose range is at most a few times the number of edges get a direct lookup table
 (no sort, one pass); sparse integer keys are sorted and searched; strings go through a hash map.
+The build (:func:`assign_pairs`) reads the edges slice by slice and returns them as packed ids,
+on the device when there is one.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +21,9 @@ import pyarrow.compute as pc
 from numba import njit
 
 from ..errors import EdgeInputError, KeyTypeError
-from .ingest import key_kind
+from ..kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, pack_pairs, unpack_pairs
+from . import ingest
+from .ingest import EdgeStream, edge_stream, key_kind
 
 #: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
 DENSE_FACTOR = 4
@@ -87,13 +93,32 @@ class VertexIds:
         return cls(keys, "int", _sorted=sorted_keys)
 
     def encode(self, arr: pa.Array, xp=np):
-        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph.
+        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph
+        (an array of ``xp``, NumPy by default)."""
+        keys, valid = self.query_keys(arr)
+        if self.kind == "str":
+            ids = np.maximum(keys, -1)
+        else:
+            mode, offset, table = self.lookup(np)
+            ids = (_lookup_dense(keys, offset, table) if mode == LOOKUP_DENSE
+                   else self._search_sorted(keys))
+        ids = ids.astype(np.int32, copy=False)
+        if valid is not None:
+            ids = np.where(valid.view(np.bool_), ids, -1).astype(np.int32)
+        return xp.asarray(ids)
 
-        With ``xp`` a device array module (CuPy), the ids come back on the device; integer keys
-        with a dense lookup table are then looked up there (one upload of the keys)."""
+    def query_keys(self, arr: pa.Array, unknown: dict | None = None
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The query kernels' view of a key column: ``(keys int64, valid)``.
+
+        Integer keys are handed over as they are (no copy for int64 without NULLs) and looked
+        up by the kernels (:meth:`lookup`); string keys are looked up here, into ids, with
+        ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in ``unknown``
+        (pass one dict for both columns of a call, so equal unknown keys get equal codes).
+        ``valid`` is None, or one byte per row, 0 where the key is NULL."""
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         if pa.types.is_null(arr.type):
-            return xp.full(len(arr), -1, dtype=xp.int32)
+            return np.full(len(arr), -1, np.int64), np.zeros(len(arr), np.uint8)
         kind = key_kind(arr.type)
         if kind != self.kind:
             want = "integer" if self.kind == "int" else "string (VARCHAR)"
@@ -101,45 +126,51 @@ class VertexIds:
                 f"this index has {want} vertex keys but the query keys are {arr.type}; "
                 f"cast the query columns to the edge table's key type"
             )
-        valid = None if arr.null_count == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
+        valid = None
+        if arr.null_count:
+            valid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
+            arr = arr.fill_null("" if kind == "str" else 0)
         if kind == "str":
-            ids = xp.asarray(self._encode_str(arr))
-        else:
-            if valid is not None:
-                arr = arr.fill_null(0)
-            keys = _as_int64(arr)
-            if xp is not np and self._table is not None:
-                ids = self._lookup_on_device(xp, xp.asarray(keys))
-            else:
-                ids = xp.asarray(self._encode_int(keys))
-        if valid is not None:
-            ids[xp.asarray(~valid)] = -1
-        return ids
+            return self._codes_of_strings(arr, {} if unknown is None else unknown), valid
+        return _as_int64(arr), valid
 
-    def _lookup_on_device(self, xp, keys):
-        """The dense table lookup as whole-array operations of ``xp`` (the table is uploaded
-        once per index and array module)."""
+    def lookup(self, xp=np) -> tuple[int, int, object]:
+        """``(mode, offset, table)`` of the key lookup (shared LOOKUP_* codes): a dense table of
+        ids for integer keys of small range, the sorted keys otherwise, nothing for strings
+        (looked up on the host); the table as an array of ``xp``, uploaded once."""
+        if self.kind == "str":
+            return LOOKUP_IDS, 0, xp.empty(0, xp.int32)
+        if self._table is not None:
+            mode, offset, host = LOOKUP_DENSE, self._offset, self._table
+        else:
+            mode, offset, host = LOOKUP_SORTED, 0, self._sorted
+        if xp is np:
+            return mode, offset, host
         table = self._device_tables.get(xp.__name__)
         if table is None:
-            table = self._device_tables[xp.__name__] = xp.asarray(self._table)
-        j = keys - self._offset
-        inside = (j >= 0) & (j < table.shape[0])
-        return xp.where(inside, table[xp.clip(j, 0, table.shape[0] - 1)], -1).astype(xp.int32)
+            table = self._device_tables[xp.__name__] = xp.asarray(host)
+        return mode, offset, table
 
-    def _encode_int(self, k: np.ndarray) -> np.ndarray:
-        if self._table is not None:
-            return _lookup_dense(k, self._offset, self._table)
+    def _search_sorted(self, k: np.ndarray) -> np.ndarray:
         s = self._sorted
         pos = np.searchsorted(s, k)
         pos_c = np.minimum(pos, max(s.shape[0] - 1, 0))
         hit = (pos < s.shape[0]) & (s[pos_c] == k) if s.shape[0] else np.zeros(k.shape[0], bool)
         return np.where(hit, pos, -1).astype(np.int32)
 
-    def _encode_str(self, arr: pa.Array) -> np.ndarray:
+    def _codes_of_strings(self, arr: pa.Array, unknown: dict) -> np.ndarray:
+        """Ids of string keys, ``-2 - k`` for the k-th distinct unknown key (see
+        :meth:`query_keys`)."""
         if self._map is None:
             self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
         get = self._map.get
-        return np.fromiter((get(x, -1) for x in arr.to_pylist()), np.int32, len(arr))
+        out = np.empty(len(arr), np.int64)
+        for i, x in enumerate(arr.to_pylist()):
+            code = get(x)
+            if code is None:
+                code = unknown.setdefault(x, -2 - len(unknown))
+            out[i] = code
+        return out
 
     def decode(self, ids: np.ndarray) -> pa.Array:
         """Keys of dense ids."""
@@ -147,53 +178,208 @@ class VertexIds:
 
 
 def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None, xp=np):
-    """Dense ids for an edge list: ``(VertexIds, src_ids int32, dst_ids int32)``.
+    """Dense ids for an edge list: ``(VertexIds, src_ids int32, dst_ids int32)`` (the columns
+    form of :func:`assign_pairs`, for tools that want them apart).
 
     ``extra`` holds vertices that may have no edge (e.g. the isolated vertices of a .gra
-    file); they get ids too, and answer as isolated vertices. With ``xp`` a device array
-    module (CuPy), integer keys are mapped on the device (one upload of the key columns; the
-    id arrays stay there, the lookup table comes back for the queries); same ids either way.
+    file); they get ids too, and answer as isolated vertices.
+
+    >>> ids, s, d = assign_ids(pa.array([30, 10]), pa.array([10, 20]))
+    >>> ids.keys.to_pylist(), s.tolist(), d.tolist()
+    ([10, 20, 30], [2, 0], [0, 1])
     """
-    kind = key_kind(src.type)
-    if key_kind(dst.type) != kind:
-        raise EdgeInputError(
-            f"source and destination keys have different types ({src.type} vs {dst.type}); "
-            "cast both to one integer type or both to VARCHAR"
-        )
-    if kind == "str":
-        parts = [_as_str(src), _as_str(dst)] + ([_as_str(extra)] if extra is not None else [])
-        allk = pa.chunked_array(parts).combine_chunks()
-        keys = pc.unique(allk)
-        keys = keys.take(pc.sort_indices(keys))
-        src_ids = pc.index_in(_as_str(src), value_set=keys).to_numpy(zero_copy_only=False)
-        dst_ids = pc.index_in(_as_str(dst), value_set=keys).to_numpy(zero_copy_only=False)
-        return VertexIds(keys, "str"), src_ids.astype(np.int32), dst_ids.astype(np.int32)
-    e = _as_int64(extra) if extra is not None else np.empty(0, np.int64)
-    return _int_ids(xp, _as_int64(src), _as_int64(dst), e)
+    ids, pairs = assign_pairs(edge_stream(src, dst, extra_vertices=extra), xp)
+    s_ids, d_ids = unpack_pairs(xp, pairs)
+    return ids, s_ids, d_ids
 
 
-def _int_ids(xp, s: np.ndarray, d: np.ndarray, e: np.ndarray):
-    """:func:`assign_ids` for integer keys, with the array module ``xp``: NumPy, or CuPy (one
-    upload of the key columns; the id arrays stay on the device, the sorted keys and the lookup
-    table come back for the queries). The same ids either way."""
-    host = (lambda a: a) if xp is np else (lambda a: a.get())
-    ds, dd = xp.asarray(s), xp.asarray(d)
-    cols = [x for x in (ds, dd, xp.asarray(e)) if x.shape[0]]
-    endpoints = sum(int(x.shape[0]) for x in cols)
-    if not cols:
-        return VertexIds._for_ints(np.empty(0, np.int64), 0), ds.astype(xp.int32), dd.astype(xp.int32)
-    lo = min(int(x.min()) for x in cols)
-    hi = max(int(x.max()) for x in cols)
-    if hi - lo + 1 <= DENSE_FACTOR * endpoints + 1024:
-        present = xp.zeros(hi - lo + 1, dtype=bool)
-        for x in cols:
-            present[x - lo] = True
-        table = xp.cumsum(present, dtype=xp.int32) - 1
-        table[~present] = -1
-        sorted_keys = host(xp.flatnonzero(present).astype(xp.int64) + lo)
-        ids = VertexIds(pa.array(sorted_keys, pa.int64()), "int", _offset=lo, _table=host(table))
-        return ids, table[ds - lo], table[dd - lo]
-    sorted_keys = xp.unique(xp.concatenate(cols))
-    ids = VertexIds._for_ints(host(sorted_keys), endpoints)
-    return (ids, xp.searchsorted(sorted_keys, ds).astype(xp.int32),
-            xp.searchsorted(sorted_keys, dd).astype(xp.int32))
+def assign_pairs(stream: EdgeStream, xp=np):
+    """Dense ids of an edge stream: ``(VertexIds, pairs)``, ``pairs`` the edges as packed ids
+    (uint64 ``src << 32 | dst``, :func:`~grail_duckdb.kernels.shared.pack_pairs`) in the
+    array module ``xp`` (NumPy, or CuPy: then the keys are uploaded slice by slice and
+    mapped on the device, and the packed ids are the only copy of the edges it holds).
+
+    Integer keys take the cheapest path their range allows (issue 12):
+
+    * keys known to be 0..n-1 (``grail.vertices`` metadata): the ids are the keys, one pass;
+    * a range of at most ``DENSE_FACTOR`` x the endpoints: one pass packs the offsets
+      ``key - min`` and marks a presence table; every offset present means ids = offsets,
+      otherwise a prefix sum of the table renumbers the packed offsets in place;
+    * a range below 2**32: offsets packed in one pass, then a 32-bit sort of the distinct
+      offsets and a binary search, in place;
+    * otherwise the general path: a 64-bit sort of every key, then a second pass.
+
+    Strings are mapped on the host (Arrow's hash table) and the packed ids uploaded.
+    """
+    if stream.kind == "str":
+        return _str_pairs(stream, xp)
+    return _int_pairs(stream, xp)
+
+
+def _host(xp):
+    return (lambda a: a) if xp is np else (lambda a: a.get())
+
+
+def _int_chunks(stream: EdgeStream, xp):
+    """``(start, src, dst)`` slices of at most ``ingest.CHUNK`` integer keys as int64 arrays of
+    ``xp``: each uploaded once, in its stored width (int32 stays int32: half the bytes)."""
+    if xp is np:
+        for start, s, d in stream.chunks():
+            yield start, _as_int64_or_narrower(s).astype(np.int64, copy=False), \
+                _as_int64_or_narrower(d).astype(np.int64, copy=False)
+        return
+    yield from _device_slices(stream, xp)
+
+
+def _host_slices(stream: EdgeStream):
+    """The stream's Arrow chunks (often one Parquet row group each) grouped into slices of at
+    most ``ingest.CHUNK`` edges: ``(start, [(src, dst) NumPy arrays]) ``."""
+    group, rows, start = [], 0, 0
+    for _, s, d in stream.chunks():
+        if rows and rows + len(s) > ingest.CHUNK:
+            yield start, group
+            start, group, rows = start + rows, [], 0
+        group.append((_as_int64_or_narrower(s), _as_int64_or_narrower(d)))
+        rows += len(s)
+    if rows:
+        yield start, group
+
+
+def _device_slices(stream: EdgeStream, xp):
+    """:func:`_int_chunks` on the device: each slice's chunks are copied into a pinned host
+    buffer by every core at once, then uploaded in one copy (pageable copies of many small
+    chunks ran at a few GB/s)."""
+    import cupyx
+
+    buffers: dict = {}
+    with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        for start, group in _host_slices(stream):
+            rows = sum(s.shape[0] for s, _ in group)
+            dtype = np.result_type(*[a.dtype for pair in group for a in pair])
+            cols = []
+            for col in (0, 1):
+                buf = buffers.get((col, dtype))
+                if buf is None or buf.shape[0] < rows:
+                    buf = buffers[(col, dtype)] = cupyx.empty_pinned(max(rows, ingest.CHUNK), dtype)
+                parts, lo = [], 0
+                for pair in group:
+                    parts.append((buf[lo:lo + pair[col].shape[0]], pair[col]))
+                    lo += pair[col].shape[0]
+                list(pool.map(lambda p: np.copyto(p[0], p[1]), parts))
+                dev = xp.empty(rows, dtype)
+                dev.set(buf[:rows])  # synchronous: the buffer may be refilled after it
+                cols.append(dev.astype(xp.int64, copy=False))
+            yield start, cols[0], cols[1]
+
+
+def _as_int64_or_narrower(arr: pa.Array) -> np.ndarray:
+    """Integer keys as NumPy without widening (int32 stays int32: half the upload); uint64
+    keys above 2**63 - 1 are refused."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_uint64(arr.type) or pa.types.is_uint32(arr.type):
+        return _as_int64(arr)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _remap(xp, pairs, fn):
+    """``pairs`` rewritten in place, slice by slice: each endpoint id ``x`` becomes ``fn(x)``."""
+    step = ingest.CHUNK
+    for lo in range(0, pairs.shape[0], step):
+        part = pairs[lo:lo + step]
+        s = (part >> xp.uint64(32)).astype(xp.int64)
+        d = (part & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
+        pack_pairs(xp, fn(s), fn(d), out=part)
+
+
+def _check_count(n: int) -> None:
+    if n >= 2**31:
+        raise EdgeInputError(f"{n:,} vertices: an index holds at most 2**31 - 1 vertices")
+
+
+def _int_pairs(stream: EdgeStream, xp):
+    host = _host(xp)
+    m = stream.rows
+    rng = stream.key_range()
+    vc = stream.vertex_count
+    lo, hi = rng if rng is not None else (0, -1)
+    if vc:
+        lo, hi = min(lo, 0), max(hi, vc - 1)
+    pairs = xp.empty(m, xp.uint64)
+    if hi < lo:
+        return VertexIds._for_ints(np.empty(0, np.int64), 0), pairs
+    size = hi - lo + 1
+    extra = None
+    if stream.extra_vertices is not None and len(stream.extra_vertices):
+        extra = xp.asarray(_as_int64(stream.extra_vertices)) - lo
+    endpoints = 2 * m + (vc or 0) + (0 if extra is None else int(extra.shape[0]))
+    if size < 2**31 and size <= DENSE_FACTOR * endpoints + 1024:
+        return _dense_pairs(stream, xp, pairs, lo, size, extra)
+    if size <= 2**32:
+        for start, s, d in _int_chunks(stream, xp):
+            pack_pairs(xp, s - lo, d - lo, out=pairs[start:start + s.shape[0]])
+        parts = [pairs.view(xp.uint32)] + ([] if extra is None else [extra.astype(xp.uint32)])
+        distinct = xp.unique(xp.concatenate(parts) if len(parts) > 1 else parts[0])
+        _check_count(int(distinct.shape[0]))
+        _remap(xp, pairs, lambda x: xp.searchsorted(distinct, x.astype(xp.uint32)))
+        keys = host(distinct).astype(np.int64) + lo
+        return VertexIds._for_ints(keys, endpoints), pairs
+    parts = [x for _, s, d in _int_chunks(stream, xp) for x in (s, d)]
+    if extra is not None:
+        parts.append(extra + lo)
+    distinct = xp.unique(xp.concatenate(parts))
+    del parts
+    _check_count(int(distinct.shape[0]))
+    for start, s, d in _int_chunks(stream, xp):
+        pack_pairs(xp, xp.searchsorted(distinct, s), xp.searchsorted(distinct, d),
+                   out=pairs[start:start + s.shape[0]])
+    return VertexIds._for_ints(host(distinct), endpoints), pairs
+
+
+def _dense_pairs(stream: EdgeStream, xp, pairs, lo: int, size: int, extra):
+    """The dense path of :func:`assign_pairs`: offsets packed and a presence table marked in
+    one pass; renumbered in place only when some offset is absent."""
+    host = _host(xp)
+    vc = stream.vertex_count
+    known = bool(vc) and lo == 0 and size == vc and extra is None  # every key 0..n-1 a vertex
+    present = None if known else xp.zeros(size, xp.uint8)
+    for start, s, d in _int_chunks(stream, xp):
+        s, d = s - lo, d - lo
+        pack_pairs(xp, s, d, out=pairs[start:start + s.shape[0]])
+        if present is not None:
+            present[s] = 1
+            present[d] = 1
+    if present is not None:
+        if vc:
+            present[-lo:vc - lo] = 1
+        if extra is not None:
+            present[extra] = 1
+    if present is None or bool(present.all()):
+        ids = VertexIds(pa.array(np.arange(lo, lo + size, dtype=np.int64)), "int", _offset=lo,
+                        _table=np.arange(size, dtype=np.int32))
+        return ids, pairs
+    table = xp.cumsum(present, dtype=xp.int32)
+    table -= 1
+    _check_count(int(table[-1]) + 1)
+    _remap(xp, pairs, lambda x: table[x])
+    table[present == 0] = -1
+    keys = host(xp.flatnonzero(present)).astype(np.int64) + lo
+    return VertexIds(pa.array(keys, pa.int64()), "int", _offset=lo, _table=host(table)), pairs
+
+
+def _str_pairs(stream: EdgeStream, xp):
+    """String keys: the sorted distinct keys by Arrow's hash table, ids by ``index_in``."""
+    cols = [stream.table.column(0), stream.table.column(1)]
+    chunks = [_as_str(c) for col in cols for c in col.chunks]
+    if stream.extra_vertices is not None:
+        chunks.append(_as_str(stream.extra_vertices))
+    keys = pc.unique(pa.chunked_array(chunks, pa.large_string()))
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    keys = keys.take(pc.sort_indices(keys))
+    _check_count(len(keys))
+    pairs = xp.empty(stream.rows, xp.uint64)
+    for start, s, d in stream.chunks():
+        sid = pc.index_in(_as_str(s), value_set=keys).to_numpy(zero_copy_only=False)
+        did = pc.index_in(_as_str(d), value_set=keys).to_numpy(zero_copy_only=False)
+        pairs[start:start + len(s)] = xp.asarray(pack_pairs(np, sid, did))
+    return VertexIds(keys, "str"), pairs

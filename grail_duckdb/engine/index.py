@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
+from ..kernels.protocol import QueryIndex
+from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
-from .csr import CSR, forward_and_reverse
-from .ids import VertexIds, assign_ids
-from .ingest import edge_columns
+from .csr import CSR, forward_and_reverse, swap_pairs
+from .ids import VertexIds, assign_pairs
+from .ingest import edge_stream
 from .labels import Labels, grail_labels
 
 DEFAULT_LABELS = 5
@@ -88,6 +90,7 @@ class GrailIndex:
     build_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
     _host_copy: "GrailIndex | None" = None
+    _query_index: QueryIndex | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -123,9 +126,12 @@ class GrailIndex:
         self.last_stats = stats
         return answers
 
-    def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None):
+    def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None,
+                           budget: int = queries.PROBE_BUDGET, cancel=None):
         """Like :meth:`reaches` but returns ``(answers, QueryStats)``; ``use_cuts=False``
-        answers with the plain multi-source bitmask BFS (no label pruning).
+        answers with the plain multi-source bitmask BFS (no label pruning); ``budget``: edges
+        of the bounded search of each pair no cut settles; ``cancel``: an Event or a callable
+        that stops the call (see :mod:`grail_duckdb.engine.queries`).
 
         On a GPU index, calls of fewer than ``GPU_MIN_QUERIES`` queries run on a host copy
         of the index (the same answers: every kernel has an identical CPU twin)."""
@@ -133,7 +139,30 @@ class GrailIndex:
         if self.backend != "cpu" and len(src) < GPU_MIN_QUERIES:
             target = self.host_copy()
         return queries.reaches(target, src, dst, use_cuts=use_cuts,
-                               words=words or queries.SEARCH_WORDS)
+                               words=words or queries.SEARCH_WORDS, budget=budget,
+                               cancel=cancel)
+
+    def query_index(self, need_reverse: bool = False) -> QueryIndex:
+        """What the query kernels read (made once; the reverse DAG, which only the exact
+        search of deferred pairs reads, on first need)."""
+        qi = self._query_index
+        if qi is not None and (qi.rev is not None or not need_reverse):
+            return qi
+        with self._lock:
+            if self._query_index is None:
+                mode, offset, table = self.ids.lookup(self.kernels.xp)
+                comp = None if self.n_components == self.n_vertices else self.comp
+                self._query_index = QueryIndex(mode, offset, table, comp, self.dag, self.labels)
+                self.kernels.synchronize()  # uploads done before other streams read them
+            qi = self._query_index
+            if need_reverse and qi.rev is None:
+                k = self.kernels
+                every = k.xp.arange(self.dag.n, dtype=k.xp.int32)
+                pairs = k.component_pairs(self.dag, every)  # the DAG's edges, packed
+                swap_pairs(k.xp, pairs)
+                qi.rev = CSR(*k.csr_of_pairs(pairs, self.dag.n))
+                k.synchronize()
+            return qi
 
     def host_copy(self) -> "GrailIndex":
         """The same index on the CPU backend (made once, then kept)."""
@@ -187,12 +216,12 @@ def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> 
     return _on_backend(kernels_for(backend), **fields)
 
 
-def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
+def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
     """Content hash of an edge list, independent of row order (duplicates count).
 
     Combines a hash of the distinct keys (a 64-bit sum of hashed integer keys, or a digest of
-    the sorted strings) with an order-independent 64-bit sum of the hashed (src id, dst id)
-    pairs and the row count.
+    the sorted strings) with an order-independent 64-bit sum of the hashed packed edges
+    (``src id << 32 | dst id``) and the row count.
     """
     h = hashlib.blake2b(digest_size=16)
     keys = ids.keys
@@ -203,16 +232,15 @@ def fingerprint_of(kernels: Kernels, ids: VertexIds, src_ids, dst_ids) -> str:
             if buf is not None:
                 h.update(memoryview(buf))
     h.update(f"{ids.kind}:{ids.n}".encode())
-    h.update(int(src_ids.shape[0]).to_bytes(8, "little"))
-    h.update(kernels.edge_hash_sum(src_ids, dst_ids).to_bytes(8, "little"))
+    h.update(int(pairs.shape[0]).to_bytes(8, "little"))
+    h.update(kernels.edge_hash_sum(pairs).to_bytes(8, "little"))
     return h.hexdigest()
 
 
-def edges_fingerprint(edges, *, src_col: str = "src", dst_col: str = "dst") -> str:
+def edges_fingerprint(edges, dst="dst", *, src: str = "src") -> str:
     """The content fingerprint of an edge list, without building an index (CPU)."""
-    cols = edge_columns(edges, src_col=src_col, dst_col=dst_col)
-    ids, s, d = assign_ids(cols.src, cols.dst, cols.extra_vertices)
-    return fingerprint_of(kernels_for("cpu"), ids, s, d)
+    ids, pairs = assign_pairs(edge_stream(edges, dst, src=src))
+    return fingerprint_of(kernels_for("cpu"), ids, pairs)
 
 
 def check_labels(labels) -> int:
@@ -228,37 +256,54 @@ def check_labels(labels) -> int:
     return d
 
 
-def build_index(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
-                labels: int = DEFAULT_LABELS, seed: int = DEFAULT_SEED,
-                backend=None, progress=None) -> GrailIndex:
+def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LABELS,
+                seed: int = DEFAULT_SEED, backend=None, progress=None) -> GrailIndex:
     """Build an index from an edge list.
 
-    ``edges`` is a pyarrow Table / RecordBatch (columns ``src_col`` and ``dst_col``), a DuckDB
-    relation, or a source key column with ``dst`` the destination column. ``labels`` is the
-    number d of GRAIL label pairs (1..MAX_LABELS), ``seed`` makes them reproducible,
-    ``backend`` is 'cpu', 'gpu', 'auto' (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
-    :class:`~grail_duckdb.kernels.protocol.Kernels` instance, ``progress`` an optional callable
-    ``(phase, seconds)`` called after each phase.
+    ``build_index(table, src="citing", dst="cited")``: ``edges`` is a pyarrow Table /
+    RecordBatch / RecordBatchReader, a DuckDB relation or the path of a Parquet file or of a
+    folder of them, and the strings ``src`` and ``dst`` name its endpoint columns (default
+    ``"src"``, ``"dst"``; the names SQL's ``grail_index(t, src := ..., dst := ...)`` and the
+    command line's ``--src``/``--dst`` use too). ``build_index(src_keys, dst_keys)``: two
+    columns of keys (pyarrow, NumPy, lists). ``labels`` is the number d of GRAIL label pairs
+    (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu', 'gpu', 'auto'
+    (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
+    :class:`~grail_duckdb.kernels.protocol.Kernels` instance. ``progress``: None (default)
+    shows a progress line on stderr for builds that run over 2 s
+    (:class:`grail_duckdb.progress.BuildProgress`; ``GRAIL_DUCKDB_PROGRESS=0`` silences it),
+    False shows nothing, a callable ``(phase, seconds)`` is called after each phase instead.
+
+    Memory (issue 12): the input stays on the host as Arrow chunks; the device receives it
+    slice by slice and holds one uint64 per edge (the packed ids), from which the forward and
+    reverse rows are made in place; once the rows exist the packed edges are freed, and the
+    input graph's rows are freed as soon as the condensed DAG no longer needs them.
     """
+    with build_progress(progress) as report:
+        return _build(edges, dst, src, labels, seed, backend, report)
+
+
+def _build(edges, dst, src, labels, seed, backend, progress) -> GrailIndex:
+    """The pipeline of :func:`build_index`, each phase reported to ``progress``."""
     d = check_labels(labels)
     k = kernels_for(backend)
-    xp = k.xp
     timer = PhaseTimer(progress, k.synchronize)
-    cols = edge_columns(edges, dst, src_col=src_col, dst_col=dst_col)
+    stream = edge_stream(edges, dst, src=src)
     timer("ingest")
-    ids, s_ids, d_ids = assign_ids(cols.src, cols.dst, cols.extra_vertices, xp=xp)
+    ids, pairs = assign_pairs(stream, k.xp)
+    rows = stream.rows
+    del stream
     timer("ids")
-    s_dev, d_dev = xp.asarray(s_ids), xp.asarray(d_ids)
-    fwd, rev = forward_and_reverse(k, s_dev, d_dev, ids.n)
+    fp = fingerprint_of(k, ids, pairs)
+    timer("fingerprint")
+    graph = list(forward_and_reverse(k, pairs, ids.n))
+    del pairs
     timer("csr")
-    cond: Condensation = condense(k, fwd, rev)
-    del fwd, rev
+    cond: Condensation = condense(k, graph)
+    del graph
     timer("scc")
     lab = grail_labels(k, cond, d, int(seed), timer)
-    fp = fingerprint_of(k, ids, s_dev, d_dev)
-    timer("fingerprint")
     return GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components, dag=cond.dag,
-                      labels=lab, seed=int(seed), edge_rows=cols.rows, fingerprint=fp,
+                      labels=lab, seed=int(seed), edge_rows=rows, fingerprint=fp,
                       kernels=k, build_seconds=dict(timer.phases))
 
 

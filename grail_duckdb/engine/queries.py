@@ -1,16 +1,31 @@
 """Whole columns of (src, dst) keys -> exact reachability answers.
 
-queries -> ids -> components -> cuts -> search, in that order:
+Each batch of pairs goes through one fused pass of the backend (``Kernels.answer_pairs``):
 
-* NULL on either side: NULL; equal non-NULL keys: true (the empty path);
-* a key that is not a vertex (and differs from the other): false;
+* NULL on either side: NULL; equal keys: true (the empty path), also for keys that are not
+  vertices; a key that is not a vertex (and differs from the other): false;
 * same strongly connected component: true;
-* the negative cuts: topological level, then the d GRAIL label containments and the hub
-  sets: false;
-* the positive cuts: the target lies in the source's spanning-tree interval, or the source
-  reaches a hub that reaches the target: true;
-* every other query goes to the label-pruned multi-query bitmask search (GRAIL GPU paper,
-  Section 5, Algorithm 7), one bit per query.
+* the topological level cut, then the positive cuts (the target lies in the source's
+  spanning-tree interval, or the source reaches a hub that reaches the target: true), then
+  the d GRAIL label containments and the hub sets (false);
+* a pair no cut settles gets a bounded depth-first search (at most ``budget`` edges, pruned
+  by the same cuts at every vertex): most pairs of shallow graphs end there;
+* the pairs left over go to the exact search (``Kernels.search_pairs``): a bidirectional,
+  label-pruned search per pair on the CPU, the multi-query bitmask search (GRAIL GPU paper,
+  Section 5, Algorithm 7) on the GPU.
+
+Every call records how many pairs each step settled (:class:`QueryStats`).
+
+Long calls: pairs are answered in batches (``Kernels.query_batch`` pairs; the exact search
+in blocks); between two batches or blocks the call reports progress
+(:class:`grail_duckdb.progress.Progress`, silent for calls under 2 s) and can stop:
+
+* **Ctrl-C** in the main thread raises ``KeyboardInterrupt`` at the next batch or block
+  boundary (every kernel call is short; none holds the interpreter for long);
+* **cancel**: pass ``cancel=`` a ``threading.Event`` or a callable returning True to stop the
+  call from elsewhere (the SQL layer wires DuckDB's interrupt to it); the call then raises
+  :class:`QueryCancelled` within a batch or a block (well under a second), leaving no state
+  behind.
 """
 from __future__ import annotations
 
@@ -20,17 +35,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import GrailError
 from ..kernels import shared as K
 from ..kernels import to_host
-from .ingest import as_column, key_kind
+from ..progress import Progress
+from .ingest import as_column
 
-#: queries per search pass = 64 * SEARCH_WORDS
+#: 64-bit words per vertex of the plain multi-source BFS (``use_cuts=False``) at least
 SEARCH_WORDS = 1
+#: edges the bounded search of one undecided pair may cross before it is deferred
+PROBE_BUDGET = 256
+
+
+class QueryCancelled(GrailError):
+    """A query call stopped by its ``cancel`` hook."""
 
 
 @dataclass
 class QueryStats:
-    """How the queries of one call were settled (each query counted once)."""
+    """How the queries of one call were settled (each query counted once, except that
+    ``bounded_search`` + ``deep_search`` split ``searched``, and ``search_reachable`` counts
+    the searched pairs found reachable)."""
 
     queries: int = 0
     null: int = 0
@@ -42,89 +67,110 @@ class QueryStats:
     tree_cut: int = 0
     hub_cut: int = 0
     searched: int = 0
+    bounded_search: int = 0
+    deep_search: int = 0
     search_reachable: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
 
-
-def _same_key(src: pa.Array, dst: pa.Array, rows: np.ndarray) -> np.ndarray:
-    """Which of ``rows`` pair two equal non-NULL keys (for keys that are not vertices)."""
-    if pa.types.is_null(src.type) or pa.types.is_null(dst.type):
-        return np.zeros(rows.shape[0], bool)
-    if key_kind(src.type) == "int" and not (src.null_count or dst.null_count):
-        a = src.to_numpy(zero_copy_only=False)
-        b = dst.to_numpy(zero_copy_only=False)
-        return a[rows].astype(np.int64) == b[rows].astype(np.int64)
-    src, dst = src.take(rows), dst.take(rows)
-    if key_kind(src.type) == "str":
-        src, dst = src.cast(pa.large_string()), dst.cast(pa.large_string())
-    else:
-        src, dst = src.cast(pa.int64()), dst.cast(pa.int64())
-    return pc.equal(src, dst).fill_null(False).to_numpy(zero_copy_only=False)
+    @classmethod
+    def from_counts(cls, queries: int, c, deep_found: int) -> "QueryStats":
+        """The statistics of a call from its summed status counts."""
+        c = [int(x) for x in c]
+        bounded = c[K.PROBE_REACHES] + c[K.PROBE_EXCLUDES]
+        return cls(queries=queries, null=c[K.NULL_PAIR], same_key=c[K.SAME_VERTEX] + c[K.SAME_KEY],
+                   unknown_vertex=c[K.UNKNOWN], same_component=c[K.SAME_COMPONENT],
+                   level_cut=c[K.LEVEL_CUT], label_cut=c[K.LABEL_CUT], tree_cut=c[K.TREE_CUT],
+                   hub_cut=c[K.HUB_CUT], searched=bounded + c[K.DEFERRED],
+                   bounded_search=bounded, deep_search=c[K.DEFERRED],
+                   search_reachable=c[K.PROBE_REACHES] + deep_found)
 
 
-#: answer of each status code (index = code)
-_ANSWER_OF = np.zeros(8, bool)
-_ANSWER_OF[list(K.SETTLED_TRUE)] = True
+def _stopper(cancel):
+    """A function that raises QueryCancelled once ``cancel`` (an Event, a callable or None)
+    says so."""
+    if cancel is None:
+        return lambda: None
+    is_set = cancel.is_set if hasattr(cancel, "is_set") else cancel
+
+    def check():
+        if is_set():
+            raise QueryCancelled("the reachability query was cancelled")
+    return check
 
 
-def reaches(index, src, dst, *, words: int = SEARCH_WORDS, use_cuts: bool = True):
+def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS,
+            budget: int = PROBE_BUDGET, cancel=None):
     """Answers for whole columns: ``(pyarrow.BooleanArray, QueryStats)``.
 
-    One pass classifies every query (ids -> components -> cuts, ``kernels.query_cuts``); only
-    the undecided ones go to the search. ``use_cuts=False`` sends every query between different
-    components to the search with no pruning at all (the bench's "plain multi-source BFS").
+    ``use_cuts=False`` sends every pair of different components to the plain multi-source
+    bitmask BFS with no pruning at all (the bench's baseline). ``budget``: edges of the bounded
+    search per undecided pair (0: none). ``cancel``: see the module's notes.
     """
     src, dst = as_column(src, "source"), as_column(dst, "destination")
     if len(src) != len(dst):
         raise ValueError(f"src and dst differ in length ({len(src)} vs {len(dst)})")
     nq = len(src)
+    unknown: dict = {}  # string keys that are not vertices, numbered across both columns
+    ks, vs = index.ids.query_keys(src, unknown)
+    kt, vt = index.ids.query_keys(dst, unknown)
+    valid = vs if vt is None else (vt if vs is None else vs & vt)
     k = index.kernels
-    xp = k.xp
-    sid = index.ids.encode(src, xp)
-    did = index.ids.encode(dst, xp)
-    identity = index.n_components == index.n_vertices  # acyclic input
-    status = k.query_cuts(sid, did, None if identity else index.comp, index.labels, use_cuts)
-    counts = to_host(xp.bincount(status.view(xp.uint8), minlength=8))
-    answer = xp.asarray(_ANSWER_OF)[status]
-    null = None
-    if src.null_count or dst.null_count:
-        null = ~(src.is_valid().to_numpy(zero_copy_only=False)
-                 & dst.is_valid().to_numpy(zero_copy_only=False))
-    same_key = int(counts[K.SAME_VERTEX])
-    nulls = 0 if null is None else int(null.sum())
-    stats = QueryStats(
-        queries=nq, null=nulls, same_component=int(counts[K.SAME_COMPONENT]),
-        level_cut=int(counts[K.LEVEL_CUT]), label_cut=int(counts[K.LABEL_CUT]),
-        tree_cut=int(counts[K.TREE_CUT]), hub_cut=int(counts[K.HUB_CUT]),
-        searched=int(counts[K.UNDECIDED]))
-    if stats.searched:
-        todo = xp.flatnonzero(status == K.UNDECIDED)
-        found = _search(index, sid[todo], did[todo], words, use_cuts)
-        answer[todo] = found
-        stats.search_reachable = int(found.sum())
-    answer = to_host(answer)
-    if counts[K.UNKNOWN] > nulls:  # keys that are not vertices still reach themselves
-        rows = np.flatnonzero(to_host(status) == K.UNKNOWN)
-        eq = _same_key(src, dst, rows)
-        answer[rows[eq]] = True
-        same_key += int(eq.sum())
-    stats.same_key = same_key
-    stats.unknown_vertex = int(counts[K.UNKNOWN]) - nulls - (same_key - int(counts[K.SAME_VERTEX]))
-    return pa.array(answer, pa.bool_(), mask=null), stats
+    qi = index.query_index(need_reverse=False)
+    stop = _stopper(cancel)
+    batch = int(getattr(k, "query_batch", 1 << 20))
+    bits = None
+    counts = np.zeros(K.N_STATUS, np.int64)
+    found_deep = 0
+    progress = Progress("reaches", nq, unit="pairs")
+    try:
+        for lo in range(0, nq, batch):
+            stop()
+            hi = min(nq, lo + batch)
+            part = k.answer_pairs(qi, ks[lo:hi], kt[lo:hi], None if valid is None else
+                                  valid[lo:hi], use_cuts, budget if use_cuts else 0)
+            counts += part.counts
+            deferred = int(part.counts[K.DEFERRED])
+            if deferred:
+                settled = hi - deferred  # every pair of the batch but the deferred ones
+                found_deep += _search_deferred(index, part, use_cuts, words, stop,
+                                               lambda done, s=settled: progress.update(s + done))
+            if lo == 0 and hi == nq:
+                bits = part.bits
+            else:
+                if bits is None:
+                    bits = np.empty((nq + 7) >> 3, np.uint8)
+                bits[lo >> 3:(hi + 7) >> 3] = part.bits
+            if hi < nq:
+                progress.update(hi)
+    finally:
+        progress.close()
+    stats = QueryStats.from_counts(nq, counts, found_deep)
+    return _as_arrow(nq, bits, src, dst, valid), stats
 
 
-def _search(index, sid, did, words, prune):
-    """The label-pruned bitmask search over the condensed DAG for known, undecided pairs
-    (arrays of the index's backend in and out)."""
-    k = index.kernels
-    xp = k.xp
-    if index.n_components != index.n_vertices:
-        sid, did = index.comp[sid], index.comp[did]
-    order = xp.argsort(sid, kind="stable")  # queries from one source share a pass
-    found = k.bitmask_search(index.dag, index.labels, sid[order], did[order], words, prune)
-    hit = xp.zeros_like(found)
-    hit[order] = found
-    return hit
+def _search_deferred(index, part, use_cuts, words, stop, report) -> int:
+    """Answer a batch's deferred pairs exactly and set their bits; returns how many reach."""
+    rows, u, t = part.deferred
+    qi = index.query_index(need_reverse=use_cuts)
 
+    def checkpoint(done):
+        stop()
+        report(done)
+
+    found = index.kernels.search_pairs(qi, u, t, use_cuts, words, checkpoint)
+    hit = to_host(rows)[found].astype(np.int64)
+    np.bitwise_or.at(part.bits, hit >> 3, (1 << (hit & 7)).astype(np.uint8))
+    return int(hit.shape[0])
+
+
+def _as_arrow(nq, bits, src, dst, valid) -> pa.BooleanArray:
+    """The answer bitmap as an Arrow boolean array (no copy), NULL where a key is NULL."""
+    if nq == 0:
+        return pa.array([], pa.bool_())
+    mask = None
+    if valid is not None:  # a fresh array: offset 0, its data bitmap is the validity we need
+        mask = pc.and_(src.is_valid(), dst.is_valid()).buffers()[1]
+    return pa.BooleanArray.from_buffers(pa.bool_(), nq, [mask, pa.py_buffer(bits)],
+                                        null_count=-1 if mask is not None else 0)

@@ -1,16 +1,20 @@
 """The GPU backend: :class:`GpuKernels`, the kernel interface over CuPy arrays, with the CUDA
 sources in the repository's ``kernels/*.cu`` loaded as one ``cupy.RawModule``.
 
-Each traversal (trim, reach within a colour, colour propagation, topological levels, the label
-passes, the query search) is the level-synchronous frontier form of its CPU twin and runs as one
-persistent cooperative kernel: the grid walks every level itself and meets at ``grid.sync()``,
-so a DAG with thousands of levels costs one launch. Whole-array steps (sorting edges into rows,
-removing duplicate targets, prefix sums) are CuPy calls. The constants and small functions shared
-with the CPU twins come from :mod:`.shared` as a generated header.
+Each traversal of the build (trim, reach within a colour, colour propagation, topological
+levels, the label passes) and the plain multi-query search is the level-synchronous frontier
+form of its CPU twin and runs as one persistent cooperative kernel: the grid walks every level
+itself and meets at ``grid.sync()``, so a DAG with thousands of levels costs one launch.
+Whole-array steps (sorting the packed edges, prefix sums) are CuPy calls; the compaction of
+sorted edges into rows is two plain launches. The constants and small functions shared with the
+CPU twins come from :mod:`.shared` as a generated header. The query operations (the fused
+classification, the bounded and the bidirectional search, with no grid barrier) live in
+:mod:`.gpu_queries`, which this class inherits.
 
 Thread safety: a launch's scratch (frontiers, counters, the edge-balanced scan) is allocated for
 that launch; the instance keeps only the compiled module, its settings and the grid size of each
-kernel (written under a lock). Launches from several host threads queue on the current stream.
+kernel (written under a lock). Launches from several host threads queue on the current stream;
+query calls use a stream and reusable buffers of their own thread.
 
 Running out of device memory raises :class:`grail_duckdb.errors.BackendError` with the size that
 was needed; it never takes the process down.
@@ -23,22 +27,26 @@ import threading
 from dataclasses import dataclass
 
 import cupy as cp
-import cupyx
 import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
+from .gpu_queries import BLOCK as _BLOCK
+from .gpu_queries import GpuQueries
 from .protocol import CSR, TopoOrder
-from .shared import ORDER_BLOCK, cuda_header, order_params
+from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
-_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu")
-_BLOCK = 256
+_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")
+
+
 _INT_MAX = np.iinfo(np.int32).max
 #: the deep, narrow level sweeps (the label passes and trim)
 _NARROW = frozenset({"trim_kernel", "levels_kernel", "parents_kernel", "sizes_kernel",
                      "post_kernel", "bounds_kernel", "hubs_kernel"})
 _BALANCE_MODES = {"binned": 0, "edges": 1}
+#: packed edges per tile of the CSR compaction (PAIR_TILE in graph.cu)
+_PAIR_TILE = 256 * 16
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,15 @@ class GpuSettings:
     ``blocks_per_sm``: cooperative blocks per SM for every kernel (None: as many as the
     registers allow, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
     sweeps (fewer blocks, cheaper ``grid.sync()``; None: no cap); ``force_words``: fixes the
-    search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass).
+    search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass);
+    ``query_batch``: pairs per batch of a query call (the reusable buffers of a thread hold
+    one batch: about 45 bytes per pair on the device, 17 pinned on the host);
+    ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
+    fraction of the index's footprint, and at least ``min_search_scratch`` bytes;
+    ``bidir_rounds``: the rounds of the bidirectional search, ``(warps per pair, frontier
+    capacity per side)``; a round's groups each take a hash set of 24 bytes per unit of
+    capacity; a last round, one block per pair with a dense set of about 8.3 bytes per vertex,
+    never overflows.
     """
 
     balance: str = "binned"
@@ -60,8 +76,15 @@ class GpuSettings:
     narrow_blocks_per_sm: int | None = 1
     force_words: int | None = None
     max_words: int = 64
+    query_batch: int = 1 << 21
+    search_scratch: float = 0.1
+    min_search_scratch: int = 64 << 20
+    bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18))
 
     def __post_init__(self):
+        if any(g not in (1, 8) or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
+            raise ValueError("bidir_rounds: (1 or 8 warps, a power of two >= 32) each, got "
+                             f"{self.bidir_rounds}")
         for knob in (self.balance, self.search_balance):
             if knob not in _BALANCE_MODES:
                 raise ValueError(f"load balance must be one of {sorted(_BALANCE_MODES)}, "
@@ -86,7 +109,7 @@ def _out_of_memory(fn):
     return wrapper
 
 
-class GpuKernels:
+class GpuKernels(GpuQueries):
     """Kernels over CuPy arrays; same methods, same results as ``CpuKernels``."""
 
     name = "gpu"
@@ -101,6 +124,14 @@ class GpuKernels:
         self._grids: dict[str, int] = {}
         self._grid_lock = threading.Lock()
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self._functions: dict[str, object] = {}
+        self._local = threading.local()
+
+    def _function(self, name):
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self._functions[name] = self._module.get_function(name)
+        return fn
 
     # --- launching -------------------------------------------------------------------------
     def _grid(self, name, fn) -> int:
@@ -150,53 +181,29 @@ class GpuKernels:
 
     # --- CSR -------------------------------------------------------------------------------
     @_out_of_memory
-    def csr(self, src, dst, n):
-        """Stable sort of the edges by source (self-loops dropped, row order = input order)."""
-        src = cp.asarray(src, cp.int32)
-        dst = cp.asarray(dst, cp.int32)
-        keep = src != dst
-        if not bool(keep.all()):
-            src, dst = src[keep], dst[keep]
-        order = cp.argsort(src)  # stable: targets keep their input order inside a row
-        return self._row_starts(src[order], n), dst[order]
-
-    @staticmethod
-    def _row_starts(sorted_rows, n):
-        """indptr (int64[n + 1]) of a sorted row-id column, by binary search. (cupy.bincount's
-        histogram needed 3 GiB of scratch for one row of 1.5M entries.)"""
-        bounds = cp.arange(n + 1, dtype=sorted_rows.dtype)
-        return cp.searchsorted(sorted_rows, bounds, side="left").astype(cp.int64)
-
-    @staticmethod
-    def _rows(ptr, m):
-        """Row id of every CSR slot (int32[m]), from the row starts by one scatter and a scan."""
-        n = ptr.shape[0] - 1
-        row = cp.zeros(m, cp.int32)
-        if m == 0 or n <= 1:
-            return row
-        starts = ptr[1:n]
-        starts = starts[starts < m]
-        cupyx.scatter_add(row, starts, 1)
-        return cp.cumsum(row, dtype=cp.int32)
-
-    @_out_of_memory
-    def dedupe_rows(self, ptr, idx):
-        """Keep the first occurrence of each target in each row: stable sort of (row, target)."""
-        n, m = ptr.shape[0] - 1, idx.shape[0]
+    def csr_of_pairs(self, pairs, n):
+        """Sort the packed edges in place (CuPy's radix sort: the edges plus one buffer of
+        scratch), then compact them in two launches over tiles of 4,096 pairs (kept edges per
+        tile, then each kept target written at its rank, with the row starts)."""
+        m = int(pairs.shape[0])
+        indptr = cp.zeros(n + 1, cp.int64)
         if m == 0:
-            return ptr.copy(), idx.copy()
-        row = self._rows(ptr, m)
-        key = (row.astype(cp.uint64) << np.uint64(32)) | idx.astype(cp.uint64)
-        order = cp.argsort(key)
-        sk = key[order]
-        first = cp.empty(m, cp.bool_)
-        first[0] = True
-        cp.not_equal(sk[1:], sk[:-1], out=first[1:])
-        del sk, key
-        keep = cp.zeros(m, cp.bool_)
-        keep[order[first]] = True
-        del order, first
-        return self._row_starts(row[keep], n), idx[keep]
+            return indptr, cp.empty(0, cp.int32)
+        pairs.sort()
+        tiles = -(-m // _PAIR_TILE)
+        counts = cp.empty(tiles, cp.int64)
+        self._launch("pairs_count_kernel", np.int64(m), pairs, counts)
+        base = cp.cumsum(counts)
+        total = int(base[-1])
+        base -= counts
+        del counts
+        indices = cp.empty(total, cp.int32)
+        self._launch("pairs_write_kernel", np.int64(m), pairs, base, np.int32(n), indptr,
+                     indices)
+        return indptr, indices
+
+    def csr(self, src, dst, n):
+        return self.csr_of_pairs(pack_pairs(cp, src, dst), n)
 
     # --- condensation ----------------------------------------------------------------------
     @_out_of_memory
@@ -248,12 +255,12 @@ class GpuKernels:
         return out.astype(cp.int32), int(rank[-1]) + 1
 
     @_out_of_memory
-    def condensed_edges(self, g, comp):
-        row = self._rows(g.indptr, g.m)
-        cs = comp[row]
-        cw = comp[g.indices]
-        cross = cs != cw
-        return cs[cross].astype(cp.int32), cw[cross].astype(cp.int32)
+    def component_pairs(self, g, comp):
+        out = cp.empty(g.m, cp.uint64)
+        if g.m:
+            self._launch("component_pairs_kernel", np.int32(g.n), np.int64(g.m), g.indptr,
+                         g.indices, cp.asarray(comp, cp.int32), out)
+        return out
 
     # --- labels ----------------------------------------------------------------------------
     @_out_of_memory
@@ -342,64 +349,25 @@ class GpuKernels:
                          self._ctr())
         return down, up
 
-    # --- queries ---------------------------------------------------------------------------
-    @staticmethod
-    def _hubs(lab):
-        """(down, up, words) of the labels' hub bits."""
-        return lab.hub_down, lab.hub_up, int(lab.hub_down.shape[1])
+    # --- queries (implemented in .gpu_queries; here they get the out-of-memory error) -------
+    @_out_of_memory
+    def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
+        return self._answer_pairs(qi, ks, kt, valid, prune, budget)
 
     @_out_of_memory
-    def query_cuts(self, sid, did, comp, lab, prune=True):
-        """Status code per query of vertex ids; ``comp`` None when components are vertices."""
-        nq = sid.shape[0]
-        status = cp.empty(nq, cp.int8)
-        if nq:
-            down, up, hw = self._hubs(lab)
-            self._launch("cuts_kernel", np.int32(nq), cp.asarray(sid, cp.int32),
-                         cp.asarray(did, cp.int32),
-                         np.uint64(0) if comp is None else cp.asarray(comp, cp.int32), lab.level,
-                         lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
-                         down, up, np.int32(hw), np.int32(bool(prune)), status)
-        return status
-
-    def search_words(self, n, nq, words, budget):
-        """Words per vertex for the search: as many as the memory budget allows (three arrays
-        of n * W 64-bit words), at least ``words``, at most what the queries need."""
-        fit = budget // max(24 * n, 1)
-        need = -(-nq // 64)
-        if self.settings.force_words:
-            return int(max(1, min(self.settings.force_words, need)))
-        return int(max(1, min(max(words, fit), need, self.settings.max_words)))
+    def search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
+        return self._search_pairs(qi, u, t, prune, words, checkpoint)
 
     @_out_of_memory
-    def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True):
-        n, nq = dag.n, cs.shape[0]
-        ans = cp.zeros(nq, cp.bool_)
-        if nq == 0:
-            return ans
-        footprint = dag.nbytes + sum(int(a.nbytes) for a in lab.arrays().values())
-        W = self.search_words(n, nq, int(words), 2 * footprint + (256 << 20))
-        seen = cp.zeros(n * W, cp.uint64)
-        pend0 = cp.zeros(n * W, cp.uint64)
-        pend1 = cp.zeros(n * W, cp.uint64)
-        ints = [cp.zeros(n, cp.int32) for _ in range(2)] + [cp.empty(n, cp.int32)
-                                                            for _ in range(4)]
-        down, up, hw = self._hubs(lab)
-        self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices, lab.level,
-                     lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
-                     down, up, np.int32(hw), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
-                     np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
-                     cp.zeros(W, cp.uint64), *ints, self._ctr(),
-                     balance=self.settings.search_balance, frontier=n)
-        return ans
+    def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True, budget=None):
+        return self._bitmask_search(dag, lab, cs, ct, words, prune, budget)
 
     @_out_of_memory
-    def edge_hash_sum(self, src, dst):
+    def edge_hash_sum(self, pairs):
         out = cp.zeros(1, cp.uint64)
-        m = src.shape[0]
+        m = pairs.shape[0]
         if m:
-            self._launch("hash_sum_kernel", np.int64(m), cp.asarray(src, cp.int32),
-                         cp.asarray(dst, cp.int32), out)
+            self._launch("hash_sum_kernel", np.int64(m), cp.asarray(pairs, cp.uint64), out)
         return int(out.get()[0])
 
     @_out_of_memory
@@ -409,3 +377,4 @@ class GpuKernels:
         if n:
             self._launch("key_hash_sum_kernel", np.int64(n), cp.asarray(keys, cp.int64), out)
         return int(out.get()[0])
+

@@ -76,6 +76,49 @@ class LabelArrays(Protocol):
     hub_up: Array
 
 
+@dataclass
+class QueryIndex:
+    """Everything the query kernels read, as arrays of one backend.
+
+    ``lookup`` turns query keys into vertex ids: ``(mode, offset, table)`` with mode one of
+    :mod:`.shared`'s LOOKUP_* codes (dense: ``table`` int32 ids of keys offset, offset + 1, ...;
+    sorted: ``table`` the int64 keys of ids 0, 1, ...; ids: the keys are ids already, ``table``
+    empty). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) is
+    filled in by the engine before the first search that needs it.
+    """
+
+    lookup_mode: int
+    lookup_offset: int
+    lookup_table: Array
+    comp: Array | None
+    dag: CSR
+    labels: LabelArrays
+    rev: CSR | None = None
+
+    @property
+    def footprint(self) -> int:
+        """Bytes of the index's arrays on the backend (the DAG, the labels, the components)."""
+        arrays = [self.dag.indptr, self.dag.indices, *self.labels.arrays().values()]
+        if self.comp is not None:
+            arrays.append(self.comp)
+        return int(sum(int(a.nbytes) for a in arrays if hasattr(a, "nbytes")))
+
+
+@dataclass
+class PairAnswers:
+    """What :meth:`Kernels.answer_pairs` gives back for one batch of pairs.
+
+    ``bits``: host uint8 bitmap in Arrow's order (bit q % 8 of byte q // 8) with a 1 for every
+    pair settled true; ``counts``: host int64 count of each status code (:mod:`.shared`);
+    ``deferred``: ``(rows, u, t)`` on the backend, the rows of the pairs left to
+    :meth:`Kernels.search_pairs` and their components (valid until the thread's next call).
+    """
+
+    bits: Any
+    counts: Any
+    deferred: tuple
+
+
 @runtime_checkable
 class Kernels(Protocol):
     """Every operation of the pipeline (ids -> CSR -> condensation -> labels) and of the queries
@@ -88,12 +131,14 @@ class Kernels(Protocol):
         """Wait for queued device work (a no-op on the CPU)."""
 
     # --- CSR ---------------------------------------------------------------------------------
-    def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
-        """Rows of an edge list of dense ids: ``(indptr, indices)``; self-loops dropped, the
-        targets of a row in input order."""
+    def csr_of_pairs(self, pairs: Array, n: int) -> tuple[Array, Array]:
+        """Rows of packed edges (uint64 ``src << 32 | dst``, ids below 2**31, see
+        :func:`.shared.pack_pairs`): ``(indptr, indices)``, each row's targets sorted,
+        self-loops and duplicate targets dropped. ``pairs`` may be reordered (the GPU sorts it
+        in place: no second copy of the edges)."""
 
-    def dedupe_rows(self, indptr: Array, indices: Array) -> tuple[Array, Array]:
-        """The same rows without duplicate targets (first occurrences, in order)."""
+    def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
+        """:meth:`csr_of_pairs` of two id columns."""
 
     # --- condensation (Multistep) ------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive: Array) -> int:
@@ -110,8 +155,9 @@ class Kernels(Protocol):
     def rank_by_first_occurrence(self, label: Array) -> tuple[Array, int]:
         """Labels renumbered 0..k-1 in order of first occurrence, and k."""
 
-    def condensed_edges(self, g: CSR, comp: Array) -> tuple[Array, Array]:
-        """The edges between different components, as component pairs (duplicates kept)."""
+    def component_pairs(self, g: CSR, comp: Array) -> Array:
+        """Every edge of ``g`` as a packed pair of components, ``comp[v] << 32 | comp[w]``
+        (edges inside a component become self-loops, which :meth:`csr_of_pairs` drops)."""
 
     # --- labels (GRAIL GPU paper, Section 4) ----------------------------------------------------
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
@@ -136,9 +182,20 @@ class Kernels(Protocol):
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
 
     # --- queries (Section 5) -------------------------------------------------------------------
-    def query_cuts(self, sid: Array, did: Array, comp: Array | None, lab: LabelArrays,
-                   prune: bool = True) -> Array:
-        """int8 status code per query of vertex ids (codes in :mod:`.shared`)."""
+    def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
+                     budget: int = 256) -> PairAnswers:
+        """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte
+        per pair, 0 for NULL) in one fused pass: key lookup, component, every cut, the bounded
+        search of at most ``budget`` edges per undecided pair (with ``prune``); the pairs left
+        over come back as ``deferred``."""
+
+    def search_pairs(self, qi: QueryIndex, u: Array, t: Array, prune: bool = True,
+                     words: int = 1, checkpoint=None) -> Any:
+        """Exact host bool answers of component pairs u[i] -> t[i] (the deferred pairs):
+        label-pruned search with ``prune``, the plain multi-source bitmask BFS without it
+        (``words`` 64-bit words per vertex at least). ``checkpoint(done)``, if given, is called
+        from the calling thread between blocks of work with the pairs answered so far; an
+        exception it raises stops the search."""
 
     def bitmask_search(self, dag: CSR, lab: LabelArrays, cs: Array, ct: Array,
                        words: int = 1, prune: bool = True) -> Array:
@@ -146,8 +203,8 @@ class Kernels(Protocol):
         (Algorithm 7), 64 * ``words`` queries per pass at least."""
 
     # --- fingerprints ---------------------------------------------------------------------------
-    def edge_hash_sum(self, src: Array, dst: Array) -> int:
-        """Order-independent 64-bit sum of mix64 over the (src, dst) id pairs."""
+    def edge_hash_sum(self, pairs: Array) -> int:
+        """Order-independent 64-bit sum of mix64 over packed edges ``src << 32 | dst``."""
 
     def key_hash_sum(self, keys: Array) -> int:
         """Order-independent 64-bit sum of mix64 over integer keys."""

@@ -1,16 +1,10 @@
-"""The per-chunk path: answers for one DuckDB chunk (at most 2,048 pairs) with as little
-Python around the engine's compiled calls as possible.
+"""The per-chunk path: answers for one DuckDB chunk (at most 2,048 pairs).
 
-DuckDB calls a Python function once per chunk, from several threads at once; the engine's
-kernels release the GIL, so what a chunk costs beyond DuckDB's own floor (an identity arrow
-function) is the engine's work plus the Python around it. For integer keys of an index with a
-dense key table (the common case), :func:`answer` reads the two key columns as NumPy views of
-the Arrow buffers (no copy, no pyarrow compute), looks the keys up and classifies them in the
-engine's compiled functions, searches only the pairs no cut settles, and builds the answer
-array from the bits; anything else goes through ``GrailIndex.reaches``.
-
-A GPU index answers chunks from its host copy (a chunk is far below what a device call
-amortises).
+DuckDB calls a Python function once per chunk, from several threads at once. The engine's
+query path is one fused compiled pass per call (key lookup, cuts, bounded search; the GIL
+released), so a chunk costs the engine's work plus DuckDB's own per-call floor; what this
+module adds is only the unwrapping of DuckDB's one-chunk Arrow arrays. A GPU index answers
+chunks from its host copy (a chunk is far below what a device call amortises).
 """
 from __future__ import annotations
 
@@ -18,15 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..engine import queries
-from ..engine.ids import _lookup_dense
-from ..kernels import shared as K
-
 __all__ = ["answer", "constant_strings"]
-
-_ANSWER_OF = np.zeros(8, np.bool_)
-_ANSWER_OF[list(K.SETTLED_TRUE)] = True
-_INT64 = pa.int64()
 
 
 def answer(index, src, dst) -> pa.Array:
@@ -34,48 +20,13 @@ def answer(index, src, dst) -> pa.Array:
     src, dst = _one(src), _one(dst)
     if src.null_count == len(src) or dst.null_count == len(dst):
         return pa.nulls(len(src), pa.bool_())
-    if index.backend != "cpu":
-        index = index.host_copy()
-    table = getattr(index.ids, "_table", None)
-    if (table is None or index.ids.kind != "int" or src.type != _INT64 or dst.type != _INT64
-            or src.offset or dst.offset):
-        return index.reaches(src, dst)
-    a = np.frombuffer(src.buffers()[1], np.int64, len(src))
-    b = np.frombuffer(dst.buffers()[1], np.int64, len(dst))
-    offset = index.ids._offset
-    sid = _lookup_dense(a, offset, table)
-    did = _lookup_dense(b, offset, table)
-    valid = None
-    if src.null_count or dst.null_count:
-        valid = _valid(src) & _valid(dst)
-        sid[~valid] = -1
-        did[~valid] = -1
-    identity = index.n_components == index.n_vertices
-    status = index.kernels.query_cuts(sid, did, None if identity else index.comp,
-                                      index.labels, True)
-    out = _ANSWER_OF[status]
-    todo = np.flatnonzero(status == K.UNDECIDED)
-    if todo.shape[0]:
-        out[todo] = queries._search(index, sid[todo], did[todo], queries.SEARCH_WORDS, True)
-    unknown = np.flatnonzero(status == K.UNKNOWN)
-    if unknown.shape[0]:  # keys that are not vertices still reach themselves
-        out[unknown] = a[unknown] == b[unknown]
-    if valid is not None:
-        return pa.array(out, pa.bool_(), mask=~valid)
-    return pa.array(out, pa.bool_())
+    return index.reaches(src, dst)
 
 
 def _one(arr) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
         return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     return arr
-
-
-def _valid(arr: pa.Array) -> np.ndarray:
-    if arr.null_count == 0:
-        return np.ones(len(arr), np.bool_)
-    bits = np.frombuffer(arr.buffers()[0], np.uint8)
-    return np.unpackbits(bits, bitorder="little")[:len(arr)].astype(np.bool_)
 
 
 def constant_strings(arr: pa.Array, first) -> bool:

@@ -29,6 +29,7 @@ import sqlglot
 from sqlglot.tokens import TokenType
 
 from ..engine.ingest import key_kind
+from ..engine.queries import QueryCancelled
 from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import connections, hooks, rewrite, traversal
 from .sqlerrors import as_sql_error, grail_error
@@ -79,6 +80,8 @@ class Route:
         if plan is None or not plan.rewrites:
             return hooks.PLAIN
         hooks.clear_interrupt(self.con)
+        if self.method == "execute":
+            self.con.abort()  # as DuckDB's execute does: a new statement ends an unread result
         try:
             return _execute_plan(self, reg, plan, self.params, handles, alias)
         except _Fallback:
@@ -281,18 +284,17 @@ def _scope_copy(route_, reg, scope, params, subst, version, keep) -> str:
     for n, index_name in scope.calls:
         entry = reg.fresh(reg.get(index_name), version)
         cols[f"__grail_r{n}"] = _answers(entry, table.column(f"__grail_a{n}"),
-                                         table.column(f"__grail_b{n}"))
-        if hooks.interrupted(con):
-            raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+                                         table.column(f"__grail_b{n}"), con)
     handle = con._register_source(pa.table(cols) if cols else pa.table({"__grail_none": []}))
     keep.append(handle)
     return f'"{handle.name}"'
 
 
-def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray):
+def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray, con):
     """One engine call for a whole column; types the macro would refuse (or keys of another
     kind than the index's) send the statement back to the per-chunk path, which reports
-    exactly what DuckDB reports."""
+    exactly what DuckDB reports. ``con.interrupt()`` stops the call (the engine's cancel hook:
+    DuckDB's own interrupt waits for a running Python call)."""
     kinds = {_kind(a.type), _kind(b.type)} - {"null"}
     if len(kinds) > 1 or not kinds <= {"int", "str"}:
         raise _Fallback
@@ -302,9 +304,13 @@ def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray):
         raise _Fallback
     try:
         few = traversal.few_keys_answers(entry, a, b)
-        return few if few is not None else entry.index.reaches(a, b)
+        if few is not None:
+            return few
+        return entry.index.reaches_with_stats(a, b, cancel=lambda: hooks.interrupted(con))[0]
     except (KeyTypeError, EdgeInputError):
         raise _Fallback from None
+    except QueryCancelled:
+        raise duckdb.InterruptException("INTERRUPT Error: Interrupted!") from None
 
 
 def _kind(typ) -> str:

@@ -154,17 +154,9 @@ def keys_table(entry) -> pa.Table:
 
 
 def _reverse_dag(entry) -> CSR:
-    """The condensed DAG with every edge reversed, on the index's backend (built once)."""
-    rev = entry.cache.get("reverse_dag")
-    if rev is None:
-        index = entry.index
-        k, xp = index.kernels, index.kernels.xp
-        dag = index.dag
-        edges = xp.arange(dag.m, dtype=xp.int64)  # the source row of every edge, on any backend
-        rows = (xp.searchsorted(dag.indptr, edges, side="right") - 1).astype(xp.int32)
-        rev = CSR(*k.csr(dag.indices, rows, dag.n))
-        entry.cache["reverse_dag"] = rev
-    return rev
+    """The condensed DAG with every edge reversed, on the index's backend (the engine's, made
+    once per index for its exact search)."""
+    return entry.index.query_index(need_reverse=True).rev
 
 
 def _zero_colour(entry):

@@ -25,8 +25,9 @@ machine named), ``bench.json`` (every figure) and ``bench.png`` (throughput per 
 scale) into ``--out``, and prints progress lines on stderr. ``--quick`` runs small generated
 graphs and a few queries (the CI smoke test).
 
-One thread: the Numba kernels are compiled without ``parallel=True``, so they run on the calling
-thread whatever ``NUMBA_NUM_THREADS`` says; DuckDB is set to ``--threads`` (default 1).
+Threads: the build's Numba kernels are serial; a query call of the CPU backend uses every core
+(``NUMBA_NUM_THREADS`` for its classification, a thread pool of ``os.cpu_count()`` for its exact
+search); DuckDB is set to ``--threads`` (default 1).
 Warm-up (Numba loading or compiling, CuPy modules) runs before any timed region; timings under
 a second are the best of three runs.
 """
@@ -58,6 +59,7 @@ from . import bench_baselines as bl
 from . import datasets, workloads
 from . import generators as gen
 from .bench_report import plot, to_markdown
+from .bench_calls import SCALE_SIZES, bench_scale
 from .bench_sql import bench_identity, bench_sql
 from .bench_traversal import bench_traversal
 from .readers import read_edges
@@ -94,6 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="roots of the single-source traversals for GTEPS (default 64)")
     parser.add_argument("--threads", type=int, default=1,
                         help="DuckDB threads for the SQL paths and the CTE (default 1)")
+    parser.add_argument("--scale", type=int, nargs="*", default=None, metavar="PAIRS",
+                        help="random pairs per call of the scale figures, besides the fixed "
+                             "cost of a call settled by the cuts (default 1000000 10000000; "
+                             "--quick: 20000; none: skip them)")
     parser.add_argument("--no-baselines", action="store_true",
                         help="measure the engine only (no NetworkX, SciPy, CTE, SQL rows)")
     parser.add_argument("--quick", action="store_true",
@@ -116,6 +122,8 @@ def settings(args) -> dict:
         "roots": int(args.roots),
         "threads": int(args.threads),
         "baselines": not args.no_baselines,
+        "scale": [int(x) for x in (args.scale if args.scale is not None
+                                   else ((20_000,) if quick else SCALE_SIZES))],
         "quick": quick,
         "prog": getattr(args, "bench_prog", "python -m grail_duckdb bench"),
     }
@@ -128,6 +136,7 @@ def command_line(s: dict) -> str:
              "--queries", str(s["queries"]), "--backend", s["backend"], "--labels",
              str(s["labels"]), "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
              "--roots", str(s["roots"]), "--threads", str(s["threads"]), "--out", s["out"]]
+    words += ["--scale", *(str(x) for x in s.get("scale", SCALE_SIZES))]
     if not s["baselines"]:
         words.append("--no-baselines")
     return shlex.join(words)
@@ -333,6 +342,8 @@ class PeakMemory:
 
 #: edges of the workload prefix that each warm-up builds on
 WARM_UP_EDGES = 50_000
+#: pairs of the warm-up's large call (at least a timed call's: 100K)
+WARM_UP_PAIRS = 131_072
 
 
 def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) -> None:
@@ -359,6 +370,10 @@ def warm_up(backend: str, edges: pa.Table | None = None, s: dict | None = None) 
         idx.reaches_with_stats(src, dst)
         idx.reaches_with_stats(dst, src)
         idx.reaches_with_stats(src[:640], dst[:640], use_cuts=False)
+        # a call as large as the timed ones: their code paths (parallel staging and
+        # classification, the thread's reusable buffers) are compiled and allocated here
+        reps = -(-WARM_UP_PAIRS // max(len(src), 1))
+        idx.reaches_with_stats(pa.concat_arrays([src] * reps), pa.concat_arrays([dst] * reps))
         bench_traversal(idx, table, roots=2, seed=0)
         idx.kernels.synchronize()
 
@@ -475,6 +490,10 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
             say(f"  {b} {name}: {eng['seconds'] * 1e3:.1f} ms for {len(pairs):,} pairs "
                 f"({eng['reachable_fraction']:.1%} reachable, "
                 f"{eng['stats']['searched']:,} searched)")
+        if s.get("scale"):
+            rnd = per_backend["queries"]["grail_duckdb"]["random"]
+            per_backend["scale"] = bench_scale(idx, idx.ids.keys, sets["reachable"],
+                                               rnd["seconds"], rnd["total_pairs"], s, say)
         if expected is None:
             expected = answers
         else:

@@ -81,8 +81,8 @@ def to_markdown(report: dict) -> str:
         f"Command: `{report['command']}`", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
         f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
-        f"{m['numba']}. One thread: the Numba kernels are serial (no `parallel=True`, so "
-        f"`NUMBA_NUM_THREADS` does not matter); DuckDB `threads={s['threads']}`. Load average "
+        f"{m['numba']}. Threads: the build's Numba kernels are serial, a query call of the "
+        f"CPU backend uses all {m['cores']} cores; DuckDB `threads={s['threads']}`. Load average "
         f"when the run began: {m.get('load_average_at_start')}.", "",
         f"d = {s['labels']} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
         "set. Times in ms; `~` = measured on a prefix of the pairs that fits "
@@ -93,7 +93,7 @@ def to_markdown(report: dict) -> str:
     lines += _build_table(report)
     for w in report["workloads"]:
         lines += _query_table(w, s) + _stats_table(w)
-    lines += _gteps_table(report) + _reference_table(report)
+    lines += _scale_table(report) + _gteps_table(report) + _reference_table(report)
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +169,37 @@ def _stats_table(w: dict) -> list[str]:
            "|---|" + "---:|" * len(keys)]
     for q, b, st in figs:
         out.append(f"| {q} [{b}] | " + " | ".join(f"{st.get(k, 0):,}" for k in keys) + " |")
+    return out + [""]
+
+
+def _scale_table(report: dict) -> list[str]:
+    """Per workload and backend: the fixed cost of a call settled by the cuts, the 100K random
+    call, the calls of the scale sizes, and the growth from the first size to the last."""
+    rows = [(w, b, per) for w in report["workloads"] for b, per in w["backends"].items()
+            if per.get("scale")]
+    if not rows:
+        return []
+    sizes = [k for k in rows[0][2]["scale"] if k != "fixed"]
+    out = ["### Queries at scale", "",
+           "Fixed cost: one call of 100K pairs that the cuts settle (each reachable pair "
+           "reversed), best of 25 calls. Random: one call of N uniform random pairs (`~`: run on "
+           "a prefix that fits the budget and scaled). Growth: time of the largest call over the "
+           "smallest, over their size ratio (1 = linear).", "",
+           "| workload [backend] | fixed cost 100K (ms) | random 100K (ms) | "
+           + " | ".join(f"{k} (ms)" for k in sizes) + " | growth |",
+           "|---|" + "---:|" * (3 + len(sizes))]
+    for w, b, per in rows:
+        sc = per["scale"]
+        cells = [_ms(sc["fixed"]["seconds"]) + ("" if sc["fixed"]["all_settled_by_cuts"]
+                                                else " (searched)"),
+                 _ms(per["queries"]["grail_duckdb"]["random"]["seconds"])]
+        for k in sizes:
+            cells.append(("~" if sc[k]["sampled"] else "") + _ms(sc[k]["seconds"]))
+        growth = "–"
+        if len(sizes) >= 2:
+            a, z = sc[sizes[0]], sc[sizes[-1]]
+            growth = f"{(z['seconds'] / a['seconds']) / (z['total_pairs'] / a['total_pairs']):.2f}"
+        out.append(f"| {w['name']} [{b}] | " + " | ".join(cells) + f" | {growth} |")
     return out + [""]
 
 

@@ -1,48 +1,57 @@
 """The command line: ``python -m grail_duckdb build|query|demo|bench``.
 
 * ``build EDGES``: index an edge file (Parquet, CSV/TSV, SNAP text, ``.gra``, gzip or not, or
-  ``file.duckdb:table``) and write the index next to it; phases are reported as they finish.
-* ``query INDEX PAIRS``: answer a file of pairs with a saved index; answers to Parquet or CSV.
+  ``file.duckdb:table``) and write the index next to it;
+* ``query INDEX PAIRS``: answer a file of pairs with a saved index; answers to Parquet or CSV;
 * ``demo``: a seeded citation-like graph (or ``--edges FILE``) in an in-memory DuckDB, the index
   built through SQL, the example queries of ``sql/examples.sql`` as plain SQL beside DuckDB's
-  recursive CTE (and, with ``--scalar``, the per-chunk path), with answers and warm timings.
+  recursive CTE (and, with ``--scalar``, the per-chunk path), with answers and warm timings
+  (``--write-edges`` keeps the graph as a file);
 * ``bench``: the benchmark (:mod:`grail_duckdb.tools.bench`).
+
+Work that runs longer than 2 s shows a progress line on stderr (:mod:`grail_duckdb.progress`;
+``GRAIL_DUCKDB_PROGRESS=0`` silences it). Every input error (a missing or malformed file, an
+option out of range, an output that cannot be written, a stale or corrupt index, mismatched
+key types) is one message on stderr and exit status 2.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .. import plugin
-from ..engine.index import DEFAULT_LABELS, build_index, load_index
-from ..errors import GrailError
+from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
+from ..engine.ingest import read_parquet_edges
+from ..engine.warm import warm_up
+from ..errors import EdgeInputError, GrailError
 from ..plugin import install
-from . import bench
+from ..progress import step
+from . import bench, bench_scale
 from .bench_sql import citation_connection, examples_vs_cte
 from .generators import citation_dag
-from .readers import read_edges
+from .readers import detect_format, duckdb_target, parquet_edge_columns, read_edges
 
 #: suffixes dropped from an edge file's name to name its index (``cit-HepTh.tsv.gz`` ->
 #: ``cit-HepTh.grail.parquet``)
 _EDGE_SUFFIXES = {".gz", ".tsv", ".csv", ".txt", ".gra", ".parquet", ".cites", ".edges"}
 DEMO_PAPERS = 200_000
+#: the library's messages name Python keywords; the command line names its flags
+_FLAGS = {"fmt": "--format", "src": "--src", "dst": "--dst", "labels": "--labels",
+          "reverse=True": "--reverse"}
 
 
 def _say(*parts) -> None:
     print(*parts, flush=True)
-
-
-def _progress(phase: str, seconds: float) -> None:
-    """The engine's progress callback: one line per finished build phase (on stderr)."""
-    print(f"  {phase:<12} {seconds:8.3f} s", file=sys.stderr, flush=True)
 
 
 def default_index_path(edges: str) -> Path:
@@ -54,36 +63,72 @@ def default_index_path(edges: str) -> Path:
     return p.with_name(f"{name}.grail.parquet")
 
 
+def writable(path, what: str) -> Path:
+    """``path`` checked before any work: its folder exists and may be written, and it is not
+    a folder itself (an EdgeInputError that names it otherwise)."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise EdgeInputError(f"cannot write the {what} to {str(p)!r}: it is a folder")
+    if not folder.is_dir():
+        raise EdgeInputError(f"cannot write the {what} to {str(p)!r}: the folder "
+                             f"{str(folder)!r} does not exist (or is not a folder)")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise EdgeInputError(f"cannot write the {what} to {str(p)!r}: permission denied")
+    return p
+
+
 # --- build ---------------------------------------------------------------------------------------
 def cmd_build(args) -> int:
     """Build and save the index of an edge file (or of a table of a DuckDB file)."""
-    db, _, table = args.edges.rpartition(":") if ".duckdb:" in args.edges else ("", "", "")
-    if db:
-        return _build_in_database(db, table, args)
-
+    target = duckdb_target(args.edges) if not Path(args.edges).exists() else None
+    if target is not None:
+        return _build_in_database(*target, args)
+    out = writable(args.out if args.out else default_index_path(args.edges), "index")
     t0 = time.perf_counter()
-    edges = read_edges(args.edges, fmt=args.format, src_col=args.src, dst_col=args.dst,
-                       reverse=args.reverse)
+    with step(f"reading {args.edges}"):
+        edges = read_edges_for_build(args)
     _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
-    index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend,
-                        progress=_progress)
-    out = Path(args.out) if args.out else default_index_path(args.edges)
-    index.save(out)
+    index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend)
+    with step(f"writing {out}"):
+        index.save(out)
     _print_summary(index.summary(), out)
     return 0
 
 
+def read_edges_for_build(args):
+    """The edges of ``build``: Parquet (a file or a folder) is read in parallel and kept in
+    its stored widths and chunks (the build streams it to the device slice by slice); other
+    formats through :func:`read_edges`."""
+    fmt = args.format or detect_format(args.edges)
+    if fmt in ("parquet", "pq") and not args.reverse:
+        src, dst = parquet_edge_columns(args.edges, args.src, args.dst)
+        return read_parquet_edges(args.edges, src, dst)
+    return read_edges(args.edges, fmt=args.format, src=args.src, dst=args.dst,
+                      reverse=args.reverse)
+
+
 def _build_in_database(db: str, table: str, args) -> int:
-    """``file.duckdb:table``: build through the plugin, so SQL on that database finds it."""
-
-
+    """``file.duckdb:table``: build through the plugin, so SQL on that database finds it. The
+    database is opened read-only (the index is a file beside it) and must exist."""
+    if not Path(db).is_file():
+        raise EdgeInputError(f"DuckDB database {db!r} does not exist (or is not a file)")
+    if args.out:
+        writable(args.out, "index")
+    elif not os.access(Path(db).resolve().parent, os.W_OK):
+        raise EdgeInputError(f"cannot write the index beside {db!r}: its folder may not be "
+                             "written; name another file with --out")
     if args.backend:
         os.environ["GRAIL_DUCKDB_BACKEND"] = args.backend
-    con = duckdb.connect(db)
     try:
-        summary = plugin.build(con, table, src=args.src or "src", dst=args.dst or "dst",
-                               labels=args.labels, name=args.name, path=args.out,
-                               rebuild=True, progress=_progress)
+        con = duckdb.connect(db, read_only=True)
+    except duckdb.Error as exc:
+        raise EdgeInputError(f"cannot open DuckDB database {db!r}: {exc}") from None
+    try:
+        with step(f"building the index of {db}:{table}"):
+            summary = plugin.build(con, table, src=args.src or "src", dst=args.dst or "dst",
+                                   labels=args.labels, name=args.name, path=args.out,
+                                   rebuild=True, progress=False)
     finally:
         con.close()
     _print_summary(summary, summary["path"])
@@ -100,24 +145,25 @@ def _print_summary(summary: dict, path) -> None:
 # --- query ---------------------------------------------------------------------------------------
 def cmd_query(args) -> int:
     """Answer a pairs file with a saved index; write (src, dst, reaches)."""
-
-
-    index = load_index(args.index, backend=args.backend)
-    pairs = read_edges(args.pairs, fmt=args.format, src_col=args.src, dst_col=args.dst)
+    out = writable(args.out, "answers") if args.out else None
+    with step(f"loading {args.index}"):
+        index = load_index(args.index, backend=args.backend)
+    with step(f"reading {args.pairs}"):
+        pairs = read_edges(args.pairs, fmt=args.format, src=args.src, dst=args.dst)
     t0 = time.perf_counter()
     answers = index.reaches(pairs.column("src"), pairs.column("dst"))
     seconds = time.perf_counter() - t0
-    out = pa.table({"src": pairs.column("src"), "dst": pairs.column("dst"), "reaches": answers})
-    stats = index.last_stats
-    print(f"{len(out):,} pairs, {stats.searched:,} searched, "
-          f"{int(answers.true_count) if hasattr(answers, 'true_count') else sum(answers.to_pylist())} "
-          f"reachable, {seconds:.3f} s", file=sys.stderr)
-    if args.out is None:
-        pacsv.write_csv(out, sys.stdout.buffer)
-    elif str(args.out).endswith(".parquet"):
-        pq.write_table(out, args.out)
-    else:
-        pacsv.write_csv(out, args.out)
+    table = pa.table({"src": pairs.column("src"), "dst": pairs.column("dst"),
+                      "reaches": answers})
+    print(f"{len(table):,} pairs, {index.last_stats.searched:,} searched, "
+          f"{pc.sum(answers).as_py() or 0:,} reachable, {seconds:.3f} s", file=sys.stderr)
+    with step(f"writing {out or 'the answers'}"):
+        if out is None:
+            pacsv.write_csv(table, sys.stdout.buffer)
+        elif out.suffix == ".parquet":
+            pq.write_table(table, out)
+        else:
+            pacsv.write_csv(table, out)
     return 0
 
 
@@ -166,20 +212,29 @@ def _rows_text(rows, limit: int = 5) -> str:
 
 
 def cmd_demo(args) -> int:
-    """The README's first command: generate (or read) a citation graph, index it, query it."""
+    """The README's first command: generate (or read) a citation graph, index it, query it.
+    The kernels are compiled (or loaded) first, so that no timing below includes it."""
+    outs = [writable(p, "edges") for p in args.write_edges or []]
+    if args.index:
+        writable(args.index, "index")
     t_all = time.perf_counter()
+    warm_up()
     if args.edges:
-
         t0 = time.perf_counter()
-        edges = read_edges(args.edges, reverse=args.reverse)
+        with step(f"reading {args.edges}"):
+            edges = read_edges(args.edges, reverse=args.reverse)
         _say(f"read {edges.num_rows:,} citations from {args.edges} "
              f"({time.perf_counter() - t0:.2f} s)")
     else:
-
         t0 = time.perf_counter()
-        edges = citation_dag(args.papers, seed=args.seed)
+        with step(f"generating a citation graph of {args.papers:,} papers"):
+            edges = citation_dag(args.papers, seed=args.seed)
         _say(f"generated a citation graph: {args.papers:,} papers, {edges.num_rows:,} citations "
              f"(seed {args.seed}, {time.perf_counter() - t0:.2f} s)")
+    for out in outs:
+        with step(f"writing {out}"):
+            write_edges(edges, out)
+        _say(f"wrote the citations to {out}")
     t0 = time.perf_counter()
     con, summary = demo_connection(edges, index_path=args.index)
     _say(f"SELECT * FROM grail_index('cites', src := 'citing', dst := 'cited'): "
@@ -194,6 +249,31 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def write_edges(edges: pa.Table, path: Path) -> None:
+    """The citations ``(citing, cited)`` as a file: Parquet, CSV or TSV by the suffix, or in
+    a DuckDB database (``.duckdb``): table ``cites`` and view ``papers(id)``, the names
+    ``sql/examples.sql`` expects (replaced when they exist)."""
+    table = pa.table({"citing": edges.column("src"), "cited": edges.column("dst")})
+    suffix = path.suffix.lower()
+    if suffix in (".duckdb", ".ddb", ".db"):
+        con = duckdb.connect(str(path))
+        try:
+            con.register("demo_edges", table)
+            con.execute("CREATE OR REPLACE TABLE cites AS SELECT * FROM demo_edges")
+            con.execute("CREATE OR REPLACE VIEW papers AS "
+                        "SELECT citing AS id FROM cites UNION SELECT cited FROM cites")
+        finally:
+            con.close()
+    elif suffix in (".csv", ".tsv"):
+        pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(
+            delimiter="\t" if suffix == ".tsv" else ","))
+    elif suffix == ".parquet":
+        pq.write_table(table, path)
+    else:
+        raise EdgeInputError(f"--write-edges {str(path)!r}: name a .parquet, .csv, .tsv or "
+                             ".duckdb file")
+
+
 # --- bench ---------------------------------------------------------------------------------------
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="the benchmark: build phases, query sets, SQL paths",
@@ -203,12 +283,34 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=bench.run)
 
 
+def _add_bench_scale(sub) -> None:
+    p = sub.add_parser("bench-scale", help="the scale runs: generate -> Parquet -> build -> "
+                                           "save -> load -> random pairs, memory per phase")
+    bench_scale.add_arguments(p)
+    p.set_defaults(func=bench_scale.run)
+
+
 # --- the parser ----------------------------------------------------------------------------------
+def _bounded(low: int, high: int | None = None):
+    """An argparse type: a whole number in low..high (argparse names the flag)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            limit = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be a whole number {limit}, got {text!r}")
+        return value
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m grail_duckdb``."""
     top = argparse.ArgumentParser(prog="python -m grail_duckdb",
                                   description="Exact reachability for DuckDB edge tables (GRAIL).")
     sub = top.add_subparsers(dest="command", required=True)
+    labels, seed = _bounded(1, MAX_LABELS), _bounded(0)
 
     b = sub.add_parser("build", help="index an edge file; the index is written next to it")
     b.add_argument("edges", help="edge file (.parquet, .csv, .tsv, .txt, .gra, optionally .gz) "
@@ -217,9 +319,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--dst", help="destination column")
     b.add_argument("--format", help="override the format detected from the file name")
     b.add_argument("--reverse", action="store_true", help="swap the columns (cited citing files)")
-    b.add_argument("--labels", type=int, default=DEFAULT_LABELS,
-                   help=f"GRAIL label pairs (default {DEFAULT_LABELS})")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--labels", type=labels, default=DEFAULT_LABELS,
+                   help=f"GRAIL label pairs, 1..{MAX_LABELS} (default {DEFAULT_LABELS})")
+    b.add_argument("--seed", type=seed, default=0)
     b.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     b.add_argument("--name", help="index name for file.duckdb:table (default: the table name)")
     b.add_argument("--out", help="index file (default: beside the input)")
@@ -239,18 +341,33 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--edges", help="a real edge file instead of the generated graph, e.g. "
                                    "../shared/datasets/snap/cit-HepTh.tsv.gz")
     d.add_argument("--reverse", action="store_true", help="the file lists cited citing")
-    d.add_argument("--papers", type=int, default=DEMO_PAPERS,
+    d.add_argument("--papers", type=_bounded(1), default=DEMO_PAPERS,
                    help=f"papers in the generated graph (default {DEMO_PAPERS:,})")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--seed", type=seed, default=0)
     d.add_argument("--scalar", action="store_true",
                    help="also run each query on the per-chunk path and compare the answers")
     d.add_argument("--cte-budget", type=float, default=10.0,
                    help="seconds after which a recursive CTE is stopped (default 10)")
     d.add_argument("--index", help="also persist the index to this Parquet file")
+    d.add_argument("--write-edges", action="append", metavar="FILE",
+                   help="also write the citations (citing, cited) to FILE: .parquet, .csv, "
+                        ".tsv, or .duckdb (table cites, view papers); may be repeated")
     d.set_defaults(func=cmd_demo)
 
     _add_bench(sub)
+    _add_bench_scale(sub)
     return top
+
+
+def for_command_line(message: str) -> str:
+    """A library message with its Python keywords (``fmt=``, ``src=`` ...) named as flags.
+
+    >>> for_command_line("pass src=... and dst=..., or fmt= one of gra, snap")
+    'pass --src ... and --dst ..., or --format one of gra, snap'
+    """
+    def flag(m):
+        return _FLAGS[m.group(1)] + ("" if m.group(1) == "reverse=True" else " ")
+    return re.sub(r"\b(reverse=True|fmt|src|dst|labels)= ?", flag, message)
 
 
 def main(argv=None) -> int:
@@ -258,6 +375,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except GrailError as exc:
-        print(f"grail_duckdb {args.command}: {exc}", file=sys.stderr)
+    except (GrailError, OSError, duckdb.Error) as exc:
+        print(f"grail_duckdb {args.command}: {for_command_line(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"grail_duckdb {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -25,13 +25,13 @@ def _pair_table(src: pa.Array, dst: pa.Array) -> pa.Table:
     return pa.table({"src": src, "dst": dst})
 
 
-def vertex_keys(edges, *, src_col: str = "src", dst_col: str = "dst") -> pa.Array:
+def vertex_keys(edges, *, src: str = "src", dst: str = "dst") -> pa.Array:
     """The distinct vertex keys of an edge table, sorted (a .gra file's isolated ones too).
 
     >>> vertex_keys(pa.table({"src": [3, 1], "dst": [1, 2]})).to_pylist()
     [1, 2, 3]
     """
-    cols = edge_columns(edges, src_col=src_col, dst_col=dst_col)
+    cols = edge_columns(edges, dst, src=src)
     ids, _, _ = assign_ids(cols.src, cols.dst, cols.extra_vertices)
     return _in_type(ids.keys, cols.src.type)
 
@@ -55,7 +55,7 @@ def random_pairs(keys, count: int, *, seed: int = 0) -> pa.Table:
 
 
 def reachable_pairs(edges, count: int, *, seed: int = 0, max_steps: int = MAX_STEPS,
-                    src_col: str = "src", dst_col: str = "dst") -> pa.Table:
+                    src: str = "src", dst: str = "dst") -> pa.Table:
     """``count`` pairs (``src``, ``dst``) with a directed path from src to dst, src != dst.
 
     Each pair is a random forward walk: it starts at a uniformly random vertex with an
@@ -67,7 +67,7 @@ def reachable_pairs(edges, count: int, *, seed: int = 0, max_steps: int = MAX_ST
     Parameters
     ----------
     edges : pyarrow.Table or DuckDB relation
-        The edge table (columns ``src_col``, ``dst_col``).
+        The edge table (endpoint columns named by ``src`` and ``dst``).
     count : int
         Number of pairs.
     seed : int
@@ -84,7 +84,7 @@ def reachable_pairs(edges, count: int, *, seed: int = 0, max_steps: int = MAX_ST
     """
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    cols = edge_columns(edges, src_col=src_col, dst_col=dst_col)
+    cols = edge_columns(edges, dst, src=src)
     ids, s, d = assign_ids(cols.src, cols.dst)
     indptr, indices = CpuKernels().csr(s, d, ids.n)
     degree = np.diff(indptr)

@@ -1,20 +1,46 @@
 """The CPU backend: :class:`CpuKernels`, the kernel interface over NumPy arrays.
 
 The Numba twins of the CUDA sources live beside it, one module per source file:
-:mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``) and :mod:`.search`
-(``search.cu``). All are ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF
-concurrently, are not serialised by the GIL while a kernel runs.
+:mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``), :mod:`.search`
+(``search.cu``), :mod:`.classify` (``classify.cu``) and :mod:`.bidir` (``bidir.cu``). All are
+``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
+serialised by the GIL while a kernel runs.
+
+Queries use every core within a call: a large batch is classified with ``prange`` over chunks
+(one parallel region at a time: Numba's default thread pool is not safe for concurrent
+parallel regions), and the deferred pairs are searched by a pool of threads, each running the
+nogil bidirectional search on blocks of pairs taken from a shared counter (dynamic balance:
+the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` pairs (DuckDB's
+2,048-row chunks) run on the calling thread, so concurrent chunks run side by side.
 """
 from __future__ import annotations
 
+import itertools
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ..protocol import CSR, TopoOrder
-from . import graph, labels, search
+from ..protocol import CSR, PairAnswers, TopoOrder
+from ..shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, pack_pairs
+from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
+from . import bidir, classify, graph, labels, search
 
 _EMPTY_COMP = np.empty(0, np.int32)
+_EMPTY_I64 = np.empty(0, np.int64)
+_EMPTY_I32 = np.empty(0, np.int32)
+_EMPTY_U8 = np.empty(0, np.uint8)
+#: batches of fewer pairs are classified on the calling thread alone
+SERIAL_MAX = 16_384
+#: rows per chunk of a parallel classification (a multiple of 8: chunks never share a byte)
+CHUNK = 4_096
+#: pairs per block of the threaded search (a thread takes one block at a time)
+SEARCH_BLOCK = 8
+#: seconds between two calls of a search's checkpoint
+CHECK_EVERY = 0.1
+#: held around every parallel region (Numba's default thread pool is not re-entrant)
+PARALLEL_LOCK = threading.Lock()
 
 
 class CpuKernels:
@@ -26,9 +52,14 @@ class CpuKernels:
 
     name = "cpu"
     xp = np
+    #: pairs per batch of a query call (a multiple of 8; a batch takes well under a second)
+    query_batch = 1 << 18
 
-    def __init__(self):
+    def __init__(self, threads: int | None = None):
         self._local = threading.local()
+        self.threads = int(threads or os.cpu_count() or 1)
+        self._pool = None
+        self._pool_lock = threading.Lock()
 
     def synchronize(self) -> None:
         return None
@@ -44,11 +75,11 @@ class CpuKernels:
         return cached
 
     # --- CSR -------------------------------------------------------------------------------
-    def csr(self, src, dst, n):
-        return graph.csr_from_edges(src, dst, n)
+    def csr_of_pairs(self, pairs, n):
+        return graph.csr_of_pairs(np.ascontiguousarray(pairs, np.uint64), n)
 
-    def dedupe_rows(self, indptr, indices):
-        return graph.dedupe_rows(indptr, indices)
+    def csr(self, src, dst, n):
+        return self.csr_of_pairs(pack_pairs(np, src, dst), n)
 
     # --- condensation ----------------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive):
@@ -64,8 +95,8 @@ class CpuKernels:
         out, k = graph.rank_by_first_occurrence(label)
         return out, int(k)
 
-    def condensed_edges(self, g: CSR, comp):
-        return graph.condensed_edges(g.indptr, g.indices, comp)
+    def component_pairs(self, g: CSR, comp):
+        return graph.component_pairs(g.indptr, g.indices, comp)
 
     # --- labels ----------------------------------------------------------------------------
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
@@ -93,12 +124,62 @@ class CpuKernels:
                                hub_of, words)
 
     # --- queries ---------------------------------------------------------------------------
-    def query_cuts(self, sid, did, comp, lab, prune=True):
-        status = np.empty(sid.shape[0], np.int8)
-        search.query_cuts(sid, did, _EMPTY_COMP if comp is None else comp, lab.level, lab.inner,
-                          lab.outer, lab.tree_lo, lab.tree_post, lab.hub_down, lab.hub_up,
-                          prune, status)
-        return status
+    def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
+        nq = ks.shape[0]
+        table = qi.lookup_table
+        args = (ks, kt, _EMPTY_U8 if valid is None else valid.view(np.uint8), qi.lookup_mode,
+                qi.lookup_offset, table if qi.lookup_mode == LOOKUP_DENSE else _EMPTY_I32,
+                table if qi.lookup_mode == LOOKUP_SORTED else _EMPTY_I64,
+                _EMPTY_COMP if qi.comp is None else qi.comp, qi.dag.indptr, qi.dag.indices,
+                *_label_args(qi.labels), bool(prune), int(budget))
+        bits = np.empty((nq + 7) >> 3, np.uint8)
+        codes = np.empty(nq, np.int8)
+        if nq < SERIAL_MAX:
+            counts = np.zeros(N_STATUS, np.int64)
+            classify.answer_range(0, nq, *args, bits, codes, counts)
+        else:
+            with PARALLEL_LOCK:
+                counts = classify.answer_parallel(*args, bits, codes, CHUNK)
+        rows = _EMPTY_I32
+        u = t = _EMPTY_I32
+        if counts[DEFERRED]:
+            rows = np.flatnonzero(codes == DEFERRED).astype(np.int32)
+            u, t = classify.pair_components(rows, *args[:2], *args[3:7], args[7])
+        return PairAnswers(bits, counts, (rows, u, t))
+
+    def search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
+        n = u.shape[0]
+        if n == 0:
+            return np.zeros(0, np.bool_)
+        if not prune:  # the plain multi-source bitmask BFS (the bench's baseline)
+            order = np.argsort(u, kind="stable")
+            out = np.empty(n, np.bool_)
+            out[order] = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, False)
+            return out
+        out = np.zeros(n, np.bool_)
+        blocks = -(-n // SEARCH_BLOCK)
+        work = _BlockWork(self, qi, u, t, out, blocks)
+        workers = min(self.threads, blocks)
+        if workers <= 1:
+            work.run_here(checkpoint)
+        else:
+            work.run_on(self._executor(), workers, checkpoint)
+        return out
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="grail-search")
+            return self._pool
+
+    def _bidir_scratch(self, n):
+        """Per-thread scratch of the bidirectional search (``mark`` handed back zeroed)."""
+        cached = getattr(self._local, "bidir", None)
+        if cached is None or cached[0].shape[0] != n:
+            cached = (np.zeros(n, np.int8),) + tuple(np.empty(max(n, 1), np.int32)
+                                                     for _ in range(5))
+            self._local.bidir = cached
+        return cached
 
     def bitmask_search(self, dag: CSR, lab, cs, ct, words=1, prune=True):
         return search.bitmask_search(dag.indptr, dag.indices, lab.level, lab.inner, lab.outer,
@@ -106,8 +187,62 @@ class CpuKernels:
                                      ct, words, prune, *self._search_scratch(dag.n, words))
 
     # --- fingerprints ----------------------------------------------------------------------
-    def edge_hash_sum(self, src, dst):
-        return int(graph.edge_hash_sum(src, dst))
+    def edge_hash_sum(self, pairs):
+        return int(graph.edge_hash_sum(np.ascontiguousarray(pairs, np.uint64)))
 
     def key_hash_sum(self, keys):
         return int(graph.key_hash_sum(keys))
+
+
+def _label_args(lab):
+    """The label arrays in the order the query kernels take them."""
+    return (lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post, lab.hub_down, lab.hub_up)
+
+
+class _BlockWork:
+    """The deferred pairs of one :meth:`CpuKernels.search_pairs` call, cut into blocks of
+    SEARCH_BLOCK pairs that threads take from a shared counter until none is left or the call
+    is stopped (``checkpoint`` raised in the calling thread)."""
+
+    def __init__(self, kernels, qi, u, t, out, blocks):
+        self.k, self.qi, self.u, self.t, self.out = kernels, qi, u, t, out
+        self.blocks = blocks
+        self.next = itertools.count()
+        self.done = 0
+        self.stop = threading.Event()
+
+    def _block(self, b, scratch):
+        qi, lo = self.qi, b * SEARCH_BLOCK
+        hi = min(lo + SEARCH_BLOCK, self.u.shape[0])
+        bidir.bidir_block(self.u[lo:hi], self.t[lo:hi], qi.dag.indptr, qi.dag.indices,
+                          qi.rev.indptr, qi.rev.indices, *_label_args(qi.labels), True,
+                          *scratch, self.out[lo:hi])
+        self.done += hi - lo  # read for progress only: an approximate count is enough
+
+    def worker(self):
+        scratch = self.k._bidir_scratch(self.qi.dag.n)
+        while not self.stop.is_set():
+            b = next(self.next)
+            if b >= self.blocks:
+                return
+            self._block(b, scratch)
+
+    def run_here(self, checkpoint):
+        scratch = self.k._bidir_scratch(self.qi.dag.n)
+        for b in range(self.blocks):
+            self._block(b, scratch)
+            if checkpoint is not None:
+                checkpoint(self.done)
+
+    def run_on(self, pool, workers, checkpoint):
+        futures = [pool.submit(self.worker) for _ in range(workers)]
+        try:
+            while wait(futures, timeout=CHECK_EVERY).not_done:
+                if checkpoint is not None:
+                    checkpoint(self.done)
+        except BaseException:
+            self.stop.set()
+            wait(futures)
+            raise
+        for f in futures:
+            f.result()

@@ -1,5 +1,6 @@
-"""CPU twins of ``kernels/graph.cu`` and ``kernels/scc.cu``: the CSR, the SCC steps (Multistep:
-trim, forward-backward, colour propagation), the condensed edges and the fingerprints.
+"""CPU twins of ``kernels/graph.cu`` and ``kernels/scc.cu``: the CSR of packed edges, the SCC
+steps (Multistep: trim, forward-backward, colour propagation), the edges between components and
+the fingerprints.
 
 Each computes exactly what its CUDA twin computes; only the schedule differs (a worklist in one
 pass where the GPU runs level-synchronous frontiers). Every function is ``nogil``.
@@ -15,27 +16,40 @@ _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
 
 @njit(**_JIT)
-def csr_from_edges(src, dst, n):
-    """Counting sort of the edge list by source: ``(indptr[n+1] int64, indices[m] int32)``.
+def csr_of_pairs(pairs, n):
+    """Rows of packed edges (``src << 32 | dst``): ``(indptr[n+1] int64, indices int32)``.
 
-    Self-loops are dropped (they never change reachability). Within a row the targets keep
-    their input order, so the CSR is a deterministic function of the edge list.
+    Each row's targets come out sorted, self-loops and duplicate targets dropped (neither
+    changes reachability), so the rows are a function of the set of edges alone: the CUDA
+    twin sorts the packed edges and compacts them; here a counting sort by row, then each row
+    sorted and compacted in place. ``pairs`` is left as it is.
     """
-    m = src.shape[0]
-    indptr = np.zeros(n + 1, np.int64)
+    m = pairs.shape[0]
+    start = np.zeros(n + 1, np.int64)
     for e in range(m):
-        if src[e] != dst[e]:
-            indptr[src[e] + 1] += 1
+        start[np.int64(pairs[e] >> np.uint64(32)) + 1] += 1
     for v in range(n):
-        indptr[v + 1] += indptr[v]
-    fill = indptr[:-1].copy()
-    indices = np.empty(indptr[n], np.int32)
+        start[v + 1] += start[v]
+    fill = start[:-1].copy()
+    tmp = np.empty(m, np.int32)
     for e in range(m):
-        s = src[e]
-        if s != dst[e]:
-            indices[fill[s]] = dst[e]
-            fill[s] += 1
-    return indptr, indices
+        s = np.int64(pairs[e] >> np.uint64(32))
+        tmp[fill[s]] = np.int32(pairs[e] & np.uint64(0xFFFFFFFF))
+        fill[s] += 1
+    indptr = np.zeros(n + 1, np.int64)
+    k = 0
+    for v in range(n):
+        a, b = start[v], start[v + 1]
+        tmp[a:b].sort()
+        prev = -1
+        for e in range(a, b):
+            w = tmp[e]
+            if w != v and w != prev:
+                tmp[k] = w
+                k += 1
+            prev = w
+        indptr[v + 1] = k
+    return indptr, tmp[:k].copy()
 
 
 @njit(**_JIT)
@@ -166,46 +180,16 @@ def rank_by_first_occurrence(label):
 
 
 @njit(**_JIT)
-def condensed_edges(ptr, idx, comp):
-    """Edges between different components, as (src_comp, dst_comp) arrays (duplicates kept)."""
+def component_pairs(ptr, idx, comp):
+    """Every edge as a packed pair of components, ``comp[v] << 32 | comp[w]`` (edges inside a
+    component become self-loops, which :func:`csr_of_pairs` drops)."""
     n = comp.shape[0]
-    m = 0
+    out = np.empty(idx.shape[0], np.uint64)
     for v in range(n):
-        cv = comp[v]
+        cv = np.uint64(comp[v]) << np.uint64(32)
         for e in range(ptr[v], ptr[v + 1]):
-            if comp[idx[e]] != cv:
-                m += 1
-    s = np.empty(m, np.int32)
-    d = np.empty(m, np.int32)
-    k = 0
-    for v in range(n):
-        cv = comp[v]
-        for e in range(ptr[v], ptr[v + 1]):
-            cw = comp[idx[e]]
-            if cw != cv:
-                s[k] = cv
-                d[k] = cw
-                k += 1
-    return s, d
-
-
-@njit(**_JIT)
-def dedupe_rows(ptr, idx):
-    """Remove duplicate targets inside each CSR row (keeps first occurrences, in order)."""
-    n = ptr.shape[0] - 1
-    mark = np.full(n, -1, np.int64)
-    out_ptr = np.zeros(n + 1, np.int64)
-    out_idx = np.empty(idx.shape[0], np.int32)
-    k = 0
-    for v in range(n):
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            if mark[w] != v:
-                mark[w] = v
-                out_idx[k] = w
-                k += 1
-        out_ptr[v + 1] = k
-    return out_ptr, out_idx[:k].copy()
+            out[e] = cv | np.uint64(comp[idx[e]])
+    return out
 
 
 @njit(**_JIT)
@@ -218,9 +202,10 @@ def key_hash_sum(keys):
 
 
 @njit(**_JIT)
-def edge_hash_sum(src, dst):
-    """Order-independent 64-bit sum of mix64(src, dst) over the edges (duplicates counted)."""
+def edge_hash_sum(pairs):
+    """Order-independent 64-bit sum of mix64(src << 32 | dst) over packed edges (duplicates
+    counted)."""
     acc = np.uint64(0)
-    for e in range(src.shape[0]):
-        acc += mix64((np.uint64(src[e]) << np.uint64(32)) ^ np.uint64(dst[e]))
+    for e in range(pairs.shape[0]):
+        acc += mix64(pairs[e])
     return acc

@@ -1,14 +1,12 @@
-"""CPU twins of ``kernels/search.cu``: the query cuts and the label-pruned multi-query bitmask
-search (GRAIL GPU paper, Section 5, Algorithm 7).
+"""CPU twins of ``kernels/search.cu``: the label tests every query kernel shares, and the
+label-pruned multi-query bitmask search (GRAIL GPU paper, Section 5, Algorithm 7).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from ..shared import (HUB_CUT, LABEL_CUT, LEVEL_CUT, SAME_COMPONENT, SAME_VERTEX, TREE_CUT,
-                      UNDECIDED, UNKNOWN, hubs_exclude, hubs_meet, label_excludes,
-                      level_excludes, tree_contains)
+from ..shared import hubs_exclude, hubs_meet, label_excludes, level_excludes, tree_contains
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -41,53 +39,6 @@ def _hub_reaches(u, t, down, up):
         if hubs_meet(down[u, k], up[t, k]):
             return True
     return False
-
-
-@njit(**_JIT)
-def query_cuts(sid, did, comp, level, inner, outer, tree_lo, tree_post, down, up, prune, status):
-    """Classify each query of vertex ids (negative: NULL or not a vertex) in one pass: the
-    component lookup and every cut, one status code per query (see the module's constants).
-
-    ``comp`` may be empty: the components are then the vertices (an acyclic input). With
-    ``prune`` off only the identity cuts (unknown, same vertex, same component) apply.
-
-    Two sweeps: the first does only the lookups every query needs (components, levels) with
-    no unpredictable branch, so the processor keeps many cache misses in flight; the second
-    runs the rest for the queries the level cut left: the positive cuts first (cheap, and a
-    reachable pair would pass every negative test), then the labels and hub sets.
-    """
-    identity = comp.shape[0] == 0
-    nq = sid.shape[0]
-    cu = np.empty(nq, np.int32)
-    cv = np.empty(nq, np.int32)
-    for q in range(nq):
-        a = sid[q]
-        b = did[q]
-        ok = (a >= 0) & (b >= 0)
-        a = a if ok else 0
-        b = b if ok else 0
-        u = a if identity else comp[a]
-        t = b if identity else comp[b]
-        cu[q] = u
-        cv[q] = t
-        code = UNDECIDED
-        code = LEVEL_CUT if prune & level_excludes(level[u], level[t]) else code
-        code = SAME_COMPONENT if u == t else code
-        code = SAME_VERTEX if a == b else code
-        status[q] = code if ok else UNKNOWN
-    if not prune:
-        return
-    for q in range(nq):
-        if status[q] != UNDECIDED:
-            continue
-        u = cu[q]
-        t = cv[q]
-        if _tree_reaches(u, t, tree_lo, tree_post):
-            status[q] = TREE_CUT
-        elif _hub_reaches(u, t, down, up):
-            status[q] = HUB_CUT
-        elif not _may_reach(u, t, level, inner, outer, down, up):
-            status[q] = LABEL_CUT
 
 
 @njit(**_JIT)

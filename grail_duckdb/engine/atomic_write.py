@@ -1,0 +1,138 @@
+"""Replacing an index file safely: never over someone else's file, never half-written.
+
+* **Only our own files are replaced.** A path that exists must be an index written by this
+  project (a Parquet file whose footer names the format); a DuckDB database, a user's Parquet
+  file, any other file or a folder is refused with an error that names it (issue 11, item 2:
+  ``path := 'db.duckdb'`` once wrote an index over an open database).
+* **Atomic.** The index is written to a temporary ``.<name>.<random>.tmp`` beside the target,
+  flushed, then renamed over it: a crash at any point leaves the previous file intact.
+* **Leftovers of a killed writer are removed.** The writer holds an exclusive ``flock`` on its
+  temporary while writing; a temporary of the same target whose lock can be taken belongs to a
+  writer that died (SIGKILL, power loss) and is deleted by the next save (item 5). A temporary
+  still locked belongs to a live writer and is left alone.
+* **The user's umask decides the mode** (item 13): the temporary is created with mode 0666 and
+  the umask applied by the system, as any file the user creates (``mkstemp`` made them 0600).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ..errors import IndexFileError
+
+try:  # POSIX advisory locks; elsewhere stale temporaries are left in place
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+#: schema metadata key whose value names the index format (see :mod:`.persistence`)
+FORMAT_KEY = b"grail_duckdb.format"
+
+
+def is_index_file(path: Path, format_name: str) -> bool:
+    """True when ``path`` is an index of this project: a Parquet file whose footer names the
+    format (any version: an older index of ours may be replaced), or a damaged one, named
+    ``*.grail.parquet``, that begins as Parquet but whose footer cannot be read (a truncated
+    index: nothing in it can be read back, and a rebuild must be able to replace it)."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except Exception:  # not Parquet, truncated, unreadable
+        if not path.name.endswith(".grail.parquet"):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    return meta.get(FORMAT_KEY) == format_name.encode()
+
+
+def check_replaceable(path: Path, format_name: str) -> None:
+    """Refuse a target that exists and is not an index written by this project."""
+    if not os.path.lexists(path):
+        return
+    if path.is_dir():
+        raise IndexFileError(f"{path} is a folder; choose an index file name such as "
+                             f"{path / 'edges.grail.parquet'}")
+    if path.is_symlink() or not path.is_file() or not is_index_file(path, format_name):
+        raise IndexFileError(
+            f"refusing to overwrite {path}: it is not an index written by grail_duckdb (it may "
+            "be a database or a data file); choose another path, e.g. "
+            f"{path.with_name(path.stem + '.grail.parquet')}, or delete that file yourself")
+
+
+def _temporaries_of(path: Path):
+    prefix = f".{path.name}."
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp") \
+                    and len(entry.name) > len(prefix) + 4:
+                yield Path(entry.path)
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporaries of ``path`` left by writers that died; returns them."""
+    removed = []
+    if fcntl is None:
+        return removed
+    for tmp in _temporaries_of(path):
+        try:
+            fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live writer holds it
+            os.close(fd)
+            continue
+        try:
+            os.unlink(tmp)
+            removed.append(tmp)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+@contextlib.contextmanager
+def temporary_beside(path: Path):
+    """A new, locked temporary file beside ``path`` (mode 0666 less the umask); yields its
+    path and descriptor, and removes it unless it was renamed away."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield tmp, fd
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        os.close(fd)
+
+
+def replace_atomically(path: Path, format_name: str, write, *, fsync: bool = True) -> Path:
+    """Write a new ``path`` with ``write(tmp_path)``: checks, stale clean-up, a locked
+    temporary, flush, rename, and a flush of the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_replaceable(path, format_name)
+    remove_stale_temporaries(path)
+    with temporary_beside(path) as (tmp, fd):
+        write(str(tmp))
+        if fsync:
+            os.fsync(fd)
+        os.replace(tmp, path)
+    if fsync and hasattr(os, "O_DIRECTORY"):
+        dfd = os.open(path.parent, os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return path

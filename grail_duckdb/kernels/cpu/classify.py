@@ -1,0 +1,227 @@
+"""CPU twins of ``kernels/classify.cu``: the fused classification of a batch of key pairs
+(key -> id -> component -> every cut -> answer bit and status count) and the bounded per-pair
+search of the pairs no cut settles.
+
+Every kernel here handles a range of rows ``[lo, hi)``; the serial driver runs one range on the
+calling thread (DuckDB's 2,048-row chunks, several threads at once: ``nogil``), the parallel
+driver splits a batch into chunks of whole answer bytes over all cores (``prange``). Both give
+the GPU's answers and counts exactly: the same cuts in the same order, the same bounded search.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..shared import (ANSWER_OF, DEFERRED, HUB_CUT, LABEL_CUT, LEVEL_CUT, LOOKUP_DENSE,
+                      LOOKUP_IDS, N_STATUS, NULL_PAIR, PROBE_EXCLUDES, PROBE_REACHES,
+                      PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX, TREE_CUT, UNDECIDED,
+                      UNKNOWN, level_excludes)
+from .search import _hub_reaches, _may_reach, _tree_reaches
+
+_JIT = dict(cache=True, nogil=True, boundscheck=False)
+
+
+@njit(**_JIT)
+def _lookup_range(keys, lo, hi, mode, offset, table, sorted_keys, out):
+    """out[i] = the vertex id of keys[lo + i], or a negative number when it is not a vertex
+    (KeyLookup::id). One tight loop per mode (the mode is fixed for a batch): a lookup that
+    branches on the mode per key runs many times slower. Dense: key - offset is exact
+    whenever key >= offset (a wrapped difference is negative)."""
+    if mode == LOOKUP_IDS:
+        for i in range(hi - lo):
+            out[i] = keys[lo + i]
+    elif mode == LOOKUP_DENSE:
+        size = table.shape[0]
+        for i in range(hi - lo):
+            key = keys[lo + i]
+            j = key - offset
+            inside = (key >= offset) & (j >= 0) & (j < size)
+            found = np.int64(table[j if inside else 0]) if size else np.int64(-1)
+            out[i] = found if inside else -1
+    else:
+        for i in range(hi - lo):
+            out[i] = _search_sorted(sorted_keys, keys[lo + i])
+
+
+@njit(**_JIT)
+def _search_sorted(sorted_keys, key):
+    """The position of key in the ascending sorted_keys, or -1."""
+    lo = 0
+    hi = sorted_keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sorted_keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < sorted_keys.shape[0] and sorted_keys[lo] == key else -1
+
+
+@njit(**_JIT)
+def _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, budget, stack):
+    """The bounded search of one undecided pair (probe_pair): depth first from u, stopping at
+    the first vertex that meets t (t itself, t in its tree interval, a hub reaching t), entering
+    only children that pass the negative cuts; DEFERRED after ``budget`` edges or when the
+    stack (PROBE_STACK entries) is full."""
+    if budget <= 0:
+        return DEFERRED
+    top = 1
+    steps = 0
+    stack[0] = u
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        for e in range(ptr[v], ptr[v + 1]):
+            if steps == budget:
+                return DEFERRED
+            steps += 1
+            w = idx[e]
+            if w == t or _tree_reaches(w, t, tree_lo, tree_post) or _hub_reaches(w, t, down, up):
+                return PROBE_REACHES
+            if _may_reach(w, t, level, inner, outer, down, up):
+                if top == PROBE_STACK:
+                    return DEFERRED
+                stack[top] = w
+                top += 1
+    return PROBE_EXCLUDES
+
+
+@njit(**_JIT)
+def answer_range(lo, hi, ks, kt, valid, mode, offset, table, sorted_keys, comp, ptr, idx, level,
+                 inner, outer, tree_lo, tree_post, down, up, prune, budget, bits, codes, counts):
+    """Rows [lo, hi) of a batch (classify_kernel + probe_kernel): the status code of each pair
+    in ``codes``, its answer bit in ``bits`` (Arrow's order: bit q % 8 of byte q // 8; lo a
+    multiple of 8, the bytes of the range zeroed here), each code counted in ``counts``.
+
+    The cuts are the GPU's, in its order (classify_pair): NULL pair, unknown keys (equal ones:
+    SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the positive tree
+    and hub cuts, the negative label and hub tests. counts[UNDECIDED] counts the pairs that
+    reach the bounded search (with ``prune``); each then ends PROBE_REACHES, PROBE_EXCLUDES or
+    DEFERRED. Without ``prune`` an undecided pair is DEFERRED at once. ``valid`` (empty: every
+    pair is valid) holds 0 for a NULL pair.
+
+    The first sweep does only what every pair needs (lookups, components, levels) with no
+    unpredictable branch, so the processor keeps many cache misses in flight; then each
+    further cut is one pass over the pairs still open, and the bounded search the last.
+    """
+    m = hi - lo
+    cu = np.empty(m, np.int64)
+    cv = np.empty(m, np.int64)
+    _lookup_range(ks, lo, hi, mode, offset, table, sorted_keys, cu)
+    _lookup_range(kt, lo, hi, mode, offset, table, sorted_keys, cv)
+    identity = comp.shape[0] == 0
+    for i in range(m):
+        q = lo + i
+        ka = ks[q]
+        kb = kt[q]
+        a = cu[i]
+        b = cv[i]
+        ok = (a >= 0) & (b >= 0)
+        a0 = a if ok else 0
+        b0 = b if ok else 0
+        u = a0 if identity else np.int64(comp[a0])
+        t = b0 if identity else np.int64(comp[b0])
+        cu[i] = u
+        cv[i] = t
+        code = UNDECIDED
+        code = LEVEL_CUT if prune & level_excludes(level[u], level[t]) else code
+        code = SAME_COMPONENT if u == t else code
+        code = SAME_VERTEX if a == b else code
+        code = code if ok else (SAME_KEY if ka == kb else UNKNOWN)
+        if valid.shape[0]:
+            code = code if valid[q] else NULL_PAIR
+        codes[q] = code
+    # the pairs the first sweep left open, then one tight pass per cut over those still open:
+    # consecutive pairs' loads are independent, so their cache misses overlap
+    open_ = np.empty(m, np.int64)
+    k = 0
+    for i in range(m):
+        if codes[lo + i] == UNDECIDED:
+            open_[k] = i
+            k += 1
+    if not prune:
+        for j in range(k):
+            codes[lo + open_[j]] = DEFERRED
+        k = 0
+    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree_lo, tree_post, level, inner,
+                outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree_lo, tree_post, level, inner,
+                outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree_lo, tree_post, level, inner,
+                outer, down, up)
+    counts[UNDECIDED] += k
+    stack = np.empty(PROBE_STACK, np.int64)
+    for j in range(k):
+        i = open_[j]
+        codes[lo + i] = _probe(cu[i], cv[i], ptr, idx, level, inner, outer, tree_lo, tree_post,
+                               down, up, budget, stack)
+    for i in range(lo >> 3, (hi + 7) >> 3):
+        bits[i] = 0
+    for q in range(lo, hi):
+        code = codes[q]
+        counts[code] += 1
+        if ANSWER_OF[code]:
+            bits[q >> 3] |= np.uint8(1 << (q & 7))
+
+
+@njit(**_JIT)
+def _settle(open_, k, codes, lo, cu, cv, code, test, tree_lo, tree_post, level, inner, outer,
+            down, up):
+    """One cut over the open pairs open_[:k]: those it settles get ``code`` (test 0: the tree
+    interval holds t, 1: a hub meets, 2: the label and hub tests exclude), the others stay
+    open, in order; returns how many stay."""
+    left = 0
+    for j in range(k):
+        i = open_[j]
+        u = cu[i]
+        t = cv[i]
+        if test == 0:
+            hit = _tree_reaches(u, t, tree_lo, tree_post)
+        elif test == 1:
+            hit = _hub_reaches(u, t, down, up)
+        else:
+            hit = not _may_reach(u, t, level, inner, outer, down, up)
+        if hit:
+            codes[lo + i] = code
+        else:
+            open_[left] = i
+            left += 1
+    return left
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def answer_parallel(ks, kt, valid, mode, offset, table, sorted_keys, comp, ptr, idx, level,
+                    inner, outer, tree_lo, tree_post, down, up, prune, budget, bits, codes,
+                    chunk):
+    """:func:`answer_range` over the whole batch on every core: chunks of ``chunk`` rows (a
+    multiple of 8, so no two chunks share an answer byte); returns the summed counts."""
+    nq = ks.shape[0]
+    nchunks = (nq + chunk - 1) // chunk
+    per = np.zeros((nchunks, N_STATUS), np.int64)
+    for c in prange(nchunks):
+        lo = c * chunk
+        answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, table, sorted_keys,
+                     comp, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, prune,
+                     budget, bits, codes, per[c])
+    return per.sum(axis=0)
+
+
+@njit(**_JIT)
+def pair_components(rows, ks, kt, mode, offset, table, sorted_keys, comp):
+    """(u, t) components of the given rows (pairs of known keys): the deferred pairs' input to
+    the exact search."""
+    a = np.empty(rows.shape[0], np.int64)
+    b = np.empty(rows.shape[0], np.int64)
+    ka = np.empty(rows.shape[0], np.int64)
+    kb = np.empty(rows.shape[0], np.int64)
+    for i in range(rows.shape[0]):
+        ka[i] = ks[rows[i]]
+        kb[i] = kt[rows[i]]
+    _lookup_range(ka, 0, rows.shape[0], mode, offset, table, sorted_keys, a)
+    _lookup_range(kb, 0, rows.shape[0], mode, offset, table, sorted_keys, b)
+    u = np.empty(rows.shape[0], np.int32)
+    t = np.empty(rows.shape[0], np.int32)
+    for i in range(rows.shape[0]):
+        u[i] = a[i] if comp.shape[0] == 0 else comp[a[i]]
+        t[i] = b[i] if comp.shape[0] == 0 else comp[b[i]]
+    return u, t

@@ -1,0 +1,238 @@
+"""The query half of the GPU backend: :class:`GpuQueries`, which
+:class:`~grail_duckdb.kernels.gpu.GpuKernels` inherits (its methods there add the
+out-of-memory error), over the CUDA sources ``kernels/classify.cu``, ``bidir.cu`` and
+``search.cu``.
+
+A call's batches go through one pass each: the keys are staged into a pinned buffer of the
+calling thread (narrowed to int32 when they fit) and uploaded in one copy; the classification
+(every cut) and the bounded search are queued on the thread's own stream; the status counts
+and the answer bits come back in one copy and one sync. Pairs left over go to the
+bidirectional search (one warp or one block per pair, rounds of growing scratch within
+``search_scratch``); without the cuts, to the multi-query bitmask search.
+
+Thread safety: each thread has its own stream and buffers (:class:`_QueryBuffers`); nothing
+else is written between calls.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import cupy as cp
+import cupyx
+import numpy as np
+
+from .cpu import PARALLEL_LOCK
+from .cpu.staging import stage_pairs
+from .protocol import PairAnswers
+from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, N_STATUS
+
+#: threads per block of every launch
+BLOCK = 256
+#: int32 slots before the answer bits in a batch's result buffer (the status counts)
+_COUNTS = 16
+#: host-to-device / device-to-host kinds of cudaMemcpyAsync
+_H2D, _D2H = 1, 2
+
+
+class GpuQueries:
+    """The query operations of the kernel interface on the GPU (see
+    :class:`grail_duckdb.kernels.protocol.Kernels`). Needs from its subclass ``settings``,
+    ``_function(name)``, ``_grid(name, fn)`` and ``_launch(...)``."""
+
+    _local: threading.local
+
+    @property
+    def query_batch(self) -> int:
+        """Pairs per batch of a query call (a multiple of 32: batches own whole answer words)."""
+        return max(32, self.settings.query_batch // 32 * 32)
+
+    @staticmethod
+    def _hubs(lab):
+        """(down, up, words) of the labels' hub bits."""
+        return lab.hub_down, lab.hub_up, int(lab.hub_down.shape[1])
+
+    def _label_args(self, lab):
+        down, up, hw = self._hubs(lab)
+        return (lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
+                down, up, np.int32(hw))
+
+    def _buffers(self, nq) -> "_QueryBuffers":
+        """This thread's reusable query buffers, large enough for a batch of nq pairs."""
+        buf = getattr(self._local, "query", None)
+        if buf is None or buf.capacity < nq:
+            cap = max(nq, min(self.query_batch, 1 << 20))
+            buf = self._local.query = _QueryBuffers(cap)
+        return buf
+
+    def _answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
+        """One batch on the device: the keys staged into this thread's pinned buffer and
+        uploaded in one copy, the classification and the bounded search queued on the
+        thread's stream, the counts and answer bits downloaded in one copy, one sync."""
+        nq = int(ks.shape[0])
+        buf = self._buffers(nq)
+        words = (nq + 31) >> 5
+        table = qi.lookup_table
+        sorted_keys = table if qi.lookup_mode == LOOKUP_SORTED else np.uint64(0)
+        dense = table if qi.lookup_mode == LOOKUP_DENSE else np.uint64(0)
+        narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_IDS: 0}.get(qi.lookup_mode)
+        wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
+        offset = qi.lookup_offset if wide else 0
+        stream = buf.stream
+        rt = cp.cuda.runtime
+        with stream:
+            rt.memcpyAsync(buf.keys.data.ptr, buf.host_keys.ctypes.data, (16 if wide else 8) * nq,
+                           _H2D, stream.ptr)
+            valid_arg = np.uint64(0)
+            if valid is not None:
+                buf.host_valid[:nq] = valid
+                rt.memcpyAsync(buf.valid.data.ptr, buf.host_valid.ctypes.data, nq, _H2D,
+                               stream.ptr)
+                valid_arg = buf.valid
+            rt.memsetAsync(buf.result.data.ptr, 0, 4 * _COUNTS, stream.ptr)
+            if nq:
+                counts = buf.result[:_COUNTS]
+                bits = buf.result[_COUNTS:]
+                labs = self._label_args(qi.labels)
+                fn = self._function("classify_kernel")
+                grid = min(self._grid("classify_kernel", fn), -(-nq // BLOCK))
+                fn((grid,), (BLOCK,), (
+                    np.int32(nq), buf.keys, np.int32(wide), valid_arg, np.int32(qi.lookup_mode),
+                    np.int64(offset), np.int64(table.shape[0]), dense, sorted_keys,
+                    np.uint64(0) if qi.comp is None else qi.comp, *labs, np.int32(bool(prune)),
+                    bits, counts, buf.und_row, buf.und_u, buf.und_t, buf.def_row, buf.def_u,
+                    buf.def_t))
+                if prune:
+                    fn = self._function("probe_kernel")
+                    grid = min(self._grid("probe_kernel", fn), -(-nq // BLOCK))
+                    fn((grid,), (BLOCK,), (
+                        buf.und_row, buf.und_u, buf.und_t, qi.dag.indptr, qi.dag.indices,
+                        *labs, np.int32(budget), bits, counts, buf.def_row, buf.def_u,
+                        buf.def_t))
+            rt.memcpyAsync(buf.host_result.ctypes.data, buf.result.data.ptr,
+                           4 * (_COUNTS + words), _D2H, stream.ptr)
+            stream.synchronize()
+        counts = buf.host_result[:N_STATUS].astype(np.int64)
+        bits = buf.host_result[_COUNTS:_COUNTS + words].view(np.uint8)[:(nq + 7) >> 3].copy()
+        nd = int(counts[DEFERRED])
+        return PairAnswers(bits, counts, (buf.def_row[:nd], buf.def_u[:nd], buf.def_t[:nd]))
+
+    def _search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
+        """The deferred pairs, on this thread's stream: with ``prune``, the bidirectional
+        search (one warp per pair, rounds of growing scratch within ``search_scratch`` of the
+        footprint); without, the plain multi-source bitmask BFS, sorted by source (pairs of one
+        source share a pass)."""
+        n = int(u.shape[0])
+        if n == 0:
+            return np.zeros(0, np.bool_)
+        with self._buffers(1).stream:
+            if prune:
+                return self._bidir(qi, u, t)
+            order = cp.argsort(u)
+            found = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, False)
+            out = cp.empty(n, cp.bool_)
+            out[order] = found
+            return out.get()
+
+    @staticmethod
+    def _bidir_bytes(mode, cap, n):
+        """Scratch bytes of one group of the bidirectional search (layout: kernels/bidir.cu)."""
+        if mode == 0:
+            return 24 * cap
+        return ((((n + 15) >> 4) * 4 + 15) & ~15) + 8 * n
+
+    def _bidir(self, qi, u, t, trace=None):
+        """Rounds of the bidirectional search (``bidir_rounds``, then a dense round): each
+        round's groups take the pairs the last one handed back (a sync per round to read how
+        many); host bool answers. ``trace``, a list, gets one ``(warps per pair, mode, cap,
+        groups, pairs in, pairs left, seconds)`` per round."""
+        npairs, nv = int(u.shape[0]), qi.dag.n
+        out = cp.zeros(npairs, cp.uint8)
+        budget = max(int(self.settings.search_scratch * qi.footprint),
+                     self.settings.min_search_scratch)
+        dense = self._bidir_bytes(1, nv, nv)
+        lists = cp.empty((2, npairs), cp.int32)
+        ctr = cp.zeros(2, cp.int32)
+        ids, pending, r = np.uint64(0), npairs, 0
+        labs = self._label_args(qi.labels)
+        rounds = [(g, 0, c) for g, c in self.settings.bidir_rounds] + [(8, 1, nv)]
+        for g, mode, cap in rounds:
+            per = self._bidir_bytes(mode, cap, nv)
+            if mode == 0 and per >= dense:
+                continue  # the dense set is no larger: go straight to it
+            name = "bidir_warp_kernel" if g == 1 else "bidir_block_kernel"
+            fn = self._function(name)
+            groups_per_block = BLOCK // 32 // g
+            groups = max(1, min(budget // per, self._grid(name, fn) * groups_per_block, pending))
+            t0 = time.perf_counter()
+            scratch = cp.zeros(groups * per, cp.uint8)
+            ctr.fill(0)
+            over = lists[r % 2]  # the other list holds this round's ids
+            r += 1
+            fn((-(-groups // groups_per_block),), (BLOCK,), (
+                np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
+                qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
+                np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over))
+            del scratch
+            left = int(ctr[1])
+            if trace is not None:
+                trace.append((g, mode, cap, groups, pending, left, time.perf_counter() - t0))
+            pending = left
+            if pending == 0:
+                break
+            ids = over[:pending]
+        return out.get().astype(np.bool_)
+
+    def search_words(self, n, nq, words, budget):
+        """Words per vertex for the search: as many as the memory budget allows (three arrays
+        of n * W 64-bit words), at least ``words``, at most what the queries need."""
+        fit = budget // max(24 * n, 1)
+        need = -(-nq // 64)
+        if self.settings.force_words:
+            return int(max(1, min(self.settings.force_words, need)))
+        return int(max(1, min(max(words, fit), need, self.settings.max_words)))
+
+    def _bitmask_search(self, dag, lab, cs, ct, words=1, prune=True, budget=None):
+        n, nq = dag.n, cs.shape[0]
+        ans = cp.zeros(nq, cp.bool_)
+        if nq == 0:
+            return ans
+        if budget is None:
+            footprint = dag.nbytes + sum(int(a.nbytes) for a in lab.arrays().values())
+            budget = 2 * footprint + (256 << 20)
+        W = self.search_words(n, nq, int(words), budget)
+        seen = cp.zeros(n * W, cp.uint64)
+        pend0 = cp.zeros(n * W, cp.uint64)
+        pend1 = cp.zeros(n * W, cp.uint64)
+        ints = [cp.zeros(n, cp.int32) for _ in range(2)] + [cp.empty(n, cp.int32)
+                                                            for _ in range(4)]
+        down, up, hw = self._hubs(lab)
+        self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices, lab.level,
+                     lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
+                     down, up, np.int32(hw), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
+                     np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
+                     cp.zeros(W, cp.uint64), *ints, self._ctr(),
+                     balance=self.settings.search_balance, frontier=n)
+        return ans
+
+
+
+class _QueryBuffers:
+    """One thread's reusable buffers of the query path, for batches of up to ``capacity``
+    pairs: its own non-blocking stream, pinned host staging (keys in, counts and answer bits
+    out) and the device buffers the kernels read and write. Only the thread that owns them
+    uses them, and each batch syncs before its results are read, so nothing is shared."""
+
+    def __init__(self, capacity: int):
+        cap = int(capacity)
+        self.capacity = cap
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        words = (cap + 31) >> 5
+        self.host_keys = cupyx.empty_pinned(16 * cap, np.uint8)  # int64 or int32 keys
+        self.host_valid = cupyx.empty_pinned(cap, np.uint8)
+        self.host_result = cupyx.empty_pinned(_COUNTS + words, np.int32)
+        self.keys = cp.empty(16 * cap, cp.uint8)
+        self.valid = cp.empty(cap, cp.uint8)
+        self.result = cp.empty(_COUNTS + words, cp.int32)
+        lists = cp.empty((6, cap), cp.int32)
+        self.und_row, self.und_u, self.und_t, self.def_row, self.def_u, self.def_t = lists

@@ -1,0 +1,253 @@
+// Queries, last stage: the exact search of the pairs that the cuts and the bounded search left,
+// one group of threads per pair (a warp, or a whole block for the large pairs of later rounds),
+// from both ends (twin of grail_duckdb/kernels/cpu/bidir.py). The forward side grows from s
+// over children that may still reach t, the backward side from t over parents that s may still
+// reach; each step expands the side whose frontier has fewer edges, the whole group sharing
+// its edges. s reaches t as soon as a vertex is on both sides or meets a positive cut; it does
+// not once either side runs dry. No grid barrier: each group takes pairs from a counter.
+//
+// A group's scratch is bounded and owned by it: two frontier queues of `cap` vertices and a set
+// of the vertices on either side, a hash table of 4 * cap slots (mode 0) or two bits per vertex
+// (mode 1, dense, with cap = n: never too small, as each side queues a vertex at most once). A
+// pair that would overflow its group's queues is handed back (overflow list) and searched again
+// by the host's next round with larger scratch.
+#include "common.cuh"
+
+#define SIDE_FWD 0u
+#define SIDE_BWD 1u
+#define WARPS_PER_BLOCK 8
+#define SPILL (32 * WARPS_PER_BLOCK)
+
+// The set of vertices reached by either side. insert(): 0 = new on this side, 1 = already on
+// this side, 2 = already on the other side (the two searches meet). remove(): clears a vertex
+// inserted during this pair (every entry of the table belongs to the current pair, so zeroing
+// them all leaves it empty: no tombstones needed).
+struct Reached {
+    int mode;
+    unsigned* table; // mode 0: slots of (v + 1) | side << 31 (v + 1 < 2^31), 0 = empty
+    unsigned mask;   // mode 0: slots - 1 (a power of two)
+    unsigned* bits;  // mode 1: two bits per vertex, 16 vertices per word
+
+    __device__ __forceinline__ static unsigned slot_of(int v) { return (unsigned)v * 2654435761u; }
+
+    __device__ int insert(int v, unsigned side) {
+        if (mode == 1) {
+            const unsigned shift = 2u * (unsigned)(v & 15);
+            const unsigned old = atomicOr(&bits[v >> 4], (1u << side) << shift) >> shift;
+            if (old & (1u << side)) return 1;
+            return (old & (1u << (side ^ 1u))) ? 2 : 0;
+        }
+        const unsigned id = (unsigned)v + 1u, key = id | (side << 31);
+        for (unsigned h = slot_of(v) & mask;; h = (h + 1) & mask) {
+            const unsigned old = atomicCAS(&table[h], 0u, key);
+            if (old == 0u) return 0;
+            if ((old & 0x7fffffffu) == id) return (old >> 31) == side ? 1 : 2;
+        }
+    }
+
+    __device__ void remove(int v) {
+        if (mode == 1) {
+            bits[v >> 4] = 0u;  // the whole word: its other vertices are being cleared too
+            return;
+        }
+        const unsigned id = (unsigned)v + 1u;
+        for (unsigned h = slot_of(v) & mask;; h = (h + 1) & mask) {
+            if ((table[h] & 0x7fffffffu) == id) {
+                table[h] = 0u;
+                return;
+            }
+        }
+    }
+};
+
+// Per-warp state of one step, in shared memory.
+struct StepState {
+    u64 edges;          // edges leaving the vertices queued for the next step
+    int tail;           // next free queue slot of the side being expanded
+    int flag;           // 0 = go on, 1 = met (s reaches t), 2 = a queue overflowed
+    int nspill;         // vertices inserted into `seen` that found no queue slot (overflow)
+    int pair;           // the pair the group works on (broadcast from its first thread)
+    int spill[SPILL];   // (each warp stops after the round of 32 edges that overflowed)
+};
+
+// Barrier of a group of G warps: the warp itself, or the whole block (G = WARPS_PER_BLOCK).
+template <int G>
+__device__ __forceinline__ void group_sync() {
+    if (G == 1) __syncwarp(); else __syncthreads();
+}
+
+// One pair on one group of G warps: 1 (s reaches t), 0 (it does not) or 2 (the queues
+// overflowed). Every thread of the group calls it with the same arguments.
+template <int G>
+__device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i64* rptr,
+                          const int* ridx, const LabelView& lab, Reached& seen, int* qf,
+                          int* qb, int cap, StepState* st) {
+    const int lane = threadIdx.x & 31;
+    const int gw = (threadIdx.x >> 5) % G;  // warp within the group
+    const int gt = gw * 32 + lane;          // thread within the group
+    if (gt == 0) {
+        seen.insert(s, SIDE_FWD);
+        seen.insert(t, SIDE_BWD);
+        qf[0] = s;
+        qb[0] = t;
+        st->nspill = 0;
+    }
+    group_sync<G>();
+    int hf = 0, tf = 1, hb = 0, tb = 1;
+    u64 ef = ptr[s + 1] - ptr[s], eb = rptr[t + 1] - rptr[t];
+    int result = 0;
+    while (hf < tf && hb < tb) {
+        const bool fwd = ef <= eb;
+        const int head = fwd ? hf : hb, end = fwd ? tf : tb;
+        int* q = fwd ? qf : qb;
+        const i64* p = fwd ? ptr : rptr;
+        const int* x = fwd ? idx : ridx;
+        const unsigned side = fwd ? SIDE_FWD : SIDE_BWD;
+        if (gt == 0) {
+            st->tail = end;
+            st->flag = 0;
+            st->edges = 0ull;
+        }
+        group_sync<G>();
+        // Edge-parallel over the frontier, each warp 32 vertices at a time: a warp scan of
+        // their degrees, then each lane takes one edge and finds its vertex by a binary search
+        // over the scan.
+        for (int base = head + gw * 32; base < end; base += G * 32) {
+            const int i = base + lane;
+            int deg = 0;
+            i64 beg = 0;
+            if (i < end) {
+                const int v = q[i];
+                beg = p[v];
+                deg = (int)(p[v + 1] - beg);
+            }
+            int incl = deg;
+            for (int o = 1; o < 32; o <<= 1) {
+                const int y = __shfl_up_sync(FULL_MASK, incl, o);
+                if (lane >= o) incl += y;
+            }
+            const int total = __shfl_sync(FULL_MASK, incl, 31), excl = incl - deg;
+            bool stop = false;
+            for (int e0 = 0; e0 < total && !stop; e0 += 32) {
+                const int e = e0 + lane;
+                int owner = 0;  // the last lane whose edges start at or before e
+                for (int step = 16; step > 0; step >>= 1) {
+                    const int probe = owner + step;
+                    if (__shfl_sync(FULL_MASK, excl, probe & 31) <= e && probe < 32) owner = probe;
+                }
+                const i64 ob = __shfl_sync(FULL_MASK, beg, owner);
+                const int oe = __shfl_sync(FULL_MASK, excl, owner);
+                if (e < total) {
+                    const int w = x[ob + (e - oe)];
+                    const int a = fwd ? w : s, b = fwd ? t : w;  // the pair w stands for
+                    if (lab.tree_reaches(a, b) || lab.hub_reaches(a, b)) {
+                        atomicMax(&st->flag, 1);
+                    } else if (lab.may_reach(a, b)) {
+                        const int r = seen.insert(w, side);
+                        if (r == 2) {
+                            atomicMax(&st->flag, 1);
+                        } else if (r == 0) {
+                            const int slot = atomicAdd(&st->tail, 1);
+                            if (slot < cap) {
+                                q[slot] = w;
+                                atomicAdd(&st->edges, (u64)(p[w + 1] - p[w]));
+                            } else {  // in `seen` but in no queue: cleared from the spill list
+                                const int k = atomicAdd(&st->nspill, 1);
+                                if (k < SPILL) st->spill[k] = w;
+                                atomicMax(&st->flag, 2);
+                            }
+                        }
+                    }
+                }
+                __syncwarp();
+                stop = __shfl_sync(FULL_MASK, *((volatile int*)&st->flag), 0) != 0;
+            }
+            if (stop) break;
+        }
+        group_sync<G>();
+        const int flag = *((volatile int*)&st->flag);
+        const int tail = min(*((volatile int*)&st->tail), cap);
+        const u64 edges = *((volatile u64*)&st->edges);
+        group_sync<G>();
+        if (fwd) { hf = end; tf = tail; ef = edges; } else { hb = end; tb = tail; eb = edges; }
+        if (flag) {
+            result = flag == 1 ? 1 : 2;
+            break;
+        }
+    }
+    for (int i = gt; i < tf; i += G * 32) seen.remove(qf[i]);
+    for (int i = gt; i < tb; i += G * 32) seen.remove(qb[i]);
+    for (int i = gt; i < min(st->nspill, SPILL); i += G * 32) seen.remove(st->spill[i]);
+    group_sync<G>();
+    return result;
+}
+
+// One round: groups of G warps take pairs ids[k] (ids: nullptr = 0..npairs-1) from *next until
+// none is left; out[id] = 1 or 0, or id appended to overflow (length *n_overflow). Group g owns
+// scratch + g * per_group bytes: mode 0: a table of 4 * cap u32 slots, then the two queues of
+// cap ints; mode 1: (n + 15) / 16 words of bits, then the two queues of cap (= n) ints. The
+// scratch must be zero on entry and is left zero.
+template <int G>
+__device__ void bidir_round(int npairs, const int* ids, const int* pu, const int* pt, int n,
+                            const i64* ptr, const int* idx, const i64* rptr, const int* ridx,
+                            const LabelView& lab, int mode, int cap, char* scratch,
+                            i64 per_group, int ngroups, unsigned char* out, int* next,
+                            int* n_overflow, int* overflow, StepState* steps) {
+    const int group = thread_rank() / (32 * G);
+    const int gt = threadIdx.x % (32 * G);
+    if (group >= ngroups) return;  // whole groups leave together
+    char* mine = scratch + (i64)group * per_group;
+    Reached seen;
+    seen.mode = mode;
+    int* qf;
+    if (mode == 1) {
+        seen.bits = (unsigned*)mine;
+        seen.table = nullptr;
+        seen.mask = 0u;
+        qf = (int*)(mine + (((i64)((n + 15) >> 4) * 4 + 15) & ~(i64)15));
+    } else {
+        seen.table = (unsigned*)mine;
+        seen.bits = nullptr;
+        seen.mask = 4u * (unsigned)cap - 1u;
+        qf = (int*)(mine + (i64)4 * cap * 4);
+    }
+    int* qb = qf + cap;
+    StepState* st = &steps[(threadIdx.x >> 5) / G];
+    for (;;) {
+        if (gt == 0) st->pair = atomicAdd(next, 1);
+        group_sync<G>();
+        const int k = *((volatile int*)&st->pair);
+        group_sync<G>();
+        if (k >= npairs) return;
+        const int id = ids ? ids[k] : k;
+        const int r = bidir_pair<G>(pu[id], pt[id], ptr, idx, rptr, ridx, lab, seen, qf, qb,
+                                    cap, st);
+        if (gt == 0) {
+            if (r == 2) overflow[atomicAdd(n_overflow, 1)] = id;
+            else out[id] = (unsigned char)r;
+        }
+    }
+}
+
+#define BIDIR_PARAMS                                                                         \
+    int npairs, const int *ids, const int *pu, const int *pt, int n, const i64 *ptr,          \
+        const int *idx, const i64 *rptr, const int *ridx, const int *level, const int *inner, \
+        const int *outer, const int *tree_lo, const int *tree_post, int d, const u64 *down,  \
+        const u64 *up, int hw, int mode, int cap, char *scratch, i64 per_group, int ngroups, \
+        unsigned char *out, int *next, int *n_overflow, int *overflow
+#define BIDIR_ARGS                                                                           \
+    npairs, ids, pu, pt, n, ptr, idx, rptr, ridx,                                            \
+        LabelView{level, inner, outer, tree_lo, tree_post, d, down, up, hw}, mode, cap,      \
+        scratch, per_group, ngroups, out, next, n_overflow, overflow
+
+// A round with one warp per pair (many small searches at once).
+extern "C" __global__ void bidir_warp_kernel(BIDIR_PARAMS) {
+    __shared__ StepState steps[WARPS_PER_BLOCK];
+    bidir_round<1>(BIDIR_ARGS, steps);
+}
+
+// A round with one block (WARPS_PER_BLOCK warps) per pair (the large searches).
+extern "C" __global__ void bidir_block_kernel(BIDIR_PARAMS) {
+    __shared__ StepState steps[1];
+    bidir_round<WARPS_PER_BLOCK>(BIDIR_ARGS, steps);
+}

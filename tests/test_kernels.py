@@ -1,0 +1,370 @@
+"""Every operation of the kernel interface against its reference (``tests/references.py``), with
+the same test bodies on every backend present (the ``backend`` fixture): hypothesis graphs and
+the adversarial graphs of ``tests/strategies.py``. Inputs go to the backend with
+``k.xp.asarray`` and answers come back with ``to_host``.
+
+Each ``check_*`` takes the kernels, a :class:`Case` (one graph and its host-side inputs,
+computed once) and a random generator, and asserts one operation's result; the label kernels
+read DAGs (the graph's edges oriented along a random order), the query kernels an index built
+by the references alone (:func:`references.reference_index`).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import references as ref
+from grail_duckdb.engine.labels import Labels
+from grail_duckdb.errors import BackendError
+from grail_duckdb.kernels import CSR, gpu_available, shared, to_host
+from grail_duckdb.kernels.protocol import QueryIndex
+from oracle import reaches_by_dfs
+from strategies import ADVERSARIAL, CUT_DEFEATING_PAIRS, Graph, adversarial, dagify, graphs
+
+D, SEED = 3, 11  # label pairs and seed of the reference index
+
+
+def put(k, a):
+    """A host array on the backend of ``k``."""
+    return k.xp.asarray(a)
+
+
+def csr_on(k, rows) -> CSR:
+    return CSR(put(k, rows[0]), put(k, rows[1]))
+
+
+def labels_on(k, lab: Labels) -> Labels:
+    return Labels(**{name: put(k, a) for name, a in lab.arrays().items()})
+
+
+def host(*arrays):
+    return [to_host(a) for a in arrays]
+
+
+class Case:
+    """One graph and the host inputs of each kernel, each computed on first use."""
+
+    def __init__(self, g: Graph):
+        self.g, self.n = g, g.n
+        self.src32, self.dst32 = g.src.astype(np.int32), g.dst.astype(np.int32)
+
+    @functools.cached_property
+    def fwd(self):
+        return ref.csr(self.g.src, self.g.dst, self.n)
+
+    @functools.cached_property
+    def rev(self):
+        return ref.csr(self.g.dst, self.g.src, self.n)
+
+    @functools.cached_property
+    def dag(self):
+        """(fwd, rev) rows of the graph's edges as a DAG (duplicates dropped, as in every CSR)."""
+        d = dagify(self.g, seed=5)
+        return ref.csr(d.src, d.dst, self.n), ref.csr(d.dst, d.src, self.n)
+
+    @functools.cached_property
+    def level(self):
+        return ref.levels(*self.dag[0], self.n)
+
+    @functools.cached_property
+    def parent(self):
+        return ref.tree_parents(*self.dag[1], self.level)
+
+    @functools.cached_property
+    def size(self):
+        return ref.subtree_sizes(self.parent)
+
+    @functools.cached_property
+    def index(self) -> ref.ReferenceIndex:
+        return ref.reference_index(self.g.src, self.g.dst, self.n, D, SEED)
+
+    def topo(self, k):
+        """The backend's own topological order of the DAG (checked by its own test)."""
+        return k.topological_levels(csr_on(k, self.dag[0]), csr_on(k, self.dag[1]))
+
+    def pairs(self, rng, count=3000):
+        """Query pairs of vertex ids: every pair of a small graph, else random pairs and the
+        edges; a few unknown ids (-1)."""
+        n = self.n
+        if n <= 40:
+            a, b = np.meshgrid(np.arange(-1, n), np.arange(-1, n), indexing="ij")
+            return a.ravel().astype(np.int32), b.ravel().astype(np.int32)
+        a = np.concatenate([rng.integers(-1, n, count), self.g.src[:count]])
+        b = np.concatenate([rng.integers(-1, n, count), self.g.dst[:count]])
+        return a.astype(np.int32), b.astype(np.int32)
+
+
+@functools.lru_cache(maxsize=None)
+def case_named(name: str) -> Case:
+    return Case(adversarial(name))
+
+
+# --- CSR -----------------------------------------------------------------------------------------
+def check_csr(k, c, rng):
+    for s, d in ((c.src32, c.dst32), (c.dst32, c.src32)):
+        indptr, indices = host(*k.csr(put(k, s), put(k, d), c.n))
+        want = ref.csr(s, d, c.n)
+        assert indptr.dtype == np.int64 and indices.dtype == np.int32
+        np.testing.assert_array_equal(indptr, want[0])
+        np.testing.assert_array_equal(indices, want[1])
+
+
+def check_csr_of_pairs(k, c, rng):
+    order = rng.permutation(c.src32.shape[0])   # any order of the packed edges: the same rows
+    pairs = ref.pack(c.src32[order], c.dst32[order])
+    indptr, indices = host(*k.csr_of_pairs(put(k, pairs), c.n))
+    want = ref.csr(c.src32, c.dst32, c.n)
+    np.testing.assert_array_equal(indptr, want[0])
+    np.testing.assert_array_equal(indices, want[1])
+
+
+# --- condensation --------------------------------------------------------------------------------
+def check_trim(k, c, rng):
+    for alive in (np.ones(c.n, bool), rng.random(c.n) < 0.8):
+        dev = put(k, alive.copy())
+        removed = k.trim(csr_on(k, c.fwd), csr_on(k, c.rev), dev)
+        want_alive, want_removed = ref.trim(*c.fwd, alive)
+        assert removed == want_removed
+        np.testing.assert_array_equal(to_host(dev), want_alive)
+
+
+def check_reach_within_colour(k, c, rng):
+    n = c.n
+    pivot = np.zeros(n, bool)
+    if n:
+        pivot[np.argmax(np.diff(c.fwd[0]) * np.diff(c.rev[0]))] = True
+    cases = [(pivot, np.zeros(n, np.int32)),  # the forward-backward sweep from a pivot
+             (rng.random(n) < 0.05, rng.integers(-1, 3, n).astype(np.int32))]  # colour roots
+    for seeds, colour in cases:
+        for rows in (c.fwd, c.rev):
+            got = to_host(k.reach_within_colour(csr_on(k, rows), put(k, seeds), put(k, colour)))
+            np.testing.assert_array_equal(got, ref.reach_within_colour(*rows, seeds, colour))
+
+
+def check_propagate_max_colour(k, c, rng):
+    colour = np.where(rng.random(c.n) < 0.85, np.arange(c.n), -1).astype(np.int32)
+    dev = put(k, colour.copy())
+    k.propagate_max_colour(csr_on(k, c.fwd), dev)
+    np.testing.assert_array_equal(to_host(dev), ref.propagate_max_colour(*c.fwd, colour))
+
+
+def check_rank_by_first_occurrence(k, c, rng):
+    for label in (rng.integers(0, c.n // 3 + 1, c.n), ref.strong_components(c.g.src, c.g.dst,
+                                                                             c.n)):
+        label = label.astype(np.int32)
+        got, count = k.rank_by_first_occurrence(put(k, label))
+        want, want_count = ref.rank_by_first_occurrence(label)
+        assert count == want_count
+        np.testing.assert_array_equal(to_host(got), want)
+
+
+def check_component_pairs(k, c, rng):
+    for comp in (ref.strong_components(c.g.src, c.g.dst, c.n),
+                 rng.integers(0, c.n // 4 + 1, c.n).astype(np.int32)):
+        got = to_host(k.component_pairs(csr_on(k, c.fwd), put(k, comp)))
+        np.testing.assert_array_equal(got, ref.component_pairs(*c.fwd, comp))
+
+
+# --- labels --------------------------------------------------------------------------------------
+def check_topological_levels(k, c, rng):
+    topo = c.topo(k)
+    ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), c.level)
+    assert topo.levels == (int(c.level.max()) + 1 if c.n else 0)
+
+
+def check_tree_parents(k, c, rng):
+    got = to_host(k.tree_parents(csr_on(k, c.dag[1]), put(k, c.level)))
+    np.testing.assert_array_equal(got, c.parent)
+
+
+def check_subtree_sizes(k, c, rng):
+    got = to_host(k.subtree_sizes(put(k, c.parent), c.topo(k)))
+    np.testing.assert_array_equal(got, c.size)
+
+
+def check_post_orders(k, c, rng):
+    seed = int(rng.integers(0, 2**31))
+    got = to_host(k.post_orders(put(k, c.parent), c.topo(k), put(k, c.size), D, seed))
+    ref.check_post_orders(got, c.parent, c.size)
+    np.testing.assert_array_equal(got, ref.post_orders(c.parent, D, seed))
+
+
+def check_interval_bounds(k, c, rng):
+    post = rng.integers(1, c.n + 1, (c.n, D)).astype(np.int32)  # any values will do
+    got = host(*k.interval_bounds(csr_on(k, c.dag[0]), c.topo(k), put(k, post)))
+    want = ref.interval_bounds(*c.dag[0], post)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def check_hub_bits(k, c, rng):
+    degree = np.diff(c.dag[0][0]) + np.diff(c.dag[1][0])
+    for words in (1, 2):
+        hubs = np.argsort(-degree, kind="stable")[:8]  # the big rows, and random others
+        others = rng.permutation(c.n)[:64 * words - 8]
+        hubs = np.unique(np.concatenate([hubs, others]))
+        hub_of = np.full(c.n, -1, np.int32)
+        hub_of[hubs] = rng.permutation(64 * words)[:hubs.shape[0]]
+        got = host(*k.hub_bits(csr_on(k, c.dag[0]), csr_on(k, c.dag[1]), c.topo(k),
+                               put(k, hub_of), words))
+        want = ref.hub_bits(c.dag[0], c.dag[1], hub_of, words)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+# --- queries -------------------------------------------------------------------------------------
+def answer_ids(k, sid, did, comp, lab, dag, rev=None, prune=True, budget=0):
+    """``answer_pairs`` on vertex ids (the ids lookup; each unknown id -1 a distinct unknown key):
+    ``(counts, answer bits as bools, sorted deferred rows, the PairAnswers, the QueryIndex)``."""
+    n = sid.shape[0]
+    ks = np.where(sid < 0, -2 - np.arange(n), sid).astype(np.int64)
+    kt = np.where(did < 0, -2 - n - np.arange(n), did).astype(np.int64)
+    qi = QueryIndex(shared.LOOKUP_IDS, 0, k.xp.empty(0, k.xp.int32),
+                    None if comp is None else put(k, comp), csr_on(k, dag), lab,
+                    None if rev is None else csr_on(k, rev))
+    part = k.answer_pairs(qi, ks, kt, None, prune, budget)
+    bits = np.unpackbits(part.bits, bitorder="little")[:n].astype(bool)
+    return part.counts, bits, np.sort(to_host(part.deferred[0])), part, qi
+
+
+def assert_same_as_reference(counts, bits, rows, want, prune):
+    """The backend's counts, answer bits and deferred rows agree with the reference codes
+    (with no bounded search: UNDECIDED pairs are deferred)."""
+    undecided = want == shared.UNDECIDED
+    np.testing.assert_array_equal(bits, np.isin(want, shared.SETTLED_TRUE))
+    np.testing.assert_array_equal(rows, np.flatnonzero(undecided))
+    hist = np.bincount(want, minlength=shared.N_STATUS)
+    expect = hist.copy()
+    expect[shared.DEFERRED] = hist[shared.UNDECIDED]
+    expect[shared.UNDECIDED] = hist[shared.UNDECIDED] if prune else 0
+    np.testing.assert_array_equal(counts, expect)
+
+
+def check_answer_pairs(k, c, rng):
+    idx = c.index
+    sid, did = c.pairs(rng)
+    known = (sid >= 0) & (did >= 0)
+    truth = (sid == did) & known  # an unknown id stands for no key at all
+    truth[known] |= reaches_by_dfs(c.g.src, c.g.dst, c.n, sid[known], did[known])
+    lab = labels_on(k, idx.labels)
+    for prune in (True, False):
+        want = ref.query_cuts(sid, did, idx.comp, idx.labels, prune)
+        ref.check_sound(want, truth)
+        got = answer_ids(k, sid, did, idx.comp, lab, idx.dag, prune=prune)
+        assert_same_as_reference(*got[:3], want, prune)
+        if idx.n_components == c.n:  # acyclic: components are vertices (comp None)
+            by_vertex = Labels(**{nm: a[idx.comp] for nm, a in idx.labels.arrays().items()})
+            alone = answer_ids(k, sid, did, None, labels_on(k, by_vertex), idx.dag, prune=prune)
+            assert_same_as_reference(*alone[:3], want, prune)
+    # the bounded search, pair for pair as the reference walks it, then the exact search
+    want = ref.query_cuts(sid, did, idx.comp, idx.labels)
+    cuts, ptr, nxt = ref.LabelTests(idx.labels), idx.dag[0].tolist(), idx.dag[1].tolist()
+    codes = want.copy()
+    for r in np.flatnonzero(want == shared.UNDECIDED):
+        codes[r] = ref.probe(idx.comp[sid[r]], idx.comp[did[r]], ptr, nxt, cuts, 256)
+    counts, bits, rows, part, qi = answer_ids(k, sid, did, idx.comp, lab, idx.dag, idx.dag_rev,
+                                              budget=256)
+    np.testing.assert_array_equal(bits, np.isin(codes, shared.SETTLED_TRUE))
+    np.testing.assert_array_equal(rows, np.flatnonzero(codes == shared.DEFERRED))
+    np.testing.assert_array_equal(counts[shared.PROBE_REACHES:],
+                                  np.bincount(codes, minlength=shared.N_STATUS)[
+                                      shared.PROBE_REACHES:])
+    found = k.search_pairs(qi, *part.deferred[1:])
+    bits[to_host(part.deferred[0])[np.asarray(found, bool)]] = True
+    np.testing.assert_array_equal(bits, truth)
+    # arbitrary label values: the predicates themselves, code for code
+    m, r = max(idx.n_components, 1), rng.integers
+    noise = Labels(level=r(0, 4, m).astype(np.int32), inner=r(0, 9, (m, D)).astype(np.int32),
+                   outer=r(0, 9, (m, D)).astype(np.int32), tree_lo=r(0, 9, m).astype(np.int32),
+                   tree_post=r(0, 9, m).astype(np.int32),
+                   hub_down=r(0, 4, (m, 2)).astype(np.uint64) << np.uint64(62),
+                   hub_up=r(0, 4, (m, 2)).astype(np.uint64) << np.uint64(62))
+    got = answer_ids(k, sid, did, idx.comp, labels_on(k, noise), idx.dag)
+    assert_same_as_reference(*got[:3], ref.query_cuts(sid, did, idx.comp, noise), True)
+
+
+def check_bitmask_search(k, c, rng):
+    idx = c.index
+    n = idx.n_components
+    if n < 2:
+        return
+    u, w = ref.edges(*idx.dag)
+    cs = np.concatenate([rng.integers(0, n, 600), u[:300], u[:300]])
+    ct = np.concatenate([rng.integers(0, n, 600), w[:300], np.roll(w[:300], 1)])
+    keep = cs != ct  # the search answers pairs of distinct components
+    cs, ct = cs[keep].astype(np.int32), ct[keep].astype(np.int32)
+    want = reaches_by_dfs(u, w, n, cs, ct)
+    order = np.argsort(cs, kind="stable")
+    dag, lab = csr_on(k, idx.dag), labels_on(k, idx.labels)
+    for words in (1, 3):
+        for prune in (True, False):
+            for a, b, expect in ((cs, ct, want), (cs[order], ct[order], want[order])):
+                got = to_host(k.bitmask_search(dag, lab, put(k, a), put(k, b), words, prune))
+                np.testing.assert_array_equal(got, expect, err_msg=f"words {words} prune {prune}")
+
+
+# --- fingerprints --------------------------------------------------------------------------------
+def check_hash_sums(k, c, rng):
+    pairs = ref.pack(c.src32, c.dst32)
+    assert k.edge_hash_sum(put(k, pairs)) == ref.edge_hash_sum(pairs)
+    info = np.iinfo(np.int64)
+    keys = np.concatenate([c.g.src * 7919 - 10**12, [info.min, info.max, 0, -1]])
+    assert k.key_hash_sum(put(k, keys.astype(np.int64))) == ref.key_hash_sum(keys)
+
+
+CHECKS = {f.__name__[len("check_"):]: f for f in (
+    check_csr, check_csr_of_pairs, check_trim, check_reach_within_colour,
+    check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
+    check_topological_levels, check_tree_parents, check_subtree_sizes, check_post_orders,
+    check_interval_bounds, check_hub_bits, check_answer_pairs, check_bitmask_search,
+    check_hash_sums)}
+
+
+@pytest.mark.parametrize("graph", list(ADVERSARIAL))
+@pytest.mark.parametrize("kernel", list(CHECKS))
+def test_kernel_on_adversarial_graph(backend, kernel, graph):
+    CHECKS[kernel](backend, case_named(graph), np.random.default_rng(0))
+
+
+@settings(max_examples=100)
+@given(g=graphs(), seed=st.integers(0, 2**16))
+def test_every_kernel_on_hypothesis_graphs(backend, g, seed):
+    c = Case(g)
+    for check in CHECKS.values():
+        check(backend, c, np.random.default_rng(seed))
+
+
+def test_cut_defeating_pairs_reach_the_search_and_are_answered(backend):
+    """The pairs built to pass every cut are undecided (unreachable and reachable alike): with
+    no bounded search they are all deferred, and both searches answer them."""
+    k, idx = backend, case_named("cut-defeating").index
+    sid, did, want = (a.astype(np.int32) for a in CUT_DEFEATING_PAIRS)
+    lab = labels_on(k, idx.labels)
+    counts, bits, rows, part, qi = answer_ids(k, sid, did, idx.comp, lab, idx.dag, idx.dag_rev)
+    assert rows.tolist() == list(range(sid.shape[0])) and not bits.any()
+    assert counts[shared.UNDECIDED] == counts[shared.DEFERRED] == sid.shape[0]
+    cs, ct = idx.comp[sid], idx.comp[did]
+    got = to_host(k.bitmask_search(csr_on(k, idx.dag), lab, put(k, cs), put(k, ct), 1, True))
+    np.testing.assert_array_equal(got, want)
+    deferred = to_host(part.deferred[0])
+    found = np.zeros(sid.shape[0], bool)
+    found[deferred] = k.search_pairs(qi, *part.deferred[1:])
+    np.testing.assert_array_equal(found, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_out_of_memory_is_a_backend_error():
+    import cupy as cp
+
+    from grail_duckdb.kernels import kernels_for
+
+    k = kernels_for("gpu")
+    free, _ = cp.cuda.runtime.memGetInfo()
+    huge = cp.zeros(1, cp.int32)
+    with pytest.raises(BackendError, match="bytes"):
+        k.csr(huge, huge, int(free))  # an indptr of the whole free memory in int64

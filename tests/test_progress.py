@@ -1,0 +1,97 @@
+"""Progress of long work (issue 11, item 12): a line on stderr for builds and steps over 2 s,
+nothing for short ones, silenced by GRAIL_DUCKDB_PROGRESS=0 or progress=False."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grail_duckdb as gd
+from grail_duckdb import progress
+from grail_duckdb.progress import BUILD_PHASES, BuildProgress, Progress, build_progress, step
+
+ROOT = Path(__file__).resolve().parents[1]
+EDGES = ([1, 2, 3, 3], [2, 3, 1, 4])
+
+
+def test_build_phase_count_matches_the_engine():
+    idx = gd.build_index(*EDGES, backend="cpu", progress=False)
+    assert len(idx.build_seconds) == BUILD_PHASES
+
+
+def test_build_index_reports_every_phase_when_forced(monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_VAR, "1")
+    gd.build_index(*EDGES, backend="cpu")
+    err = capsys.readouterr().err
+    assert "building the index" in err
+    assert err.count(f"phase {BUILD_PHASES}/{BUILD_PHASES} done (") == 1
+
+
+def test_short_builds_are_silent_and_the_switches_silence(monkeypatch, capsys):
+    monkeypatch.delenv(progress.ENV_VAR, raising=False)
+    gd.build_index(*EDGES, backend="cpu")                      # well under 2 s
+    monkeypatch.setenv(progress.ENV_VAR, "1")
+    gd.build_index(*EDGES, backend="cpu", progress=False)      # the SQL layer's off switch
+    monkeypatch.setenv(progress.ENV_VAR, "0")
+    with BuildProgress(after=0) as report:                     # the environment wins
+        report("ids", 0.1)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_callable_gets_the_phases_and_no_line_is_drawn(monkeypatch, capsys):
+    monkeypatch.setenv(progress.ENV_VAR, "1")
+    seen = []
+    gd.build_index(*EDGES, backend="cpu", progress=lambda phase, s: seen.append(phase))
+    assert seen[0] == "ingest" and "fingerprint" in seen and len(seen) == BUILD_PHASES
+    assert capsys.readouterr().err == ""
+
+
+def test_a_long_step_ticks_without_updates():
+    out = io.StringIO()
+    with step("generating", after=0.05, stream=out, enabled=True) as s:
+        s._every = 0.05                                          # redraw often for the test
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("generating") for line in lines)
+    assert lines[-1].endswith(" s") and "..." not in lines[-1]   # the final line: elapsed
+
+
+def test_the_ticker_stops_with_the_work():
+    out = io.StringIO()
+    with Progress("x", 10, after=0, stream=out, enabled=True, tick=True) as p:
+        p.update(5)
+    shown = out.getvalue()
+    time.sleep(0.3)
+    assert out.getvalue() == shown and p not in progress._CLOCK._open
+
+
+def test_build_progress_passes_callables_through():
+    def report(phase, seconds):
+        return None
+    with build_progress(report) as got:
+        assert got is report
+    with build_progress(False) as got:
+        assert got is None
+    with build_progress(None) as got:
+        assert isinstance(got, BuildProgress)
+
+
+def test_a_two_second_build_shows_progress_by_default(tmp_path):
+    """A build long enough (a generated graph of 1.5M papers: several seconds on CI's CPU)
+    shows the line without any switch, from the Python API."""
+    code = ("import grail_duckdb as gd; from grail_duckdb.tools.generators import citation_dag;"
+            "gd.warm_up(); e = citation_dag(1_500_000, seed=0);"
+            "import time; t = time.perf_counter(); gd.build_index(e, backend='cpu');"
+            "print(time.perf_counter() - t)")
+    env = {k: v for k, v in os.environ.items() if k != progress.ENV_VAR}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(env, PYTHONPATH=str(ROOT)), timeout=600)
+    assert r.returncode == 0, r.stderr
+    seconds = float(r.stdout.strip().splitlines()[-1])
+    if seconds >= 2.5:
+        assert "building the index: phase" in r.stderr, r.stderr
+    elif seconds < 1.5:
+        assert "building the index" not in r.stderr

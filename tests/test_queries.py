@@ -1,0 +1,193 @@
+"""The query path on both backends against the oracle: the fused classification, the bounded
+search (budgets that defeat it), the exact search of deferred pairs, batching, every key
+lookup (dense, sparse, strings, NULLs, unknown and extreme keys), cancellation, progress and
+concurrent callers. Each test body runs on every backend of the ``backend`` fixture
+(``tests/conftest.py``); a GPU index answers every call on the device."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import grail_duckdb as gd
+from grail_duckdb.engine import queries
+from oracle import reaches_by_dfs
+
+def _dag(n, m, seed, span=None):
+    """A random DAG on 0..n-1 (edges from smaller to larger ids, at most ``span`` apart)."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, n, m)
+    b = a + rng.integers(1, span or n, m) if span else rng.integers(0, n, m)
+    keep = (b < n) & (a != b)
+    a, b = a[keep], b[keep]
+    return np.minimum(a, b), np.maximum(a, b)
+
+
+def _truth(src, dst, n, qs, qt):
+    return reaches_by_dfs(src, dst, n, qs, qt) | (qs == qt)
+
+
+def _small_batches(idx, monkeypatch, size=4_096):
+    """Make the index's backend answer in batches of ``size`` pairs."""
+    k = idx.kernels
+    if k.name == "gpu":
+        from dataclasses import replace
+
+        monkeypatch.setattr(k, "settings", replace(k.settings, query_batch=size))
+    else:
+        monkeypatch.setattr(k, "query_batch", size)
+
+
+def _check(idx, qs, qt, want, **kw):
+    got, stats = idx.reaches_with_stats(qs, qt, **kw)
+    np.testing.assert_array_equal(got.to_numpy(zero_copy_only=False), want)
+    st = stats.as_dict()
+    assert st["bounded_search"] + st["deep_search"] == st["searched"] >= st["search_reachable"]
+    settled = sum(st[k] for k in ("null", "same_key", "unknown_vertex", "same_component",
+                                  "level_cut", "label_cut", "tree_cut", "hub_cut", "searched"))
+    assert settled == st["queries"] == len(qs)
+    return stats
+
+
+@pytest.mark.parametrize("budget", [0, 1, 3, 256])
+def test_budgets_that_defeat_the_bounded_search(backend, budget):
+    """Deep narrow DAGs with many paths: small budgets defer most pairs to the exact search."""
+    n = 3000
+    src, dst = _dag(n, 9000, 1, span=40)
+    idx = gd.build_index(src, dst, backend=backend, labels=2)
+    rng = np.random.default_rng(2)
+    qs = rng.integers(0, n, 6000)
+    qt = np.minimum(qs + rng.integers(1, 400, 6000), n - 1)
+    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=budget)
+    if budget == 0:
+        assert stats.bounded_search == 0 and stats.deep_search == stats.searched > 0
+    if backend.name == "gpu":
+        cpu = idx.to_backend("cpu")
+        assert cpu.reaches_with_stats(qs, qt, budget=budget)[1] == stats
+
+
+def test_batches_give_the_answers_of_one_call(backend, monkeypatch):
+    n = 2000
+    src, dst = _dag(n, 6000, 3)
+    idx = gd.build_index(src, dst, backend=backend)
+    rng = np.random.default_rng(4)
+    qs, qt = rng.integers(0, n + 5, 50_000), rng.integers(0, n + 5, 50_000)
+    whole, s_whole = idx.reaches_with_stats(qs, qt)
+    _small_batches(idx, monkeypatch)
+    parts, s_parts = idx.reaches_with_stats(qs, qt)
+    assert parts.equals(whole) and s_parts == s_whole
+    want = np.zeros(qs.shape[0], bool)
+    known = (qs < n) & (qt < n)
+    want[known] = _truth(src, dst, n, qs[known], qt[known])
+    want |= qs == qt
+    np.testing.assert_array_equal(whole.to_numpy(zero_copy_only=False), want)
+
+
+@pytest.mark.parametrize("keys", ["dense", "sparse", "extreme", "strings"])
+def test_key_lookups_nulls_and_unknown_keys(backend, keys):
+    """Every lookup: dense ids, sorted sparse keys (binary search), keys near the int64
+    limits (no overflow in key - offset), strings; NULLs, unknown keys, equal unknown keys."""
+    n = 400
+    src, dst = _dag(n, 1200, 5)
+    rng = np.random.default_rng(6)
+    qs, qt = rng.integers(0, n + 20, 5000), rng.integers(0, n + 20, 5000)
+    qt[::7] = qs[::7]  # equal keys, known and unknown
+    want = np.zeros(qs.shape[0], bool)
+    known = (qs < n) & (qt < n)
+    verts = np.zeros(n + 20, bool)
+    verts[src] = verts[dst] = True
+    known &= verts[qs] & verts[qt]
+    want[known] = _truth(src, dst, n, qs[known], qt[known])
+    want |= qs == qt
+    to_key = {"dense": lambda x: x + 5, "sparse": lambda x: x * 1_000_003 - 7,
+              "extreme": lambda x: np.where(x % 2, np.int64(2**62) + x, -np.int64(2**62) - x),
+              "strings": lambda x: np.array([f"k{v}" for v in x], object)}[keys]
+    idx = gd.build_index(pa.array(to_key(src)), pa.array(to_key(dst)), backend=backend)
+    far = np.array([2**63 - 1, -2**63, 2**63 - 2], np.int64)
+    col_s, col_t = to_key(qs), to_key(qt)
+    mask = np.zeros(qs.shape[0], bool)
+    mask[::11] = True
+    a = pa.array(list(col_s), mask=mask)
+    b = pa.array(list(col_t), mask=np.roll(mask, 3))
+    got, stats = idx.reaches_with_stats(a, b)
+    null = mask | np.roll(mask, 3)
+    assert got.null_count == int(null.sum()) == stats.null
+    np.testing.assert_array_equal(np.asarray(got.to_pylist(), object)[~null], want[~null])
+    if keys != "strings":  # keys at the very ends of int64 are unknown, equal ones reach
+        f = idx.reaches(pa.array(np.r_[far, 5]), pa.array(np.r_[far[::-1], 5]))
+        assert f.to_pylist()[1] is True and f.to_pylist()[0] is False
+
+
+def test_cancel_stops_a_call_between_batches(backend, monkeypatch):
+    n = 3000
+    src, dst = _dag(n, 9000, 7, span=40)
+    idx = gd.build_index(src, dst, backend=backend)
+    rng = np.random.default_rng(8)
+    qs, qt = rng.integers(0, n, 20_000), rng.integers(0, n, 20_000)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(queries.QueryCancelled):
+        idx.reaches_with_stats(qs, qt, cancel=stop)
+    calls = []
+
+    def after_first_check():
+        calls.append(1)
+        return len(calls) > 1
+    _small_batches(idx, monkeypatch)
+    with pytest.raises(queries.QueryCancelled):  # the first batch runs, a later check stops
+        idx.reaches_with_stats(qs, qt, cancel=after_first_check)
+    assert idx.reaches_with_stats(qs[:10], qt[:10], cancel=lambda: False)[0] is not None
+
+
+def test_long_calls_show_progress(backend, monkeypatch, capsys):
+    monkeypatch.setenv("GRAIL_DUCKDB_PROGRESS", "1")
+    n = 1000
+    src, dst = _dag(n, 3000, 9)
+    idx = gd.build_index(src, dst, backend=backend)
+    _small_batches(idx, monkeypatch)
+    rng = np.random.default_rng(10)
+    idx.reaches(rng.integers(0, n, 20_000), rng.integers(0, n, 20_000))
+    assert "reaches" in capsys.readouterr().err
+
+
+def test_concurrent_callers_get_their_own_answers(backend):
+    """DuckDB calls the UDF from several threads at once: small chunks (serial kernels) and
+    large calls (parallel regions, per-thread GPU buffers) must not mix."""
+    n = 2000
+    src, dst = _dag(n, 6000, 11, span=60)
+    idx = gd.build_index(src, dst, backend=backend)
+    rng = np.random.default_rng(12)
+    jobs = [(rng.integers(0, n, size), rng.integers(0, n, size))
+            for size in (2048, 2048, 40_000, 2048, 40_000, 100)]
+    want = [idx.reaches(s, t) for s, t in jobs]
+    got = [None] * len(jobs)
+
+    def run(i):
+        for _ in range(3):
+            got[i] = idx.reaches(*jobs[i])
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert all(g.equals(w) for g, w in zip(got, want))
+
+
+def test_cycles_components_and_plain_search(backend):
+    """Strongly connected components in the condensation, with the cuts on and off."""
+    rng = np.random.default_rng(13)
+    n = 1500
+    src, dst = rng.integers(0, n, 2500), rng.integers(0, n, 2500)
+    idx = gd.build_index(src, dst, backend=backend)
+    assert idx.n_components < n
+    qs, qt = rng.integers(0, n, 8000), rng.integers(0, n, 8000)
+    verts = np.zeros(n, bool)
+    verts[src] = verts[dst] = True
+    want = np.zeros(qs.shape[0], bool)
+    known = verts[qs] & verts[qt]
+    want[known] = _truth(src, dst, n, qs[known], qt[known])
+    want |= qs == qt
+    _check(idx, qs, qt, want)
+    _check(idx, qs, qt, want, use_cuts=False)

@@ -57,19 +57,51 @@ def _as_str(arr: pa.Array) -> pa.Array:
 
 @dataclass
 class VertexIds:
-    """The sorted distinct keys (``keys[i]`` is the key of id i) and a lookup from key to id."""
+    """The sorted distinct keys (``keys[i]`` is the key of id i) and a lookup from key to id.
 
-    keys: pa.Array
+    Keys that are a whole range ``offset .. offset + n - 1`` (the generators' and the .gra
+    files' 0..n-1) are held as that range: the key column and the lookup table are made on
+    first use, so neither the build nor a load spends a pass on them."""
+
+    _keys: pa.Array | None
     kind: str
     _offset: int = 0
     _table: np.ndarray | None = None  # dense int lookup: id of key (offset + i), or -1
     _sorted: np.ndarray | None = None  # sparse int lookup: the sorted keys
     _map: dict | None = field(default=None, repr=False)  # string lookup, built on first use
     _device_tables: dict = field(default_factory=dict, repr=False)  # array module -> table
+    _count: int | None = None  # keys offset .. offset + count - 1 (``_keys`` made on first use)
+
+    @classmethod
+    def of_range(cls, offset: int, n: int) -> "VertexIds":
+        """The keys ``offset .. offset + n - 1``, id = key - offset.
+
+        >>> ids = VertexIds.of_range(10, 3)
+        >>> ids.n, ids.keys.to_pylist(), ids.key_range()
+        (3, [10, 11, 12], (10, 3))
+        """
+        return cls(None, "int", _offset=int(offset), _count=int(n))
+
+    @property
+    def keys(self) -> pa.Array:
+        if self._keys is None:
+            self._keys = pa.array(np.arange(self._offset, self._offset + self._count,
+                                            dtype=np.int64))
+        return self._keys
 
     @property
     def n(self) -> int:
-        return len(self.keys)
+        return self._count if self._count is not None else len(self._keys)
+
+    def key_range(self) -> tuple[int, int] | None:
+        """``(offset, n)`` when the keys are exactly ``offset .. offset + n - 1``, else None."""
+        return None if self._count is None else (self._offset, self._count)
+
+    def fresh(self) -> "VertexIds":
+        """The same keys with lookups of their own (for an index on another device)."""
+        if self._count is not None:
+            return VertexIds.of_range(self._offset, self._count)
+        return VertexIds.from_sorted_keys(self._keys)
 
     @classmethod
     def from_sorted_keys(cls, keys: pa.Array) -> "VertexIds":
@@ -78,6 +110,8 @@ class VertexIds:
         if kind == "str":
             return cls(_as_str(keys), "str")
         k = _as_int64(keys)
+        if k.shape[0] and int(k[-1]) - int(k[0]) == k.shape[0] - 1:
+            return cls.of_range(int(k[0]), k.shape[0])  # sorted and distinct: a whole range
         return cls._for_ints(k, int(k.shape[0]))
 
     @classmethod
@@ -140,6 +174,8 @@ class VertexIds:
         (looked up on the host); the table as an array of ``xp``, uploaded once."""
         if self.kind == "str":
             return LOOKUP_IDS, 0, xp.empty(0, xp.int32)
+        if self._table is None and self._count is not None:
+            self._table = np.arange(self._count, dtype=np.int32)
         if self._table is not None:
             mode, offset, host = LOOKUP_DENSE, self._offset, self._table
         else:

@@ -223,11 +223,16 @@ def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
     (``src id << 32 | dst id``) and the row count.
     """
     h = hashlib.blake2b(digest_size=16)
-    keys = ids.keys
-    if ids.kind == "int":
-        h.update(kernels.key_hash_sum(keys.to_numpy(zero_copy_only=False)).to_bytes(8, "little"))
+    if ids.key_range() is not None:  # keys offset..offset+n-1: made where they are hashed
+        offset, n = ids.key_range()
+        keys = kernels.xp.arange(offset, offset + n, dtype=kernels.xp.int64)
+        h.update(kernels.key_hash_sum(keys).to_bytes(8, "little"))
+        del keys
+    elif ids.kind == "int":
+        keys = ids.keys.to_numpy(zero_copy_only=False)
+        h.update(kernels.key_hash_sum(keys).to_bytes(8, "little"))
     else:
-        for buf in keys.buffers():
+        for buf in ids.keys.buffers():
             if buf is not None:
                 h.update(memoryview(buf))
     h.update(f"{ids.kind}:{ids.n}".encode())

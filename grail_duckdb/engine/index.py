@@ -25,7 +25,7 @@ from ..kernels.protocol import QueryIndex
 from . import persistence, queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse, swap_pairs
-from .ids import VertexIds, assign_pairs
+from .ids import VertexIds, assign_pairs, assign_read, read_edges
 from .ingest import edge_stream
 from .labels import Labels, grail_labels
 
@@ -273,19 +273,26 @@ def build_index(edges, dst=None, *, src_col: str = "src", dst_col: str = "dst",
     :class:`~grail_duckdb.kernels.protocol.Kernels` instance, ``progress`` an optional callable
     ``(phase, seconds)`` called after each phase.
 
-    Memory (issue 12): the input stays on the host as Arrow chunks; the device receives it
-    slice by slice and holds one uint64 per edge (the packed ids), from which the forward and
-    reverse rows are made in place; once the rows exist the packed edges are freed, and the
-    input graph's rows are freed as soon as the condensed DAG no longer needs them.
+    Phases (``build_seconds``): ``ingest`` (the input checked), ``read`` (the keys read, a
+    Parquet input decoded, and packed into the device's array: :mod:`.transfer`), ``ids``
+    (keys -> dense ids in that array), ``fingerprint``, ``csr``, ``scc``, the label passes.
+
+    Memory (issue 12): the input stays on the host (Arrow chunks, or Parquet files read row
+    group by row group); the device holds one uint64 per edge (the packed ids), from which the
+    forward and reverse rows are made in place; once the rows exist the packed edges are
+    freed, and the input graph's rows are freed as soon as the condensed DAG no longer needs
+    them.
     """
     d = check_labels(labels)
     k = kernels_for(backend)
     timer = PhaseTimer(progress, k.synchronize)
     stream = edge_stream(edges, dst, src_col=src_col, dst_col=dst_col)
     timer("ingest")
-    ids, pairs = assign_pairs(stream, k.xp)
+    read = read_edges(stream, k.xp)
+    timer("read")
+    ids, pairs = assign_read(read, k.xp)
     rows = stream.rows
-    del stream
+    del stream, read
     timer("ids")
     fp = fingerprint_of(k, ids, pairs)
     timer("fingerprint")

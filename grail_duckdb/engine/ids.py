@@ -4,10 +4,12 @@ Keys are whatever the edge table holds: any integer type or strings. Ids follow 
 order of the distinct keys, so they (and everything derived from them: the fingerprint, the
 index file) do not depend on the order of the edge rows.
 
-Integer keys whose range is at most a few times the number of edges get a direct lookup table
-(no sort, one pass); sparse integer keys are sorted and searched; strings go through a hash map.
-The build (:func:`assign_pairs`) reads the edges slice by slice and returns them as packed ids,
-on the device when there is one.
+The build reads integer keys first (:func:`read_edges`, the ``read`` phase: packed as 32-bit
+offsets into the build's array of edges by :mod:`.transfer`), then turns them into ids in
+that array (:func:`assign_read`, the ``ids`` phase): nothing for keys known to be 0..n-1, a
+presence table for a dense range, a 32-bit sort otherwise. Query keys of a small range get a
+direct lookup table (no sort, one pass); sparse integer keys are searched in the sorted keys;
+strings go through a hash map.
 """
 from __future__ import annotations
 

@@ -210,9 +210,11 @@ def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
-    """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`)."""
-    fields = persistence.load(path, expect_fingerprint=expect_fingerprint)
-    return _on_backend(kernels_for(backend), **fields)
+    """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`:
+    read on every core, straight into the backend's arrays)."""
+    k = kernels_for(backend)
+    fields = persistence.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
+    return _on_backend(k, **fields)
 
 
 def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:

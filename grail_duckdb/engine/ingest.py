@@ -7,9 +7,10 @@ or two array-likes (pyarrow, NumPy, lists). A .gra file read by
 the schema metadata (``grail.vertices``) so that vertices without edges exist in the index too
 (and the keys are known to be 0..n-1 without a pass over them).
 
-:func:`edge_stream` keeps the input as Arrow chunks on the host, without copies: the build
-reads it in slices of :data:`CHUNK` edges (:mod:`.ids` uploads one slice at a time), so the
-device never holds the input's own 64-bit columns.
+:func:`edge_stream` keeps the input where it is: Arrow chunks on the host without copies, or
+Parquet files not read yet (their row groups are decoded by the build's worker threads, piece
+by piece, while earlier pieces are uploaded: :mod:`.transfer`), so neither the host nor the
+device ever holds the input's own 64-bit columns.
 """
 from __future__ import annotations
 

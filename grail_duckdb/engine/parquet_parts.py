@@ -205,9 +205,10 @@ def _shift(fields: list, fid: int, delta: int) -> None:
 # --- parts --------------------------------------------------------------------------------
 @dataclass
 class Part:
-    """One part as written by pyarrow: its bytes, its footer decoded, where its data ends."""
+    """One part as written by pyarrow: its bytes (None once written out), its footer decoded,
+    where its data ends."""
 
-    data: pa.Buffer
+    data: pa.Buffer | None
     meta: list
     data_end: int
 

@@ -36,13 +36,13 @@ keys and component ids delta-encoded, the label columns LZ4 (they shrink to ~0.5
 (tree ranks, the children) plain: they hardly compress. The children are one BLOB per
 component rather than a list: a list column costs a repetition level per child, ten times the
 time of the BLOB both ways (measured). Loading reads the row groups on every core straight
-into the final arrays and hashes them as they arrive. The digest is a blake2b over the sha256 digests of every
+into the final arrays (on the device, for a GPU index) and hashes them as they arrive
+(:mod:`.index_reader`). The digest is a blake2b over the sha256 digests of every
 column of every row group. Files of formats 1 and 2 are refused with a message that
 says to rebuild.
 """
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import threading
@@ -53,76 +53,20 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import IndexFileError, StaleIndexError
 from ..kernels import to_host
 from . import parquet_parts
 from .atomic_write import replace_atomically
-from .csr import CSR
 from .ids import VertexIds
-from .labels import Labels
+from .index_format import (FORMAT_NAME, FORMAT_VERSION, META_PREFIX, label_names, leaf_hash,
+                           read_metadata, root_digest, threads, write_options)
+from .index_reader import IndexReader
 
-FORMAT_NAME = "grail_duckdb-index"
-FORMAT_VERSION = 3
-_META = "grail_duckdb."
 #: raw bytes of index data per part (one row group, encoded by one thread)
 PART_BYTES = 64 << 20
 #: bytes written between two flushes to disk while a save is under way
 _SYNC_BYTES = 256 << 20
-_LZ4 = ("level", "inner_", "outer_", "hub_")
-
-
-def _threads() -> int:
-    return max(1, os.cpu_count() or 1)
-
-
-def _label_names(d: int, hub_words: int) -> list[str]:
-    """The per-component columns, in file order."""
-    return (["level", "tree_lo", "tree_post"]
-            + [f"{side}_{j + 1}" for j in range(d) for side in ("inner", "outer")]
-            + [f"hub_{side}_{w + 1}" for w in range(hub_words) for side in ("down", "up")])
-
-
-def _write_options(names: list[str], key_kind: str) -> dict:
-    """pyarrow writer options of the index's columns (see the module: speed first)."""
-    compression = {name: "lz4" if name.startswith(_LZ4) else "none" for name in names}
-    compression["key"] = "zstd" if key_kind == "str" else "none"
-    encoding = {name: "DELTA_BINARY_PACKED" for name in ("component",)
-                + (("key",) if key_kind == "int" else ())}
-    return dict(compression=compression, column_encoding=encoding, use_dictionary=False,
-                write_statistics=False)
-
-
-# --- the digest: the bytes as written, hashed where they are written and read ------------
-def _hash(data) -> bytes:
-    """One leaf of the digest: sha256 (SHA-NI: about twice blake2b's speed), 16 bytes."""
-    return hashlib.sha256(memoryview(data).cast("B")).digest()[:16]
-
-
-def _root(meta: dict[str, str], layout: bytes, leaves: list[bytes]) -> str:
-    """The file's digest: its metadata (but the digest itself), its layout (the footer but
-    the metadata: schema, row groups, offsets, encodings) and the hash of each row group's
-    column chunks. Any changed byte a load reads changes it."""
-    root = hashlib.blake2b(digest_size=16)
-    for name in sorted(meta):
-        if name != "digest":
-            root.update(f"{name}={meta[name]};".encode())
-    root.update(layout)
-    for leaf in leaves:
-        root.update(leaf)
-    return root.hexdigest()
-
-
-def _blobs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A BLOB column's values: their byte offsets from 0 (64-bit) and their bytes."""
-    wide = pa.types.is_large_binary(arr.type)
-    offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)
-    offs = offs[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
-    if not len(arr) or offs[-1] == offs[0]:
-        return offs - (offs[0] if len(offs) else 0), np.zeros(0, np.uint8)
-    data = np.frombuffer(arr.buffers()[2], np.uint8)[offs[0]:offs[-1]]
-    return offs - offs[0], data
 
 
 # --- save ---------------------------------------------------------------------------------
@@ -193,12 +137,12 @@ def _host_rows(index) -> _Rows:
     lab = index.labels
     arrays = {"comp": index.comp, "ptr": index.dag.indptr, "idx": index.dag.indices,
               **lab.arrays()}
-    with ThreadPoolExecutor(_threads()) as pool:
+    with ThreadPoolExecutor(threads()) as pool:
         host = dict(zip(arrays, pool.map(lambda a: np.ascontiguousarray(to_host(a)),
                                          arrays.values())))
     comp = host["comp"].astype(np.int32, copy=False)
     d, hw = host["inner"].shape[1], host["hub_down"].shape[1]
-    names = _label_names(d, hw)
+    names = label_names(d, hw)
     cols: dict = {"level": (host["level"], None), "tree_lo": (host["tree_lo"], None),
                   "tree_post": (host["tree_post"], None)}
     for j in range(d):
@@ -270,29 +214,31 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     before it are known, then the footer with the digest (see :mod:`.parquet_parts`)."""
     t0 = time.perf_counter()
     names = ["key", "component"] + rows.names + ["dag_children"]
-    options = _write_options(names, rows.ids.kind)
+    options = write_options(names, rows.ids.kind)
 
     def encode(bounds):
         part = parquet_parts.encode_part(rows.part(*bounds), **options)
-        return part, _hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end])
+        return part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end])
 
     fd = os.open(tmp, os.O_WRONLY)
     try:
         writer = _Writer(fd, sync)
-        with ThreadPoolExecutor(_threads()) as pool, ThreadPoolExecutor(4) as io_pool:
+        with ThreadPoolExecutor(threads()) as pool, ThreadPoolExecutor(4) as io_pool:
             writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
             parts, leaves, pos = [], [], len(parquet_parts.MAGIC)
             for part, leaf in pool.map(encode, rows.bounds()):
                 chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
                 writes.append(io_pool.submit(writer.write, pos, chunks))
+                writes[-1].add_done_callback(lambda _, p=part: setattr(p, "data", None))
+                del chunks  # the part's bytes are freed once written
                 pos += part.size
                 parts.append(part)
                 leaves.append(leaf)
             for w in writes:
                 w.result()
         file_meta = parquet_parts.file_meta(parts)
-        meta = {**meta, "digest": _root(meta, parquet_parts.layout(file_meta), leaves)}
-        tail = parquet_parts.footer(parts, {_META + k: v for k, v in meta.items()}, meta=file_meta)
+        meta = {**meta, "digest": root_digest(meta, parquet_parts.layout(file_meta), leaves)}
+        tail = parquet_parts.footer(parts, {META_PREFIX + k: v for k, v in meta.items()}, meta=file_meta)
         writer.write(pos, tail)
     finally:
         os.close(fd)
@@ -318,171 +264,16 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
                              lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
                              fsync=fsync)
     if timings is not None:
-        timings["final flush and rename"] = (time.perf_counter() - t1
+        timings["checks, final flush, rename"] = (time.perf_counter() - t1
                                              - timings.get("encode and write", 0.0))
     return out
 
 
 # --- load ---------------------------------------------------------------------------------
-def read_metadata(path) -> dict[str, str]:
-    """The index file's metadata (format, version, labels, fingerprint, counts) without reading
-    its data; raises :class:`IndexFileError` for anything that is not a current index file."""
-    path = Path(path)
-    if not path.exists():
-        raise IndexFileError(f"no index file at {path}; build one first (grail_duckdb.build_index "
-                             "or SELECT grail_index(...) in SQL)")
-    try:
-        raw = pq.read_schema(path).metadata or {}
-    except Exception as exc:  # pyarrow raises several types for damaged files
-        raise IndexFileError(f"{path} is not a readable Parquet file (truncated or corrupt: "
-                             f"{exc}); delete it and rebuild the index") from exc
-    meta = {k.decode()[len(_META):]: v.decode() for k, v in raw.items()
-            if k.startswith(_META.encode())}
-    if meta.get("format") != FORMAT_NAME:
-        raise IndexFileError(f"{path} is a Parquet file but not a grail_duckdb index")
-    try:
-        version = int(meta.get("version", ""))
-    except ValueError:
-        raise IndexFileError(f"{path} has an unreadable format version") from None
-    if version > FORMAT_VERSION:
-        raise IndexFileError(f"{path} was written in index format {version} by a newer "
-                             f"grail_duckdb (this one reads format {FORMAT_VERSION}); upgrade "
-                             "grail_duckdb or rebuild the index")
-    if version < FORMAT_VERSION:
-        raise IndexFileError(f"{path} was written in index format {version} by an older "
-                             f"grail_duckdb (this one reads format {FORMAT_VERSION}); rebuild "
-                             "the index (grail_index(..., rebuild := true) in SQL, or "
-                             "python -m grail_duckdb build)")
-    return meta
-
-
-class _Reader:
-    """Reads an index file's row groups on every core into the final arrays, hashing each
-    group's bytes as it decodes them."""
-
-    def __init__(self, path: Path, meta: dict[str, str], mapped):
-        self.path, self.meta, self.mapped = path, meta, mapped
-        self.n, self.c = int(meta["vertices"]), int(meta["components"])
-        self.d, self.hw = int(meta["labels"]), int(meta["hub_words"])
-        self.names = ["key", "component"] + _label_names(self.d, self.hw) + ["dag_children"]
-        self.identity = self.n == self.c
-        self._local = threading.local()
-        md = pq.ParquetFile(path, memory_map=True).metadata
-        if md.num_rows != self.n:
-            raise ValueError(f"{md.num_rows} rows, metadata says {self.n}")
-        if md.schema.to_arrow_schema().names != self.names:
-            raise ValueError("the columns are not those of this format")
-        footer, end = parquet_parts.read_footer(mapped)
-        self.layout = parquet_parts.layout(footer)
-        self.spans = parquet_parts.group_spans(footer, end)
-        if len(self.spans) != md.num_row_groups:
-            raise ValueError("the footer's row groups differ from pyarrow's")
-        starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
-        self.groups = [(g, int(starts[g]), int(starts[g + 1])) for g in range(md.num_row_groups)]
-        c, d, hw = self.c, self.d, self.hw
-        self.comp = np.empty(self.n, np.int32)
-        self.int_keys = np.empty(self.n, np.int64) if meta["key_type"] == "int" else None
-        self.flat = {"level": np.empty(c, np.int32), "tree_lo": np.empty(c, np.int32),
-                     "tree_post": np.empty(c, np.int32)}
-        self.wide = {"inner": np.empty((c, d), np.int32), "outer": np.empty((c, d), np.int32),
-                     "hub_down": np.empty((c, hw), np.uint64), "hub_up": np.empty((c, hw), np.uint64)}
-        self.degree = np.zeros(c, np.int64)
-
-    def _file(self) -> pq.ParquetFile:
-        pf = getattr(self._local, "pf", None)
-        if pf is None:
-            pf = self._local.pf = pq.ParquetFile(self.path, memory_map=True)
-        return pf
-
-    def group(self, g: int, lo: int, hi: int):
-        """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``) and place its values;
-        returns ``(leaf, str keys or None, representative rows, their component span,
-        children bytes)``."""
-        start, stop = self.spans[g]
-        leaf = _hash(memoryview(self.mapped)[start:stop])
-        table = self._file().read_row_group(g, use_threads=False)
-        if table.num_rows != hi - lo:
-            raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")
-        comp = table.column("component").combine_chunks().to_numpy()
-        self.comp[lo:hi] = comp
-        keys = table.column("key").combine_chunks()
-        if self.int_keys is not None:
-            self.int_keys[lo:hi] = keys.to_numpy()
-            keys = None
-        children = table.column("dag_children").combine_chunks()
-        if self.identity:  # row i is component i
-            if children.null_count:
-                raise ValueError("representative rows do not match the component count")
-            take, put, span = slice(None), slice(lo, hi), (lo, hi)
-            rows = np.arange(lo, hi)
-        else:
-            take = np.flatnonzero(children.is_valid().to_numpy(zero_copy_only=False))
-            rows, put = take + lo, comp[take]
-            if put.shape[0] and (put.min() < 0 or put.max() >= self.c):
-                raise ValueError("component ids out of range")
-            span = (int(put[0]), int(put[-1]) + 1) if put.shape[0] else (0, 0)
-        for name in self.names[2:-1]:
-            values = table.column(name).combine_chunks().to_numpy()[take]
-            if name in self.flat:
-                self.flat[name][put] = values
-            else:
-                base, _, j = name.rpartition("_")
-                self.wide[base][put, int(j) - 1] = values
-        offsets, blob = _blobs(children)
-        lengths = np.diff(offsets)[take]
-        if (lengths % 4).any():
-            raise ValueError("a children BLOB is not a whole number of int32")
-        self.degree[put] = lengths // 4
-        return leaf, keys, rows, span, blob
-
-    def read(self) -> dict:
-        """Every row group in parallel, then the DAG's rows and the checks."""
-        with ThreadPoolExecutor(_threads()) as pool:
-            got = list(pool.map(lambda g: self.group(*g), self.groups))
-            reps = np.concatenate([r for _, _, r, _, _ in got]) if got else np.zeros(0, np.int64)
-            if reps.shape[0] != self.c:
-                raise ValueError("representative rows do not match the component count")
-            if self.c and not np.array_equal(self.comp[reps], np.arange(self.c, dtype=np.int32)):
-                raise ValueError("component numbering does not follow the rows")
-            ptr = np.zeros(self.c + 1, np.int64)
-            np.cumsum(self.degree, out=ptr[1:])
-            if ptr[-1] != int(self.meta["dag_edges"]):
-                raise ValueError("the DAG's edge count differs from the metadata")
-            idx = np.empty(int(ptr[-1]), np.int32)
-
-            def place(item):
-                _, _, _, (c0, c1), data = item
-                lo, hi = ptr[c0], ptr[c1]
-                if data.shape[0] != 4 * (hi - lo):
-                    return False
-                part = data.view(np.int32)
-                idx[lo:hi] = part
-                return not part.shape[0] or bool(part.min() >= 0 and part.max() < self.c)
-
-            if not all(pool.map(place, got)):
-                raise ValueError("DAG edges out of range")
-            if self.n and (self.comp.min() < 0 or self.comp.max() >= self.c):
-                raise ValueError("component ids out of range")
-        digest = _root(self.meta, self.layout, [leaf for leaf, *_ in got])
-        if digest != self.meta.get("digest"):
-            raise ValueError("content digest mismatch")
-        if self.int_keys is not None:
-            ids = VertexIds.from_sorted_keys(pa.array(self.int_keys))
-        else:
-            strs = [k for _, k, *_ in got]
-            ids = VertexIds.from_sorted_keys(pa.concat_arrays(strs) if strs else pa.array([], pa.string()))
-        lab = Labels(level=self.flat["level"], inner=self.wide["inner"], outer=self.wide["outer"],
-                     tree_post=self.flat["tree_post"], tree_lo=self.flat["tree_lo"],
-                     hub_down=self.wide["hub_down"], hub_up=self.wide["hub_up"])
-        return dict(ids=ids, comp=self.comp, n_components=self.c, dag=CSR(ptr, idx), labels=lab,
-                    seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),
-                    fingerprint=self.meta["fingerprint"])
-
-
-def load(path, *, expect_fingerprint: str | None = None) -> dict:
+def load(path, *, expect_fingerprint: str | None = None, xp=np) -> dict:
     """Read an index written by :func:`save`, with no recomputation: the fields of a
-    :class:`~grail_duckdb.engine.index.GrailIndex` but its kernels, as host arrays
-    (:func:`grail_duckdb.engine.index.load_index` moves them to a backend).
+    :class:`~grail_duckdb.engine.index.GrailIndex` but its kernels, as arrays of ``xp``
+    (NumPy; CuPy to read straight onto the current GPU).
 
     Refused with :class:`IndexFileError`: a missing, truncated, corrupt, foreign, older- or
     newer-format file, or one whose content digest does not match. With
@@ -497,8 +288,12 @@ def load(path, *, expect_fingerprint: str | None = None) -> dict:
                               "or grail_duckdb.build_index(...).save(path))")
     try:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return _Reader(path, meta, mapped).read()
+            return IndexReader(path, meta, mapped, xp).read()
     except (StaleIndexError, IndexFileError):
         raise
     except Exception as exc:
         raise IndexFileError(f"{path} is damaged ({exc}); delete it and rebuild the index") from exc
+
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "PART_BYTES", "load", "metadata", "read_metadata",
+           "save"]

@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from .. import plugin
 from ..engine.index import DEFAULT_LABELS, build_index, load_index
-from ..engine.ingest import read_parquet_edges
 from ..errors import GrailError
 from ..plugin import install, named_queries
 from ..plugin import sql as whole
@@ -63,10 +62,11 @@ def cmd_build(args) -> int:
         return _build_in_database(db, table, args)
 
     t0 = time.perf_counter()
-    edges = read_edges_for_build(args)
-    _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
+    edges, cols = read_edges_for_build(args)
+    if isinstance(edges, pa.Table):
+        _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
     index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend,
-                        progress=_progress)
+                        progress=_progress, **cols)
     out = Path(args.out) if args.out else default_index_path(args.edges)
     index.save(out)
     _print_summary(index.summary(), out)
@@ -74,15 +74,15 @@ def cmd_build(args) -> int:
 
 
 def read_edges_for_build(args):
-    """The edges of ``build``: Parquet (a file or a folder) is read in parallel and kept in
-    its stored widths and chunks (the build streams it to the device slice by slice); other
-    formats through :func:`read_edges`."""
+    """The edges of ``build`` and their column names: Parquet (a file or a folder) is handed
+    to the build as a path, which reads it row group by row group on every core while it
+    uploads (the ``read`` phase); other formats are read first (:func:`read_edges`)."""
     fmt = args.format or detect_format(args.edges)
     if fmt in ("parquet", "pq") and not args.reverse:
         src, dst = parquet_edge_columns(args.edges, args.src, args.dst)
-        return read_parquet_edges(args.edges, src, dst)
+        return str(args.edges), {"src_col": src, "dst_col": dst}
     return read_edges(args.edges, fmt=args.format, src_col=args.src, dst_col=args.dst,
-                      reverse=args.reverse)
+                      reverse=args.reverse), {}
 
 
 def _build_in_database(db: str, table: str, args) -> int:

@@ -12,6 +12,7 @@ import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
+from grail_duckdb.kernels import to_host
 
 
 @pytest.fixture
@@ -192,6 +193,7 @@ _KILLED_SAVE = """
 import os, signal, sys
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
+from grail_duckdb.kernels import to_host
 
 def killed(rows, meta, tmp, *rest):
     with open(tmp, "wb") as fh:
@@ -260,9 +262,10 @@ def test_an_older_format_is_refused_with_rebuild_and_may_be_replaced(saved):
 
 
 @pytest.mark.parametrize("dag", [False, True])
-def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag):
+def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag, backend):
     """Parts of ~64 KiB: many row groups, laid into one file by parquet_parts; with cycles
-    (representative rows, gathered labels) and as a DAG (every row its own component)."""
+    (representative rows, gathered labels) and as a DAG (every row its own component); saved
+    from and loaded straight onto each backend."""
     monkeypatch.setattr(persistence, "PART_BYTES", 64 << 10)
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 300_000, 400_000), rng.integers(0, 300_000, 400_000)
@@ -270,16 +273,16 @@ def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag):
         src, dst = np.minimum(src, dst), np.maximum(src, dst) + 1
     idx = gd.build_index(src, dst, labels=2, backend="cpu")
     assert (idx.n_components == idx.n_vertices) == dag
-    path = idx.save(tmp_path / "big.grail.parquet")
-    back = gd.load_index(path)
-    assert pq.ParquetFile(path).num_row_groups > 10
+    path = idx.to_backend(backend).save(tmp_path / "big.grail.parquet")
+    back = gd.load_index(path, backend=backend)
+    assert back.backend == backend.name and pq.ParquetFile(path).num_row_groups > 10
     qs, qd = rng.integers(0, 300_000, 50_000), rng.integers(0, 300_000, 50_000)
     assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
-    np.testing.assert_array_equal(back.dag.indptr, idx.dag.indptr)
-    np.testing.assert_array_equal(back.dag.indices, idx.dag.indices)
-    np.testing.assert_array_equal(back.comp, idx.comp)
+    np.testing.assert_array_equal(to_host(back.dag.indptr), idx.dag.indptr)
+    np.testing.assert_array_equal(to_host(back.dag.indices), idx.dag.indices)
+    np.testing.assert_array_equal(to_host(back.comp), idx.comp)
     for name, arr in idx.labels.arrays().items():
-        np.testing.assert_array_equal(getattr(back.labels, name), arr, err_msg=name)
+        np.testing.assert_array_equal(to_host(getattr(back.labels, name)), arr, err_msg=name)
 
 
 def test_duckdb_reads_the_children_as_int32_blobs(saved):

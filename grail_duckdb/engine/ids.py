@@ -375,7 +375,7 @@ def _dense_pairs(stream: EdgeStream, xp, pairs, lo: int, size: int, extra):
     present = xp.zeros(size, xp.uint8)
     half = pairs.view(xp.uint32)
     for i in range(0, half.shape[0], ingest.CHUNK):  # bounded index temporaries
-        present[half[i:i + ingest.CHUNK]] = 1
+        present[half[i:i + ingest.CHUNK].astype(xp.int64)] = 1
     if vc:
         present[-lo:vc - lo] = 1
     if extra is not None:

@@ -139,6 +139,8 @@ class IndexReader:
 
             if not all(pool.map(place, got)):
                 raise ValueError("DAG edges out of range")
+        if self._device is not None:
+            self._device.synchronize()  # every block on the device before any stream reads it
         if root_digest(self.meta, self.layout, [leaf for leaf, *_ in got]) != self.meta.get("digest"):
             raise ValueError("content digest mismatch")
         lab = Labels(level=self.flat["level"], inner=self.wide["inner"], outer=self.wide["outer"],

@@ -56,7 +56,7 @@ class IndexReader:
         self.wide = {"inner": xp.empty((c, d), xp.int32), "outer": xp.empty((c, d), xp.int32),
                      "hub_down": xp.empty((c, hw), xp.uint64), "hub_up": xp.empty((c, hw), xp.uint64)}
         self.degree = np.zeros(c, np.int64)
-        self._device = getattr(self.comp, "device", None)
+        self._device = None if xp is np else self.comp.device
 
     def _file(self) -> pq.ParquetFile:
         pf = getattr(self._local, "pf", None)

@@ -31,7 +31,7 @@ from .ingest import EdgeStream
 
 #: edges per pinned buffer (8 bytes each); ``BUFFERS`` of them rotate
 SLICE = 1 << 23
-BUFFERS = 3
+BUFFERS = 4
 
 
 @dataclass

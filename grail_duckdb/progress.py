@@ -36,9 +36,9 @@ import threading
 import time
 
 ENV_VAR = "GRAIL_DUCKDB_PROGRESS"
-#: the phases :func:`grail_duckdb.build_index` reports (ingest, ids, csr, scc, four label
-#: passes, hubs, fingerprint); ``tests/test_progress.py`` checks the count against a build
-BUILD_PHASES = 10
+#: the phases :func:`grail_duckdb.build_index` reports (ingest, read, ids, fingerprint, csr, scc,
+#: four label passes, hubs)
+BUILD_PHASES = 11
 
 
 def enabled_by_default() -> bool | None:

@@ -12,7 +12,7 @@ import pytest
 import grail_duckdb as gd
 from grail_duckdb import kernels as _backend
 from grail_duckdb.engine import ids as ids_module
-from grail_duckdb.engine import ingest
+from grail_duckdb.engine import ingest, transfer
 from grail_duckdb.engine.csr import forward_and_reverse
 from grail_duckdb.engine.ids import assign_pairs
 from grail_duckdb.engine.ingest import edge_stream, edge_table
@@ -30,8 +30,11 @@ def k(request):
 
 @pytest.fixture
 def small_slices(monkeypatch):
-    """Slices of 7 edges, so that every pass runs over many slices."""
+    """Slices of 7 edges, pieces of 5 and pinned buffers of 13, so that every pass runs over
+    many slices and the read's buffers rotate many times."""
     monkeypatch.setattr(ingest, "CHUNK", 7)
+    monkeypatch.setattr(ingest, "PIECE", 5)
+    monkeypatch.setattr(transfer, "SLICE", 13)
 
 
 def _rows_oracle(src, dst, n):
@@ -180,3 +183,65 @@ def test_the_old_columns_api_still_gives_the_same_ids(small_slices):
     s, d = np.array([30, 10, 10]), np.array([10, 20, 30])
     ids, si, di = ids_module.assign_ids(pa.array(s), pa.array(d))
     assert (si.tolist(), di.tolist(), ids.n) == ([2, 0, 0], [0, 1, 2], 3)
+
+
+_KEY_TYPES = {"int8": (pa.int8(), -100), "int16": (pa.int16(), -30000), "int32": (pa.int32(), -2**31),
+              "uint8": (pa.uint8(), 0), "uint16": (pa.uint16(), 60000), "uint32": (pa.uint32(), 2**32 - 300),
+              "int64": (pa.int64(), -2**62), "uint64": (pa.uint64(), 2**63 - 400),
+              "dictionary": (pa.dictionary(pa.int32(), pa.int64()), 10**15)}
+
+
+def _typed_edges(name: str, seed: int):
+    typ, base = _KEY_TYPES[name]
+    rng = np.random.default_rng(seed)
+    span = 200 if name not in ("int8", "uint8") else 100
+    src, dst = base + rng.integers(0, span, 120), base + rng.integers(0, span, 120)
+    value = typ.value_type if pa.types.is_dictionary(typ) else typ
+    cols = [pa.array(c.tolist(), value) for c in (src, dst)]
+    if pa.types.is_dictionary(typ):
+        cols = [c.dictionary_encode() for c in cols]
+    return pa.table({"src": cols[0], "dst": cols[1]}), src, dst
+
+
+@pytest.mark.parametrize("where", ["table", "parquet", "parquet without statistics"])
+@pytest.mark.parametrize("name", sorted(_KEY_TYPES))
+def test_every_key_type_reads_to_the_same_ids_from_tables_and_parquet(k, small_slices, tmp_path,
+                                                                      name, where):
+    """The read packs narrow keys as bits (offset on the device afterwards) and wide ones as
+    offsets from their range (a pass, or the Parquet statistics): the same ids either way."""
+    table, src, dst = _typed_edges(name, 11)
+    edges = table
+    if where != "table":
+        folder = tmp_path / "e"
+        folder.mkdir()
+        for i, lo in enumerate(range(0, table.num_rows, 50)):
+            pq.write_table(table.slice(lo, 50), folder / f"p{i}.parquet", row_group_size=17,
+                           write_statistics=where == "parquet")
+        edges = folder
+    ids, pairs = assign_pairs(edge_stream(edges), k.xp)
+    keys, ws, wd = _ids_oracle(np.array(src, object), np.array(dst, object))
+    assert ids.keys.to_pylist() == [int(x) for x in keys]
+    s, d = (to_host(a) for a in unpack_pairs(k.xp, pairs))
+    np.testing.assert_array_equal(s, ws)
+    np.testing.assert_array_equal(d, wd)
+
+
+def test_keys_zero_to_n_need_no_table_and_wrong_metadata_is_caught(k, small_slices):
+    src, dst = np.array([0, 1, 2, 3], np.int32), np.array([1, 2, 3, 4], np.int32)
+    ids, _ = assign_pairs(edge_stream(edge_table(src, dst, vertices=7)), k.xp)
+    assert ids.key_range() == (0, 7) and ids._table is None   # nothing made in the build
+    assert ids.encode(pa.array([6, 7, -1])).tolist() == [6, -1, -1]
+    # metadata says 3 vertices but the keys go up to 4: the read's min/max sees it
+    ids, pairs = assign_pairs(edge_stream(edge_table(src, dst, vertices=3)), k.xp)
+    assert ids.keys.to_pylist() == [0, 1, 2, 3, 4]
+    ids, _ = assign_pairs(edge_stream(edge_table(src + 5, dst + 5)), k.xp)   # 5..9, no gaps
+    assert ids.key_range() == (5, 5)
+
+
+def test_a_null_in_a_parquet_row_group_is_refused_with_its_place(tmp_path):
+    folder = tmp_path / "e"
+    folder.mkdir()
+    pq.write_table(pa.table({"src": [1, 2], "dst": [2, 3]}), folder / "a.parquet")
+    pq.write_table(pa.table({"src": [1, None], "dst": [2, 3]}), folder / "b.parquet")
+    with pytest.raises(gd.EdgeInputError, match="b.parquet.*NULL endpoint"):
+        gd.build_index(folder, backend="cpu")

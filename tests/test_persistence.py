@@ -12,6 +12,7 @@ import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
+from grail_duckdb.kernels import to_host
 
 
 @pytest.fixture
@@ -192,8 +193,9 @@ _KILLED_SAVE = """
 import os, signal, sys
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
+from grail_duckdb.kernels import to_host
 
-def killed(table, meta, tmp):
+def killed(rows, meta, tmp, *rest):
     with open(tmp, "wb") as fh:
         fh.write(b"PAR1" + b"x" * 4096)
         fh.flush()
@@ -259,16 +261,42 @@ def test_an_older_format_is_refused_with_rebuild_and_may_be_replaced(saved):
     assert gd.load_index(path).n_vertices == idx.n_vertices
 
 
-def test_large_index_round_trip_covers_several_row_groups_and_digest_pieces(tmp_path, monkeypatch):
-    monkeypatch.setattr(persistence, "_PIECE", 4096)   # many digest pieces
+@pytest.mark.parametrize("dag", [False, True])
+def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag, backend):
+    """Parts of ~64 KiB: many row groups, laid into one file by parquet_parts; with cycles
+    (representative rows, gathered labels) and as a DAG (every row its own component); saved
+    from and loaded straight onto each backend."""
+    monkeypatch.setattr(persistence, "PART_BYTES", 64 << 10)
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 300_000, 400_000), rng.integers(0, 300_000, 400_000)
+    if dag:
+        src, dst = np.minimum(src, dst), np.maximum(src, dst) + 1
     idx = gd.build_index(src, dst, labels=2, backend="cpu")
-    back = gd.load_index(idx.save(tmp_path / "big.grail.parquet"))
-    assert pq.ParquetFile(tmp_path / "big.grail.parquet").num_row_groups > 1
+    assert (idx.n_components == idx.n_vertices) == dag
+    path = idx.to_backend(backend).save(tmp_path / "big.grail.parquet")
+    back = gd.load_index(path, backend=backend)
+    assert back.backend == backend.name and pq.ParquetFile(path).num_row_groups > 10
     qs, qd = rng.integers(0, 300_000, 50_000), rng.integers(0, 300_000, 50_000)
     assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
-    np.testing.assert_array_equal(back.dag.indices, idx.dag.indices)
+    np.testing.assert_array_equal(to_host(back.dag.indptr), idx.dag.indptr)
+    np.testing.assert_array_equal(to_host(back.dag.indices), idx.dag.indices)
+    np.testing.assert_array_equal(to_host(back.comp), idx.comp)
+    for name, arr in idx.labels.arrays().items():
+        np.testing.assert_array_equal(to_host(getattr(back.labels, name)), arr, err_msg=name)
+
+
+def test_duckdb_reads_the_children_as_int32_blobs(saved):
+    """The layout the module documents: the children of each representative row as BLOBs of
+    little-endian int32 component ids (DuckDB's own reader and pyarrow's agree)."""
+    idx, path = saved
+    rows = duckdb.connect().execute(
+        "SELECT component, dag_children FROM read_parquet(?) WHERE dag_children IS NOT NULL "
+        "ORDER BY component", [str(path)]).fetchall()
+    assert [c for c, _ in rows] == list(range(idx.n_components))
+    got = np.concatenate([np.frombuffer(b, "<i4") for _, b in rows])
+    np.testing.assert_array_equal(got, idx.dag.indices)
+    table = pq.read_table(path)
+    assert table.column("key").to_pylist() == idx.ids.keys.to_pylist()
 
 
 def test_a_truncated_index_may_be_replaced_but_not_a_truncated_data_file(saved, tmp_path):

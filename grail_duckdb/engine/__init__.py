@@ -3,13 +3,16 @@
 One module per stage, in pipeline order:
 
 * :mod:`.ingest`: edge input (Arrow table or stream, DuckDB relation, Parquet file or folder,
-  arrays) -> checked key columns, read slice by slice
+  arrays) -> checked key columns, read piece by piece
+* :mod:`.transfer`: the read phase: keys packed as 32-bit offsets into the build's one array
+  of edges, on the device, through pinned buffers (decoding, packing, copies overlapped)
 * :mod:`.ids`: keys -> dense vertex ids 0..n-1 and back
 * :mod:`.csr`: ids -> compressed sparse rows, forward and reverse
 * :mod:`.condensation`: strongly connected components -> the condensed DAG (Multistep)
 * :mod:`.labels`: GRAIL labels (four breadth-first passes), levels, tree intervals, hub sets
 * :mod:`.persistence`: the index as one Parquet file, digested, written on every core
-  (:mod:`.atomic_write`: atomically, never over a file that is not an index)
+  (:mod:`.parquet_parts`: parts encoded in parallel, joined under one footer;
+  :mod:`.atomic_write`: atomically, never over a file that is not an index)
 * :mod:`.queries`: query columns -> ids -> components -> cuts -> label-pruned search
 * :mod:`.index`: :class:`~.index.GrailIndex` and :func:`~.index.build_index`, the pipeline end
   to end

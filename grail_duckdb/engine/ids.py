@@ -4,15 +4,15 @@ Keys are whatever the edge table holds: any integer type or strings. Ids follow 
 order of the distinct keys, so they (and everything derived from them: the fingerprint, the
 index file) do not depend on the order of the edge rows.
 
-Integer keys whose range is at most a few times the number of edges get a direct lookup table
-(no sort, one pass); sparse integer keys are sorted and searched; strings go through a hash map.
-The build (:func:`assign_pairs`) reads the edges slice by slice and returns them as packed ids,
-on the device when there is one.
+The build reads integer keys first (:func:`read_edges`, the ``read`` phase: packed as 32-bit
+offsets into the build's array of edges by :mod:`.transfer`), then turns them into ids in
+that array (:func:`assign_read`, the ``ids`` phase): nothing for keys known to be 0..n-1, a
+presence table for a dense range, a 32-bit sort otherwise. Query keys of a small range get a
+direct lookup table (no sort, one pass); sparse integer keys are searched in the sorted keys;
+strings go through a hash map.
 """
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +24,7 @@ from ..errors import EdgeInputError, KeyTypeError
 from ..kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, pack_pairs, unpack_pairs
 from . import ingest
 from .ingest import EdgeStream, edge_stream, key_kind
+from .transfer import PackedEdges, read_packed
 
 #: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
 DENSE_FACTOR = 4
@@ -57,19 +58,51 @@ def _as_str(arr: pa.Array) -> pa.Array:
 
 @dataclass
 class VertexIds:
-    """The sorted distinct keys (``keys[i]`` is the key of id i) and a lookup from key to id."""
+    """The sorted distinct keys (``keys[i]`` is the key of id i) and a lookup from key to id.
 
-    keys: pa.Array
+    Keys that are a whole range ``offset .. offset + n - 1`` (the generators' and the .gra
+    files' 0..n-1) are held as that range: the key column and the lookup table are made on
+    first use, so neither the build nor a load spends a pass on them."""
+
+    _keys: pa.Array | None
     kind: str
     _offset: int = 0
     _table: np.ndarray | None = None  # dense int lookup: id of key (offset + i), or -1
     _sorted: np.ndarray | None = None  # sparse int lookup: the sorted keys
     _map: dict | None = field(default=None, repr=False)  # string lookup, built on first use
     _device_tables: dict = field(default_factory=dict, repr=False)  # array module -> table
+    _count: int | None = None  # keys offset .. offset + count - 1 (``_keys`` made on first use)
+
+    @classmethod
+    def of_range(cls, offset: int, n: int) -> "VertexIds":
+        """The keys ``offset .. offset + n - 1``, id = key - offset.
+
+        >>> ids = VertexIds.of_range(10, 3)
+        >>> ids.n, ids.keys.to_pylist(), ids.key_range()
+        (3, [10, 11, 12], (10, 3))
+        """
+        return cls(None, "int", _offset=int(offset), _count=int(n))
+
+    @property
+    def keys(self) -> pa.Array:
+        if self._keys is None:
+            self._keys = pa.array(np.arange(self._offset, self._offset + self._count,
+                                            dtype=np.int64))
+        return self._keys
 
     @property
     def n(self) -> int:
-        return len(self.keys)
+        return self._count if self._count is not None else len(self._keys)
+
+    def key_range(self) -> tuple[int, int] | None:
+        """``(offset, n)`` when the keys are exactly ``offset .. offset + n - 1``, else None."""
+        return None if self._count is None else (self._offset, self._count)
+
+    def fresh(self) -> "VertexIds":
+        """The same keys with lookups of their own (for an index on another device)."""
+        if self._count is not None:
+            return VertexIds.of_range(self._offset, self._count)
+        return VertexIds.from_sorted_keys(self._keys)
 
     @classmethod
     def from_sorted_keys(cls, keys: pa.Array) -> "VertexIds":
@@ -78,6 +111,8 @@ class VertexIds:
         if kind == "str":
             return cls(_as_str(keys), "str")
         k = _as_int64(keys)
+        if k.shape[0] and int(k[-1]) - int(k[0]) == k.shape[0] - 1:
+            return cls.of_range(int(k[0]), k.shape[0])  # sorted and distinct: a whole range
         return cls._for_ints(k, int(k.shape[0]))
 
     @classmethod
@@ -140,6 +175,8 @@ class VertexIds:
         (looked up on the host); the table as an array of ``xp``, uploaded once."""
         if self.kind == "str":
             return LOOKUP_IDS, 0, xp.empty(0, xp.int32)
+        if self._table is None and self._count is not None:
+            self._table = np.arange(self._count, dtype=np.int32)
         if self._table is not None:
             mode, offset, host = LOOKUP_DENSE, self._offset, self._table
         else:
@@ -196,90 +233,100 @@ def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None, xp=n
 def assign_pairs(stream: EdgeStream, xp=np):
     """Dense ids of an edge stream: ``(VertexIds, pairs)``, ``pairs`` the edges as packed ids
     (uint64 ``src << 32 | dst``, :func:`~grail_duckdb.kernels.shared.pack_pairs`) in the
-    array module ``xp`` (NumPy, or CuPy: then the keys are uploaded slice by slice and
-    mapped on the device, and the packed ids are the only copy of the edges it holds).
+    array module ``xp`` (NumPy, or CuPy: the keys are read into the device's array by
+    :mod:`.transfer`, which is the only copy of the edges the device holds).
+
+    The two phases of the build, :func:`read_edges` then :func:`assign_read`, in one call.
+    """
+    return assign_read(read_edges(stream, xp), xp)
+
+
+@dataclass
+class ReadEdges:
+    """What the read phase left for the ids phase: integer keys packed as 32-bit offsets
+    (``packed``), or, for strings and for integer keys spread over more than 2**32, the stream
+    itself (those paths read it again)."""
+
+    stream: EdgeStream
+    packed: PackedEdges | None = None
+
+
+def _narrow_types(types) -> bool:
+    """Both key columns hold integers of at most 32 bits that fit int32 (packed as bits)."""
+    def fits(t):
+        t = t.value_type if pa.types.is_dictionary(t) else t
+        return pa.types.is_integer(t) and (t.bit_width < 32 or pa.types.is_int32(t))
+    return all(fits(t) for t in types)
+
+
+def read_edges(stream: EdgeStream, xp=np) -> ReadEdges:
+    """The read phase: the keys of the edges into the packed array (see :mod:`.transfer`).
+    Keys of 32 bits need no pass before; wider keys take their range first (statistics of
+    Parquet files, else one pass on every core)."""
+    if stream.kind == "str":
+        return ReadEdges(stream)
+    if _narrow_types(stream.key_types):
+        return ReadEdges(stream, read_packed(stream, xp))
+    rng = stream.key_range()
+    if rng is not None and rng[1] > np.iinfo(np.int64).max:
+        raise EdgeInputError("uint64 vertex keys above 2**63-1 are not supported")
+    if rng is not None and rng[1] - rng[0] >= 2**32:
+        return ReadEdges(stream)  # the general path reads them itself
+    return ReadEdges(stream, read_packed(stream, xp, lo=0 if rng is None else rng[0], check=True))
+
+
+def assign_read(read: ReadEdges, xp=np):
+    """The ids phase: dense ids of what :func:`read_edges` read, ``(VertexIds, pairs)``.
 
     Integer keys take the cheapest path their range allows (issue 12):
 
-    * keys known to be 0..n-1 (``grail.vertices`` metadata): the ids are the keys, one pass;
-    * a range of at most ``DENSE_FACTOR`` x the endpoints: one pass packs the offsets
-      ``key - min`` and marks a presence table; every offset present means ids = offsets,
-      otherwise a prefix sum of the table renumbers the packed offsets in place;
-    * a range below 2**32: offsets packed in one pass, then a 32-bit sort of the distinct
-      offsets and a binary search, in place;
+    * keys known to be 0..n-1 (``grail.vertices`` metadata, and the read found none outside):
+      the ids are the keys; nothing to do;
+    * a range of at most ``DENSE_FACTOR`` x the endpoints: offsets ``key - min`` (in place,
+      when the read packed bits) and a presence table; every offset present means ids =
+      offsets, otherwise a prefix sum of the table renumbers the packed offsets in place;
+    * a range below 2**32: a 32-bit sort of the distinct offsets and a binary search, in place;
     * otherwise the general path: a 64-bit sort of every key, then a second pass.
 
     Strings are mapped on the host (Arrow's hash table) and the packed ids uploaded.
     """
+    stream = read.stream
     if stream.kind == "str":
         return _str_pairs(stream, xp)
-    return _int_pairs(stream, xp)
+    extra = None
+    if stream.extra_vertices is not None and len(stream.extra_vertices):
+        extra = _as_int64(stream.extra_vertices)
+    if read.packed is None:
+        return _general_pairs(stream, xp, extra)
+    packed, vc = read.packed, stream.vertex_count
+    bounds = [(packed.key_min, packed.key_max)] if packed.key_min is not None else []
+    bounds += [(0, vc - 1)] if vc else []
+    bounds += [(int(extra.min()), int(extra.max()))] if extra is not None else []
+    pairs, m = packed.pairs, stream.rows
+    if not bounds:
+        return VertexIds._for_ints(np.empty(0, np.int64), 0), pairs
+    lo, hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
+    size = hi - lo + 1
+    if size > 2**32:  # the vertex count or extra vertices widen the range: the general path
+        return _general_pairs(stream, xp, extra)
+    if lo != packed.offset and m:  # offsets from lo, in place, modulo 2**32
+        half = pairs.view(xp.uint32)
+        half -= xp.uint32((lo - packed.offset) % 2**32)
+    endpoints = 2 * m + (vc or 0) + (0 if extra is None else extra.shape[0])
+    extra_off = None if extra is None else xp.asarray(extra - lo)
+    if size < 2**31 and size <= DENSE_FACTOR * endpoints + 1024:
+        return _dense_pairs(stream, xp, pairs, lo, size, extra_off)
+    half = pairs.view(xp.uint32)
+    parts = [half] + ([] if extra_off is None else [extra_off.astype(xp.uint32)])
+    distinct = xp.unique(xp.concatenate(parts) if len(parts) > 1 else half)
+    _check_count(int(distinct.shape[0]))
+    _remap(xp, pairs, lambda x: xp.searchsorted(distinct, x.astype(xp.uint32)))
+    keys = _host(xp)(distinct).astype(np.int64) + lo
+    return VertexIds._for_ints(keys, endpoints), pairs
 
 
 def _host(xp):
     return (lambda a: a) if xp is np else (lambda a: a.get())
-
-
-def _int_chunks(stream: EdgeStream, xp):
-    """``(start, src, dst)`` slices of at most ``ingest.CHUNK`` integer keys as int64 arrays of
-    ``xp``: each uploaded once, in its stored width (int32 stays int32: half the bytes)."""
-    if xp is np:
-        for start, s, d in stream.chunks():
-            yield start, _as_int64_or_narrower(s).astype(np.int64, copy=False), \
-                _as_int64_or_narrower(d).astype(np.int64, copy=False)
-        return
-    yield from _device_slices(stream, xp)
-
-
-def _host_slices(stream: EdgeStream):
-    """The stream's Arrow chunks (often one Parquet row group each) grouped into slices of at
-    most ``ingest.CHUNK`` edges: ``(start, [(src, dst) NumPy arrays]) ``."""
-    group, rows, start = [], 0, 0
-    for _, s, d in stream.chunks():
-        if rows and rows + len(s) > ingest.CHUNK:
-            yield start, group
-            start, group, rows = start + rows, [], 0
-        group.append((_as_int64_or_narrower(s), _as_int64_or_narrower(d)))
-        rows += len(s)
-    if rows:
-        yield start, group
-
-
-def _device_slices(stream: EdgeStream, xp):
-    """:func:`_int_chunks` on the device: each slice's chunks are copied into a pinned host
-    buffer by every core at once, then uploaded in one copy (pageable copies of many small
-    chunks ran at a few GB/s)."""
-    import cupyx
-
-    buffers: dict = {}
-    with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
-        for start, group in _host_slices(stream):
-            rows = sum(s.shape[0] for s, _ in group)
-            dtype = np.result_type(*[a.dtype for pair in group for a in pair])
-            cols = []
-            for col in (0, 1):
-                buf = buffers.get((col, dtype))
-                if buf is None or buf.shape[0] < rows:
-                    buf = buffers[(col, dtype)] = cupyx.empty_pinned(max(rows, ingest.CHUNK), dtype)
-                parts, lo = [], 0
-                for pair in group:
-                    parts.append((buf[lo:lo + pair[col].shape[0]], pair[col]))
-                    lo += pair[col].shape[0]
-                list(pool.map(lambda p: np.copyto(p[0], p[1]), parts))
-                dev = xp.empty(rows, dtype)
-                dev.set(buf[:rows])  # synchronous: the buffer may be refilled after it
-                cols.append(dev.astype(xp.int64, copy=False))
-            yield start, cols[0], cols[1]
-
-
-def _as_int64_or_narrower(arr: pa.Array) -> np.ndarray:
-    """Integer keys as NumPy without widening (int32 stays int32: half the upload); uint64
-    keys above 2**63 - 1 are refused."""
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    if pa.types.is_uint64(arr.type) or pa.types.is_uint32(arr.type):
-        return _as_int64(arr)
-    return arr.to_numpy(zero_copy_only=False)
 
 
 def _remap(xp, pairs, fn):
@@ -297,67 +344,44 @@ def _check_count(n: int) -> None:
         raise EdgeInputError(f"{n:,} vertices: an index holds at most 2**31 - 1 vertices")
 
 
-def _int_pairs(stream: EdgeStream, xp):
-    host = _host(xp)
-    m = stream.rows
-    rng = stream.key_range()
-    vc = stream.vertex_count
-    lo, hi = rng if rng is not None else (0, -1)
-    if vc:
-        lo, hi = min(lo, 0), max(hi, vc - 1)
-    pairs = xp.empty(m, xp.uint64)
-    if hi < lo:
-        return VertexIds._for_ints(np.empty(0, np.int64), 0), pairs
-    size = hi - lo + 1
-    extra = None
-    if stream.extra_vertices is not None and len(stream.extra_vertices):
-        extra = xp.asarray(_as_int64(stream.extra_vertices)) - lo
-    endpoints = 2 * m + (vc or 0) + (0 if extra is None else int(extra.shape[0]))
-    if size < 2**31 and size <= DENSE_FACTOR * endpoints + 1024:
-        return _dense_pairs(stream, xp, pairs, lo, size, extra)
-    if size <= 2**32:
-        for start, s, d in _int_chunks(stream, xp):
-            pack_pairs(xp, s - lo, d - lo, out=pairs[start:start + s.shape[0]])
-        parts = [pairs.view(xp.uint32)] + ([] if extra is None else [extra.astype(xp.uint32)])
-        distinct = xp.unique(xp.concatenate(parts) if len(parts) > 1 else parts[0])
-        _check_count(int(distinct.shape[0]))
-        _remap(xp, pairs, lambda x: xp.searchsorted(distinct, x.astype(xp.uint32)))
-        keys = host(distinct).astype(np.int64) + lo
-        return VertexIds._for_ints(keys, endpoints), pairs
-    parts = [x for _, s, d in _int_chunks(stream, xp) for x in (s, d)]
+def _general_pairs(stream: EdgeStream, xp, extra):
+    """Keys spread over more than 2**32: a 64-bit sort of every key (on the device), then a
+    second read packing their ranks. Reads the input itself, twice."""
+    def keys():
+        for start, s, d in stream.chunks():
+            yield start, xp.asarray(_as_int64(s)), xp.asarray(_as_int64(d))
+
+    parts = [x for _, s, d in keys() for x in (s, d)]
     if extra is not None:
-        parts.append(extra + lo)
-    distinct = xp.unique(xp.concatenate(parts))
+        parts.append(xp.asarray(extra))
+    distinct = xp.unique(xp.concatenate(parts)) if parts else xp.empty(0, xp.int64)
     del parts
     _check_count(int(distinct.shape[0]))
-    for start, s, d in _int_chunks(stream, xp):
+    pairs = xp.empty(stream.rows, xp.uint64)
+    for start, s, d in keys():
         pack_pairs(xp, xp.searchsorted(distinct, s), xp.searchsorted(distinct, d),
                    out=pairs[start:start + s.shape[0]])
-    return VertexIds._for_ints(host(distinct), endpoints), pairs
+    endpoints = 2 * stream.rows + (0 if extra is None else extra.shape[0])
+    return VertexIds._for_ints(_host(xp)(distinct), endpoints), pairs
 
 
 def _dense_pairs(stream: EdgeStream, xp, pairs, lo: int, size: int, extra):
-    """The dense path of :func:`assign_pairs`: offsets packed and a presence table marked in
-    one pass; renumbered in place only when some offset is absent."""
+    """The dense path of :func:`assign_read` over offsets packed in ``pairs``: a presence
+    table marked in one pass; renumbered in place only when some offset is absent."""
     host = _host(xp)
     vc = stream.vertex_count
-    known = bool(vc) and lo == 0 and size == vc and extra is None  # every key 0..n-1 a vertex
-    present = None if known else xp.zeros(size, xp.uint8)
-    for start, s, d in _int_chunks(stream, xp):
-        s, d = s - lo, d - lo
-        pack_pairs(xp, s, d, out=pairs[start:start + s.shape[0]])
-        if present is not None:
-            present[s] = 1
-            present[d] = 1
-    if present is not None:
-        if vc:
-            present[-lo:vc - lo] = 1
-        if extra is not None:
-            present[extra] = 1
-    if present is None or bool(present.all()):
-        ids = VertexIds(pa.array(np.arange(lo, lo + size, dtype=np.int64)), "int", _offset=lo,
-                        _table=np.arange(size, dtype=np.int32))
-        return ids, pairs
+    if bool(vc) and lo == 0 and size == vc and extra is None:  # every key 0..n-1 a vertex
+        return VertexIds.of_range(0, size), pairs
+    present = xp.zeros(size, xp.uint8)
+    half = pairs.view(xp.uint32)
+    for i in range(0, half.shape[0], ingest.CHUNK):  # bounded index temporaries
+        present[half[i:i + ingest.CHUNK].astype(xp.int64)] = 1
+    if vc:
+        present[-lo:vc - lo] = 1
+    if extra is not None:
+        present[extra] = 1
+    if bool(present.all()):
+        return VertexIds.of_range(lo, size), pairs
     table = xp.cumsum(present, dtype=xp.int32)
     table -= 1
     _check_count(int(table[-1]) + 1)

@@ -26,7 +26,7 @@ from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse, swap_pairs
-from .ids import VertexIds, assign_pairs
+from .ids import VertexIds, assign_pairs, assign_read, read_edges
 from .ingest import edge_stream
 from .labels import Labels, grail_labels
 
@@ -211,9 +211,11 @@ def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
-    """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`)."""
-    fields = persistence.load(path, expect_fingerprint=expect_fingerprint)
-    return _on_backend(kernels_for(backend), **fields)
+    """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`:
+    read on every core, straight into the backend's arrays)."""
+    k = kernels_for(backend)
+    fields = persistence.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
+    return _on_backend(k, **fields)
 
 
 def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
@@ -224,11 +226,16 @@ def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
     (``src id << 32 | dst id``) and the row count.
     """
     h = hashlib.blake2b(digest_size=16)
-    keys = ids.keys
-    if ids.kind == "int":
-        h.update(kernels.key_hash_sum(keys.to_numpy(zero_copy_only=False)).to_bytes(8, "little"))
+    if ids.key_range() is not None:  # keys offset..offset+n-1: made where they are hashed
+        offset, n = ids.key_range()
+        keys = kernels.xp.arange(offset, offset + n, dtype=kernels.xp.int64)
+        h.update(kernels.key_hash_sum(keys).to_bytes(8, "little"))
+        del keys
+    elif ids.kind == "int":
+        keys = ids.keys.to_numpy(zero_copy_only=False)
+        h.update(kernels.key_hash_sum(keys).to_bytes(8, "little"))
     else:
-        for buf in keys.buffers():
+        for buf in ids.keys.buffers():
             if buf is not None:
                 h.update(memoryview(buf))
     h.update(f"{ids.kind}:{ids.n}".encode())
@@ -273,10 +280,15 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     (:class:`grail_duckdb.progress.BuildProgress`; ``GRAIL_DUCKDB_PROGRESS=0`` silences it),
     False shows nothing, a callable ``(phase, seconds)`` is called after each phase instead.
 
-    Memory (issue 12): the input stays on the host as Arrow chunks; the device receives it
-    slice by slice and holds one uint64 per edge (the packed ids), from which the forward and
-    reverse rows are made in place; once the rows exist the packed edges are freed, and the
-    input graph's rows are freed as soon as the condensed DAG no longer needs them.
+    Phases (``build_seconds``): ``ingest`` (the input checked), ``read`` (the keys read, a
+    Parquet input decoded, and packed into the device's array: :mod:`.transfer`), ``ids``
+    (keys -> dense ids in that array), ``fingerprint``, ``csr``, ``scc``, the label passes.
+
+    Memory (issue 12): the input stays on the host (Arrow chunks, or Parquet files read row
+    group by row group); the device holds one uint64 per edge (the packed ids), from which the
+    forward and reverse rows are made in place; once the rows exist the packed edges are
+    freed, and the input graph's rows are freed as soon as the condensed DAG no longer needs
+    them.
     """
     with build_progress(progress) as report:
         return _build(edges, dst, src, labels, seed, backend, report)
@@ -289,9 +301,11 @@ def _build(edges, dst, src, labels, seed, backend, progress) -> GrailIndex:
     timer = PhaseTimer(progress, k.synchronize)
     stream = edge_stream(edges, dst, src=src)
     timer("ingest")
-    ids, pairs = assign_pairs(stream, k.xp)
+    read = read_edges(stream, k.xp)
+    timer("read")
+    ids, pairs = assign_read(read, k.xp)
     rows = stream.rows
-    del stream
+    del stream, read
     timer("ids")
     fp = fingerprint_of(k, ids, pairs)
     timer("fingerprint")

@@ -30,7 +30,6 @@ import pyarrow as pa
 
 from ..kernels import CpuKernels, resolve
 from . import persistence
-from .ids import VertexIds
 from .index import GrailIndex, _on_backend
 from .ingest import as_column
 
@@ -107,6 +106,6 @@ def _replica(stored, device) -> Replica:
             from ..kernels.gpu import GpuKernels
 
             kernels = GpuKernels()
-        fields = {**stored, "ids": VertexIds.from_sorted_keys(stored["ids"].keys)}
+        fields = {**stored, "ids": stored["ids"].fresh()}
         index = _on_backend(kernels, **fields)
     return Replica(index, device)

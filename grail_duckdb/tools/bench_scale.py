@@ -1,9 +1,14 @@
 """The scale runs of issue 12: ``python -m grail_duckdb bench-scale``.
 
 For each size (``--papers N`` papers citing ``--citations K`` earlier ones on average): the
-generator writes the graph as a folder of Parquet files; the ETL path reads it (as ``build``
-does), builds the index phase by phase, saves it beside the data, answers ``--pairs`` uniform
-random pairs in calls of ``--batch``, loads the index back and answers them again; with ``--gpus`` the same pairs are answered by replicas on 1..G GPUs.
+generator writes the graph as a folder of Parquet files; the build reads the folder itself
+(as ``python -m grail_duckdb build folder/`` does: its ``read`` phase decodes the row groups
+and uploads them), builds the index phase by phase, saves it beside the data (the save's
+steps timed apart), answers ``--pairs`` uniform random pairs in calls of ``--batch``, loads
+the index back (read on every core straight into the device's arrays) and answers them again;
+with ``--gpus`` the same pairs are answered by replicas on 1..G GPUs. A small run of the same
+paths first takes the first-use compiles (Numba, CUDA) out of the timed figures
+(``--no-warm-up`` keeps them in).
 Each phase reports its seconds, the peak host RSS and (on a GPU) the peak bytes in use in
 CuPy's pool and reserved by it, sampled every 2 ms, also per edge and per vertex. The answers
 are checked where the truth is known without a search: every edge is reachable, no reversed
@@ -23,9 +28,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from ..engine.index import build_index, load_index
-from ..engine.ingest import read_parquet_edges
 from ..kernels import resolve
 from .bench import _rss_bytes
 from .generators import write_citation_parquet
@@ -108,8 +113,10 @@ def _answer(index_or_replicas, qs, qt, batch: int, budget: float) -> dict:
             "extrapolated": done < qs.shape[0], "pairs_per_s": done / seconds}
 
 
-def _check(index, table, n: int, seed: int) -> dict:
-    """Edges reachable, reversed edges not (a DAG), keys reach themselves: 100K of each."""
+def _check(index, folder: Path, seed: int) -> dict:
+    """Edges reachable, reversed edges not (a DAG), keys reach themselves: 100K of each,
+    the edges drawn from the first Parquet file."""
+    table = pq.read_table(sorted(folder.glob("*.parquet"))[0])
     rng = np.random.default_rng(seed)
     rows = rng.integers(0, table.num_rows, 100_000)
     s = table.column(0).take(rows).to_numpy()
@@ -120,9 +127,26 @@ def _check(index, table, n: int, seed: int) -> dict:
     return {k: bool(v) for k, v in ok.items()}
 
 
+def warm_up(backend: str, workdir: Path, papers: int = 200_000) -> float:
+    """One small run of every path the timed run takes (generate, build from Parquet, save,
+    load), so that first-use compiles (Numba's, CUDA's) are not timed; its seconds."""
+    t0 = time.perf_counter()
+    folder = workdir / "warm-up"
+    if folder.exists():
+        shutil.rmtree(folder)
+    write_citation_parquet(folder / "edges", papers, mean_citations=10, seed=1)
+    idx = build_index(folder / "edges", backend=backend)
+    some = np.arange(min(papers, 100_000))
+    idx.reaches(some, some[::-1].copy())
+    load_index(idx.save(folder / "edges.grail.parquet"), backend=backend)
+    shutil.rmtree(folder, ignore_errors=True)
+    return time.perf_counter() - t0
+
+
 def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: None) -> dict:
-    """One size: generate -> read -> build -> save -> queries -> load -> queries; ``partial``
-    receives the results so far after each step (a run cut short keeps them)."""
+    """One size: generate -> build from the Parquet files (the ETL path) -> save -> queries
+    -> load -> queries; ``partial`` receives the results so far after each step (a run cut
+    short keeps them)."""
     backend = resolve(args.backend)
     gpu = backend == "gpu"
     work = Path(args.workdir) / f"citation-{papers}-{citations:g}"
@@ -135,36 +159,33 @@ def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: 
         f"{gen['bytes'] / GB:.2f} GB in {gen['seconds']:.1f} s")
     mem = PhaseMemory(gpu)
     try:
-        t0 = time.perf_counter()
-        table = read_parquet_edges(work / "edges")
-        res["read"] = mem.mark("read (Parquet -> host Arrow)", time.perf_counter() - t0)
-        m = table.num_rows
         if gpu:
             import cupy
 
             cupy.get_default_memory_pool().free_all_blocks()
         mem.mark("before build")
         t_build = time.perf_counter()
-        idx = build_index(table, labels=args.labels, backend=backend,
+        idx = build_index(work / "edges", labels=args.labels, backend=backend,
                           progress=lambda phase, s: mem.mark(f"build: {phase}", s))
         res["build_seconds"] = time.perf_counter() - t_build
         res["phases"] = dict(idx.build_seconds)
-        n = idx.n_vertices
+        n, m = idx.n_vertices, idx.edge_rows
         res.update(vertices=n, edges=m, components=idx.n_components, dag_edges=idx.dag.m)
         say(f"[{papers:,}] built in {res['build_seconds']:.1f} s: "
             + ", ".join(f"{k} {v:.2f}" for k, v in idx.build_seconds.items()))
         res["memory"] = mem.phases
         partial(res)
-        res["check"] = _check(idx, table, n, args.seed)
-        del table
+        res["check"] = _check(idx, work / "edges", args.seed)
         path = work / "edges.grail.parquet"
+        steps: dict = {}
         t = time.perf_counter()
-        idx.save(path)
+        idx.save(path, timings=steps)
         st = time.perf_counter() - t
         mem.mark("save", st)
         size = path.stat().st_size
-        res["save"] = {"seconds": st, "bytes": size, "GB_per_s": size / GB / st}
-        say(f"[{papers:,}] saved {size / GB:.2f} GB in {st:.1f} s")
+        res["save"] = {"seconds": st, "bytes": size, "GB_per_s": size / GB / st, "steps": steps}
+        say(f"[{papers:,}] saved {size / GB:.2f} GB in {st:.2f} s ({size / GB / st:.2f} GB/s): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))
         partial(res)
         qs, qt = _random_pairs(n, args.pairs, args.seed + 1)
         res["queries_built"] = _answer(idx, qs, qt, args.batch, args.query_budget)
@@ -173,18 +194,16 @@ def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: 
         if gpu:
             cupy.get_default_memory_pool().free_all_blocks()
         mem.mark("free")
-        t = time.perf_counter()
-        back = load_index(path, backend=backend)
-        if gpu:
-            cupy.cuda.Device().synchronize()
-        lt = time.perf_counter() - t
-        mem.mark("load", lt)
-        res["load"] = {"seconds": lt, "GB_per_s": size / GB / lt}
+        back, res["load"] = _load(path, backend, gpu)
+        mem.mark("load", res["load"]["seconds"])
+        res["load"]["GB_per_s"] = size / GB / res["load"]["seconds"]
+        say(f"[{papers:,}] loaded in {res['load']['seconds']:.2f} s "
+            f"({res['load']['GB_per_s']:.2f} GB/s)")
         res["queries"] = _answer(back, qs, qt, args.batch, args.query_budget)
         mem.mark("queries (loaded index)", res["queries"]["seconds"])
         partial(res)
-        say(f"[{papers:,}] loaded in {lt:.1f} s; {args.pairs:,} pairs in "
-            f"{res['queries']['seconds']:.1f} s{' (extrapolated)' if res['queries']['extrapolated'] else ''}")
+        say(f"[{papers:,}] {args.pairs:,} pairs in {res['queries']['seconds']:.1f} s"
+            f"{' (extrapolated)' if res['queries']['extrapolated'] else ''}")
         if args.dask:
             res["dask"] = _dask(path, qs[:args.dask], qt[:args.dask], back, gpu, args)
             partial(res)
@@ -197,6 +216,17 @@ def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: 
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return res
+
+
+def _load(path: Path, backend: str, gpu: bool):
+    """Load the index onto the backend (read on every core straight into its arrays)."""
+    t0 = time.perf_counter()
+    index = load_index(path, backend=backend)
+    if gpu:
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+    return index, {"seconds": time.perf_counter() - t0}
 
 
 def _multi_gpu(path, qs, qt, args) -> dict:
@@ -270,21 +300,25 @@ def report(results: list[dict]) -> str:
 
     row("vertices / edges", lambda r: f"{r['vertices']:,} / {r['edges']:,}")
     row("generate (s, GB)", lambda r: f"{r['generate']['seconds']:.1f} s, {r['generate']['bytes'] / GB:.2f} GB")
-    row("read Parquet (s)", lambda r: f"{r['read']['seconds']:.1f}")
-    row("**build (s)**", lambda r: f"**{r['build_seconds']:.1f}**")
+    row("**build (s)**", lambda r: f"**{r['build_seconds']:.2f}**")
     phases = [p for p in results[0].get("phases", {})]
     for p in phases:
         row(f"  {p} (s)", lambda r, p=p: f"{r['phases'][p]:.2f}")
-    row("ids share of build", lambda r: f"{100 * r['phases']['ids'] / r['build_seconds']:.0f}%")
+    row("read share of build", lambda r: f"{100 * r['phases']['read'] / r['build_seconds']:.0f}%")
+    row("ids share of build", lambda r: f"{100 * r['phases']['ids'] / r['build_seconds']:.1f}%")
     row("peak device in use, build (GB)", lambda r: f"{_build_peak(r, 'device_used_peak') / GB:.1f}")
     row("  per edge + per vertex budget (40 B + 40 B)",
         lambda r: f"{_build_peak(r, 'device_used_peak') / (40 * r['edges'] + 40 * r['vertices']):.2f} of budget")
     row("  bytes per edge", lambda r: f"{_build_peak(r, 'device_used_peak') / r['edges']:.1f}")
     row("peak device reserved, build (GB)", lambda r: f"{_build_peak(r, 'device_reserved_peak') / GB:.1f}")
     row("peak host RSS, build (GB)", lambda r: f"{_build_peak(r, 'rss_peak') / GB:.1f}")
-    row("save (s, GB/s of file)", lambda r: f"{r['save']['seconds']:.1f} s, {r['save']['GB_per_s']:.2f}")
+    row("save (s, GB/s of file)", lambda r: f"{r['save']['seconds']:.2f} s, {r['save']['GB_per_s']:.2f}")
+    row("  " + " / ".join(results[0].get("save", {}).get("steps", {})) + " (s)",
+        lambda r: " / ".join(f"{v:.2f}" for v in r["save"]["steps"].values()))
+    row("  save / build", lambda r: f"{r['save']['seconds'] / r['build_seconds']:.2f}")
     row("index file (GB)", lambda r: f"{r['save']['bytes'] / GB:.2f}")
-    row("load (s, GB/s)", lambda r: f"{r['load']['seconds']:.1f} s, {r['load']['GB_per_s']:.2f}")
+    row("load (s, GB/s)", lambda r: f"{r['load']['seconds']:.2f} s, {r['load']['GB_per_s']:.2f}")
+    row("  load / build", lambda r: f"{r['load']['seconds'] / r['build_seconds']:.2f}")
     row("random pairs (s)", lambda r: f"{'~' if r['queries']['extrapolated'] else ''}{r['queries']['seconds']:.1f} s for {r['queries']['pairs']:,}")
     row("checks (edges, reversed, self)", lambda r: ", ".join(k for k, v in r["check"].items() if v) or "FAILED")
     row("2 GPUs / 1 GPU", lambda r: f"{r['gpus']['speedup']:.2f}x")
@@ -324,6 +358,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     p.add_argument("--workdir", default="scale-work", help="where the Parquet files go")
     p.add_argument("--keep", action="store_true", help="keep the generated files")
+    p.add_argument("--no-warm-up", action="store_true",
+                   help="time the first run with its first-use compiles")
     p.add_argument("--out", default="scale-out", help="folder for scale.json and scale.md")
     return p
 
@@ -338,6 +374,9 @@ def run(args) -> int:
         (out / "scale.json").write_text(json.dumps(done, indent=1, default=str))
         (out / "scale.md").write_text(report(done))
 
+    if not args.no_warm_up:
+        seconds = warm_up(resolve(args.backend), Path(args.workdir), min(200_000, *args.papers))
+        _say(f"warm-up (first-use compiles, not timed below): {seconds:.1f} s")
     for papers in args.papers:
         results.append(run_size(papers, args.citations, args, partial=write))
         write()

@@ -31,7 +31,6 @@ import pyarrow.parquet as pq
 
 from .. import plugin
 from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
-from ..engine.ingest import read_parquet_edges
 from ..engine.warm import warm_up
 from ..errors import EdgeInputError, GrailError
 from ..plugin import install
@@ -87,9 +86,10 @@ def cmd_build(args) -> int:
     out = writable(args.out if args.out else default_index_path(args.edges), "index")
     t0 = time.perf_counter()
     with step(f"reading {args.edges}"):
-        edges = read_edges_for_build(args)
-    _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
-    index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend)
+        edges, cols = read_edges_for_build(args)
+    if isinstance(edges, pa.Table):
+        _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
+    index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend, **cols)
     with step(f"writing {out}"):
         index.save(out)
     _print_summary(index.summary(), out)
@@ -97,15 +97,15 @@ def cmd_build(args) -> int:
 
 
 def read_edges_for_build(args):
-    """The edges of ``build``: Parquet (a file or a folder) is read in parallel and kept in
-    its stored widths and chunks (the build streams it to the device slice by slice); other
-    formats through :func:`read_edges`."""
+    """The edges of ``build`` and their column names: Parquet (a file or a folder) is handed
+    to the build as a path, which reads it row group by row group on every core while it
+    uploads (the ``read`` phase); other formats are read first (:func:`read_edges`)."""
     fmt = args.format or detect_format(args.edges)
     if fmt in ("parquet", "pq") and not args.reverse:
         src, dst = parquet_edge_columns(args.edges, args.src, args.dst)
-        return read_parquet_edges(args.edges, src, dst)
+        return str(args.edges), {"src": src, "dst": dst}
     return read_edges(args.edges, fmt=args.format, src=args.src, dst=args.dst,
-                      reverse=args.reverse)
+                      reverse=args.reverse), {}
 
 
 def _build_in_database(db: str, table: str, args) -> int:

@@ -1,4 +1,4 @@
-"""Host-side staging of a query batch for the GPU: the two key columns copied into one pinned
+"""Host-side staging for the GPU. Of a query batch: the two key columns copied into one pinned
 buffer (sources, then targets), so that one DMA uploads both.
 
 Narrow form: when every key k of the batch lies in ``[offset, offset + 2**31 - 1)`` (a dense
@@ -8,6 +8,10 @@ still mean equal keys. Otherwise the keys go as int64 (wide form).
 
 A single thread copies about 10 GB/s; the copy of a large batch costs more than everything the
 device does with it, so batches of ``PARALLEL_MIN`` keys or more are staged by every core.
+
+Of the build's edges (:func:`pack_key_offsets`): each piece of the input packed straight into
+the build's array of edges (a pinned buffer uploaded by :mod:`grail_duckdb.engine.transfer`,
+or the host array itself on the CPU backend), one piece per worker thread.
 """
 from __future__ import annotations
 
@@ -96,3 +100,30 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
         with lock:
             _wide_parallel(a, b, wide)
     return True
+
+
+#: the largest 32-bit key offset
+_OFFSET_MAX = (1 << 32) - 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def pack_key_offsets(src, dst, lo, check, out, base):
+    """The build's read of one piece of edges (issue 12): ``out[base + i] = (src[i] - lo) << 32
+    | (dst[i] - lo)`` as uint64, both halves 32 bits. With ``check``, offsets outside
+    ``[0, 2**32)`` are counted (the caller's range was wrong); without, they wrap, which packs
+    int32 keys as their bits (``lo`` = 0) for the device to offset later. Returns
+    ``(min key, max key, offsets out of range)``; one pass over the keys, no temporaries."""
+    mn = np.int64(np.iinfo(np.int64).max)
+    mx = np.int64(np.iinfo(np.int64).min)
+    bad = 0
+    for i in range(src.shape[0]):
+        s = np.int64(src[i])
+        d = np.int64(dst[i])
+        mn = min(mn, s, d)
+        mx = max(mx, s, d)
+        x = s - lo
+        y = d - lo
+        if check:
+            bad += (x < 0) | (x > _OFFSET_MAX) | (y < 0) | (y > _OFFSET_MAX)
+        out[base + i] = (np.uint64(x & _OFFSET_MAX) << np.uint64(32)) | np.uint64(y & _OFFSET_MAX)
+    return mn, mx, bad

@@ -1,0 +1,104 @@
+"""The index file's format (3): names, metadata checks, the digest (see :mod:`.persistence`
+for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import IndexFileError
+
+FORMAT_NAME = "grail_duckdb-index"
+FORMAT_VERSION = 3
+#: prefix of the index's keys in the file's key-value metadata
+META_PREFIX = "grail_duckdb."
+_LZ4 = ("level", "inner_", "outer_", "hub_")
+
+
+def threads() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def label_names(d: int, hub_words: int) -> list[str]:
+    """The per-component columns, in file order."""
+    return (["level", "tree_lo", "tree_post"]
+            + [f"{side}_{j + 1}" for j in range(d) for side in ("inner", "outer")]
+            + [f"hub_{side}_{w + 1}" for w in range(hub_words) for side in ("down", "up")])
+
+
+def write_options(names: list[str], key_kind: str) -> dict:
+    """pyarrow writer options of the index's columns (see the module: speed first)."""
+    compression = {name: "lz4" if name.startswith(_LZ4) else "none" for name in names}
+    compression["key"] = "zstd" if key_kind == "str" else "none"
+    encoding = {name: "DELTA_BINARY_PACKED" for name in ("component",)
+                + (("key",) if key_kind == "int" else ())}
+    return dict(compression=compression, column_encoding=encoding, use_dictionary=False,
+                write_statistics=False)
+
+
+# --- the digest: the bytes as written, hashed where they are written and read ------------
+def leaf_hash(data) -> bytes:
+    """One leaf of the digest: sha256 (SHA-NI: about twice blake2b's speed), 16 bytes."""
+    return hashlib.sha256(memoryview(data).cast("B")).digest()[:16]
+
+
+def root_digest(meta: dict[str, str], layout: bytes, leaves: list[bytes]) -> str:
+    """The file's digest: its metadata (but the digest itself), its layout (the footer but
+    the metadata: schema, row groups, offsets, encodings) and the hash of each row group's
+    column chunks. Any changed byte a load reads changes it."""
+    root = hashlib.blake2b(digest_size=16)
+    for name in sorted(meta):
+        if name != "digest":
+            root.update(f"{name}={meta[name]};".encode())
+    root.update(layout)
+    for leaf in leaves:
+        root.update(leaf)
+    return root.hexdigest()
+
+
+def blobs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A BLOB column's values: their byte offsets from 0 (64-bit) and their bytes."""
+    wide = pa.types.is_large_binary(arr.type)
+    offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)
+    offs = offs[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+    if not len(arr) or offs[-1] == offs[0]:
+        return offs - (offs[0] if len(offs) else 0), np.zeros(0, np.uint8)
+    data = np.frombuffer(arr.buffers()[2], np.uint8)[offs[0]:offs[-1]]
+    return offs - offs[0], data
+
+
+# --- metadata -----------------------------------------------------------------------------
+def read_metadata(path) -> dict[str, str]:
+    """The index file's metadata (format, version, labels, fingerprint, counts) without reading
+    its data; raises :class:`IndexFileError` for anything that is not a current index file."""
+    path = Path(path)
+    if not path.exists():
+        raise IndexFileError(f"no index file at {path}; build one first (grail_duckdb.build_index "
+                             "or SELECT grail_index(...) in SQL)")
+    try:
+        raw = pq.read_schema(path).metadata or {}
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise IndexFileError(f"{path} is not a readable Parquet file (truncated or corrupt: "
+                             f"{exc}); delete it and rebuild the index") from exc
+    meta = {k.decode()[len(META_PREFIX):]: v.decode() for k, v in raw.items()
+            if k.startswith(META_PREFIX.encode())}
+    if meta.get("format") != FORMAT_NAME:
+        raise IndexFileError(f"{path} is a Parquet file but not a grail_duckdb index")
+    try:
+        version = int(meta.get("version", ""))
+    except ValueError:
+        raise IndexFileError(f"{path} has an unreadable format version") from None
+    if version > FORMAT_VERSION:
+        raise IndexFileError(f"{path} was written in index format {version} by a newer "
+                             f"grail_duckdb (this one reads format {FORMAT_VERSION}); upgrade "
+                             "grail_duckdb or rebuild the index")
+    if version < FORMAT_VERSION:
+        raise IndexFileError(f"{path} was written in index format {version} by an older "
+                             f"grail_duckdb (this one reads format {FORMAT_VERSION}); rebuild "
+                             "the index (grail_index(..., rebuild := true) in SQL, or "
+                             "python -m grail_duckdb build)")
+    return meta

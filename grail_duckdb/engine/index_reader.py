@@ -1,0 +1,167 @@
+"""Reading an index file (format 3) on every core, straight into the arrays of a backend.
+
+Each worker thread takes one row group: it hashes the group's bytes (the digest's leaf, from
+the memory-mapped file), decodes the group with pyarrow, checks it (component ids in range,
+the representatives' components consecutive, children BLOBs whole int32) and copies its values
+into the final arrays, which live on the device when the index is loaded onto a GPU: every
+group is one block of rows there (a ``set`` from the host), so no whole-index host copy is
+made and the copies overlap the other workers' decoding. The DAG's children follow once the
+row pointers are known (a prefix sum of the degrees), again one block per group, and the
+digest is compared last: a damaged file is refused before the index is returned.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import parquet_parts
+from .csr import CSR
+from .ids import VertexIds
+from .index_format import blobs, label_names, leaf_hash, root_digest, threads
+from .labels import Labels
+
+
+class IndexReader:
+    """One index file read into arrays of ``xp`` (NumPy or CuPy); :meth:`read` returns the
+    fields of a :class:`~grail_duckdb.engine.index.GrailIndex` but its kernels."""
+
+    def __init__(self, path: Path, meta: dict[str, str], mapped, xp=np):
+        self.path, self.meta, self.mapped, self.xp = path, meta, mapped, xp
+        self.n, self.c = int(meta["vertices"]), int(meta["components"])
+        self.d, self.hw = int(meta["labels"]), int(meta["hub_words"])
+        self.labels = label_names(self.d, self.hw)
+        self.names = ["key", "component"] + self.labels + ["dag_children"]
+        self.identity = self.n == self.c
+        self._local = threading.local()
+        md = pq.ParquetFile(path, memory_map=True).metadata
+        if md.num_rows != self.n:
+            raise ValueError(f"{md.num_rows} rows, metadata says {self.n}")
+        if md.schema.to_arrow_schema().names != self.names:
+            raise ValueError("the columns are not those of this format")
+        footer, end = parquet_parts.read_footer(mapped)
+        self.layout = parquet_parts.layout(footer)
+        self.spans = parquet_parts.group_spans(footer, end)
+        if len(self.spans) != md.num_row_groups:
+            raise ValueError("the footer's row groups differ from pyarrow's")
+        starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
+        self.groups = [(g, int(starts[g]), int(starts[g + 1])) for g in range(md.num_row_groups)]
+        c, d, hw = self.c, self.d, self.hw
+        self.comp = xp.empty(self.n, xp.int32)
+        self.flat = {name: xp.empty(c, xp.int32) for name in ("level", "tree_lo", "tree_post")}
+        self.wide = {"inner": xp.empty((c, d), xp.int32), "outer": xp.empty((c, d), xp.int32),
+                     "hub_down": xp.empty((c, hw), xp.uint64), "hub_up": xp.empty((c, hw), xp.uint64)}
+        self.degree = np.zeros(c, np.int64)
+        self._device = None if xp is np else self.comp.device
+
+    def _file(self) -> pq.ParquetFile:
+        pf = getattr(self._local, "pf", None)
+        if pf is None:
+            pf = self._local.pf = pq.ParquetFile(self.path, memory_map=True)
+        return pf
+
+    def _put(self, dst, lo: int, values: np.ndarray) -> None:
+        """``dst[lo:lo + len(values)] = values``: one block of rows (host -> device on a GPU)."""
+        if self.xp is np:
+            dst[lo:lo + values.shape[0]] = values
+        elif values.shape[0]:
+            with self._device:
+                dst[lo:lo + values.shape[0]].set(np.ascontiguousarray(values, dst.dtype))
+
+    def group(self, g: int, lo: int, hi: int):
+        """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``), check it and place its
+        values; returns ``(leaf, keys, component span [c0, c1), children bytes)``."""
+        start, stop = self.spans[g]
+        leaf = leaf_hash(memoryview(self.mapped)[start:stop])
+        table = self._file().read_row_group(g, use_threads=False)
+        if table.num_rows != hi - lo:
+            raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")
+        col = {name: table.column(name).combine_chunks() for name in self.names}
+        comp = col["component"].to_numpy()
+        if comp.shape[0] and (comp.min() < 0 or comp.max() >= self.c):
+            raise ValueError("component ids out of range")
+        self._put(self.comp, lo, comp)
+        children = col["dag_children"]
+        if self.identity:  # row i is component i
+            if children.null_count or not np.array_equal(comp, np.arange(lo, hi, dtype=np.int32)):
+                raise ValueError("representative rows do not match the component count")
+            take, c0 = slice(None), lo
+        else:
+            take = np.flatnonzero(children.is_valid().to_numpy(zero_copy_only=False))
+            c0 = int(comp[take[0]]) if take.shape[0] else 0
+            if not np.array_equal(comp[take], np.arange(c0, c0 + take.shape[0], dtype=np.int32)):
+                raise ValueError("component numbering does not follow the rows")
+        for name in ("level", "tree_lo", "tree_post"):
+            self._put(self.flat[name], c0, col[name].to_numpy()[take])
+        for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
+                            ("hub_up", self.hw)):
+            parts = [col[f"{base}_{j + 1}"].to_numpy()[take] for j in range(width)]
+            block = np.stack(parts, axis=1) if parts else np.empty((0, 0))
+            if width:
+                self._put(self.wide[base], c0, block)
+        offsets, data = blobs(children)
+        lengths = np.diff(offsets)[take]
+        if (lengths % 4).any():
+            raise ValueError("a children BLOB is not a whole number of int32")
+        c1 = c0 + lengths.shape[0]
+        self.degree[c0:c1] = lengths // 4
+        return leaf, col["key"], (c0, c1), data
+
+    def read(self) -> dict:
+        """Every row group in parallel, then the DAG's rows, then the digest."""
+        xp = self.xp
+        with ThreadPoolExecutor(threads()) as pool:
+            got = list(pool.map(lambda g: self.group(*g), self.groups))
+            spans = [span for _, _, span, _ in got]
+            if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \
+                    (spans[-1][1] if spans else 0) != self.c:
+                raise ValueError("representative rows do not match the component count")
+            ptr = np.zeros(self.c + 1, np.int64)
+            np.cumsum(self.degree, out=ptr[1:])
+            if ptr[-1] != int(self.meta["dag_edges"]):
+                raise ValueError("the DAG's edge count differs from the metadata")
+            idx = xp.empty(int(ptr[-1]), xp.int32)
+
+            def place(item) -> bool:
+                _, _, (c0, c1), data = item
+                lo, hi = ptr[c0], ptr[c1]
+                if data.shape[0] != 4 * (hi - lo):
+                    return False
+                part = data.view(np.int32)
+                if part.shape[0] and (part.min() < 0 or part.max() >= self.c):
+                    return False
+                self._put(idx, int(lo), part)
+                return True
+
+            if not all(pool.map(place, got)):
+                raise ValueError("DAG edges out of range")
+        if self._device is not None:
+            self._device.synchronize()  # every block on the device before any stream reads it
+        if root_digest(self.meta, self.layout, [leaf for leaf, *_ in got]) != self.meta.get("digest"):
+            raise ValueError("content digest mismatch")
+        lab = Labels(level=self.flat["level"], inner=self.wide["inner"], outer=self.wide["outer"],
+                     tree_post=self.flat["tree_post"], tree_lo=self.flat["tree_lo"],
+                     hub_down=self.wide["hub_down"], hub_up=self.wide["hub_up"])
+        return dict(ids=_ids([k for _, k, _, _ in got], self.meta["key_type"]), comp=self.comp,
+                    n_components=self.c, dag=CSR(xp.asarray(ptr), idx), labels=lab,
+                    seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),
+                    fingerprint=self.meta["fingerprint"])
+
+
+def _ids(keys: list, kind: str) -> VertexIds:
+    """The vertex ids of the row groups' keys (sorted and distinct: the digest has checked
+    them): a range, with no key array kept, when the first and last keys span exactly as many
+    keys as there are."""
+    if not keys:
+        return VertexIds.from_sorted_keys(pa.array([], pa.int64() if kind == "int" else pa.string()))
+    total = sum(len(k) for k in keys)
+    if kind == "int" and total:
+        first = next(k[0].as_py() for k in keys if len(k))
+        last = next(k[-1].as_py() for k in reversed(keys) if len(k))
+        if last - first == total - 1:
+            return VertexIds.of_range(first, total)
+    return VertexIds.from_sorted_keys(pa.concat_arrays(keys))

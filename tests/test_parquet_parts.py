@@ -1,0 +1,103 @@
+"""Parquet written in parts and joined (engine/parquet_parts): pyarrow and DuckDB read the joined
+file as the concatenation of the parts, whatever the column types, encodings, codecs and part
+sizes; the footer codec gives back the bytes it decoded."""
+from __future__ import annotations
+
+import io
+import struct
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from grail_duckdb.engine import parquet_parts as pp
+
+_OPTIONS = {
+    "plain": dict(compression="none", use_dictionary=False),
+    "mixed": dict(compression={"i": "lz4", "s": "zstd", "b": "none", "u": "snappy"},
+                  use_dictionary=False, column_encoding={"i": "DELTA_BINARY_PACKED"},
+                  write_statistics=["i"]),
+    "dictionary and statistics": dict(compression="zstd", use_dictionary=True),
+}
+
+
+def _table(rng, rows: int) -> pa.Table:
+    return pa.table({
+        "i": pa.array(np.sort(rng.integers(-10**12, 10**12, rows))),
+        "s": pa.array([f"k{x}" for x in rng.integers(0, 50, rows)], pa.string()),
+        "b": pa.array([bytes(rng.integers(0, 256, x, dtype=np.uint8)) if x % 5 else None
+                       for x in rng.integers(0, 9, rows)], pa.binary()),
+        "u": pa.array(rng.integers(0, 2**63, rows, dtype=np.uint64) * 2 + 1),
+    })
+
+
+def _join(parts, metadata) -> bytes:
+    out = io.BytesIO()
+    for pos, data in pp.place(parts):
+        out.seek(pos)
+        out.write(data)
+    out.write(pp.footer(parts, metadata))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("options", sorted(_OPTIONS))
+@pytest.mark.parametrize("sizes", [[0], [1], [5, 0, 3], [3000, 1, 7000, 0, 2500]])
+def test_joined_parts_read_as_their_concatenation(tmp_path, options, sizes):
+    rng = np.random.default_rng(len(sizes) * 7 + sum(sizes))
+    tables = [_table(rng, k) for k in sizes]
+    parts = [pp.encode_part(t, **_OPTIONS[options]) for t in tables]
+    path = tmp_path / "joined.parquet"
+    path.write_bytes(_join(parts, {"who": "test", "n": str(sum(sizes))}))
+    want = pa.concat_tables(tables)
+    got = pq.read_table(path)
+    assert got.equals(want)
+    assert pq.read_schema(path).metadata == {b"who": b"test", b"n": str(sum(sizes)).encode()}
+    f = pq.ParquetFile(path)
+    assert f.num_row_groups == len(sizes)  # one row group per part, empty ones too
+    for g in range(f.num_row_groups):  # each group alone, too
+        f.read_row_group(g)
+    rows = duckdb.connect().execute(
+        "SELECT count(*), sum(i), count(b), sum(octet_length(b)), count(DISTINCT s), sum(u % 1000) "
+        "FROM read_parquet(?)", [str(path)]).fetchone()
+    b = want.column("b").to_pylist()
+    assert rows[:4] == (want.num_rows, sum(want.column("i").to_pylist()) if want.num_rows else None,
+                        sum(x is not None for x in b),
+                        sum(len(x) for x in b if x is not None) if any(x is not None for x in b) else None)
+    assert rows[4] == len(set(want.column("s").to_pylist()))
+
+
+def test_group_spans_cover_the_column_chunks_in_order(tmp_path):
+    rng = np.random.default_rng(1)
+    parts = [pp.encode_part(_table(rng, k), **_OPTIONS["mixed"]) for k in (100, 0, 40, 7)]
+    data = _join(parts, {})
+    meta, end = pp.read_footer(data)
+    spans = pp.group_spans(meta, end)
+    starts = pp.offsets(parts)
+    nonempty = [(s, s + p.size) for s, p in zip(starts, parts)]
+    assert [sp for sp in spans if sp[1] > sp[0]] == [sp for sp in nonempty if sp[1] > sp[0]]
+    assert spans[0][0] == 4 and spans[-1][1] == end
+    for (start, stop), p in zip([sp for sp in spans if sp[1] > sp[0]],
+                                [p for p in parts if p.size]):
+        assert data[start:stop] == p.data.to_pybytes()[4:p.data_end]
+
+
+def test_the_footer_codec_gives_back_the_bytes_it_decoded(tmp_path):
+    for options in _OPTIONS.values():
+        buf = io.BytesIO()
+        pq.write_table(_table(np.random.default_rng(2), 2000), buf, row_group_size=300, **options)
+        data = buf.getvalue()
+        (length,) = struct.unpack("<I", data[-8:-4])
+        raw = data[-8 - length:-8]
+        meta, end = pp._read_struct(raw, 0)
+        out = bytearray()
+        pp._write_struct(out, meta)
+        assert end == length and bytes(out) == raw
+        assert pp.read_footer(data) == (meta, len(data) - 8 - length)
+
+
+@pytest.mark.parametrize("bad", [b"", b"PAR1", b"PAR1" + b"\0" * 8 + b"PAR1", b"x" * 40])
+def test_read_footer_refuses_what_is_not_parquet(bad):
+    with pytest.raises((pp.FooterError, IndexError)):
+        pp.read_footer(bad)

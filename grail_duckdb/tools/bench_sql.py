@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from .generators import citation_dag
 from .workloads import random_pairs
 
 __all__ = ["bench_identity", "bench_sql", "citation_connection", "examples_vs_cte",
-           "freshness_costs", "main", "sql_paths", "timed"]
+           "freshness_costs", "main", "sql_paths", "timed", "timed_plain"]
 
 #: method -> (statement, whole_column)
 _SQL_QUERIES = {
@@ -118,50 +117,96 @@ def bench_identity(sets: dict[str, pa.Table], s: dict) -> dict:
 
 
 # --- timing helpers --------------------------------------------------------------------------
-def timed(con, sql: str, params=None, *, repeat: int = 3, budget: float | None = None,
-          whole_column: bool = True):
+def timed(con, sql: str, params=None, *, repeat: int = 3, whole_column: bool = True):
     """``(seconds, rows)``: the best of ``repeat`` warm runs (one more run first, untimed, so
-    plans, one-to-all sets and compiled kernels are ready). With ``budget`` the first run is
-    interrupted after that many seconds: ``(None, None)`` (then nothing is repeated)."""
+    plans, one-to-all sets and compiled kernels are ready)."""
     def once():
         if whole_column:
             return con.execute(sql, params).fetchall()
         with per_chunk(con):
             return con.execute(sql, params).fetchall()
 
-    done = threading.Event()
-
-    def stop():  # interrupt (again, in case it came before DuckDB started) until it returns
-        if done.wait(budget):
-            return
-        con.interrupt()
-        while not done.wait(0.5):
-            con.interrupt()
-
-    watcher = threading.Thread(target=stop, daemon=True) if budget else None
-    t0 = time.perf_counter()
-    try:
-        if watcher is not None:
-            watcher.start()
-        rows = once()
-    except duckdb.InterruptException:
-        return None, None
-    finally:
-        done.set()
-        if watcher is not None:
-            watcher.join()
-    best = time.perf_counter() - t0
-    for _ in range(repeat if budget is None or best < budget / 4 else 0):
+    once()
+    best = float("inf")
+    for _ in range(max(repeat, 1)):
         t0 = time.perf_counter()
         rows = once()
         best = min(best, time.perf_counter() - t0)
     return best, rows
 
 
+def timed_plain(con, sql: str, params=None, *, repeat: int = 3, budget: float = 30.0,
+                workdir=None):
+    """``(seconds, rows)`` of a plain DuckDB statement (no grail_duckdb function: a recursive
+    CTE), warm as :func:`timed`, run in a child process on a copy of ``con``'s tables and views
+    and stopped after ``budget`` seconds: ``(None, None)`` then.
+
+    A child, because DuckDB's interrupt waits for the running task, and one step of a
+    recursive CTE can run for minutes (a walk from 30K start vertices materialised at once).
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        setup = _copy_of(con, Path(tmp))
+        job = json.dumps({"setup": setup, "sql": sql, "params": params, "repeat": repeat,
+                          "budget": budget})
+        try:
+            done = subprocess.run([sys.executable, "-c", _CHILD], input=job, text=True,
+                                  capture_output=True, timeout=budget + 5)
+        except subprocess.TimeoutExpired:
+            return None, None
+    if done.returncode != 0:
+        raise RuntimeError(f"recursive CTE run failed: {done.stderr[-2000:]}")
+    out = json.loads(done.stdout)
+    if out["seconds"] is None:
+        return None, None
+    return out["seconds"], [tuple(r) for r in out["rows"]]
+
+
+def _copy_of(con, folder: Path) -> list[str]:
+    """Statements that rebuild ``con``'s user tables (from Parquet files written to
+    ``folder``) and views in another process."""
+    setup = []
+    for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal "
+                               "AND NOT temporary ORDER BY table_name").fetchall():
+        if name.startswith("__grail"):
+            continue
+        ident = '"' + name.replace('"', '""') + '"'
+        path = folder / f"t{len(setup)}.parquet"
+        con.execute(f"COPY {ident} TO '{path.as_posix()}' (FORMAT parquet)")
+        setup.append(f"CREATE TABLE {ident} AS FROM read_parquet('{path.as_posix()}')")
+    for (sql,) in con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal "
+                              "AND NOT temporary ORDER BY view_name").fetchall():
+        setup.append(sql)
+    return setup
+
+
+#: the child of :func:`timed_plain`: JSON job on stdin, ``{"seconds", "rows"}`` on stdout
+_CHILD = """
+import json, sys, time, duckdb
+job = json.loads(sys.stdin.read())
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+for stmt in job["setup"]:
+    con.execute(stmt)
+t0 = time.perf_counter()
+rows = con.execute(job["sql"], job["params"]).fetchall()
+best = time.perf_counter() - t0
+if best < job["budget"] / 4:
+    for _ in range(job["repeat"]):
+        t0 = time.perf_counter()
+        rows = con.execute(job["sql"], job["params"]).fetchall()
+        best = min(best, time.perf_counter() - t0)
+print(json.dumps({"seconds": best if best <= job["budget"] else None, "rows": rows}))
+"""
+
+
 def examples_vs_cte(con, *, budget: float = 30.0, repeat: int = 3,
                     per_chunk_too: bool = False) -> list[dict]:
     """The queries of ``sql/examples.sql`` on ``con`` (warm), each beside its recursive-CTE
-    twin (``<name>_cte``; interrupted after ``budget`` seconds) and, with ``per_chunk_too``, its
+    twin (``<name>_cte``; stopped after ``budget`` seconds) and, with ``per_chunk_too``, its
     per-chunk path; rows compared. One record per query, in file order."""
     queries = named_queries()
     params: dict = {}
@@ -177,7 +222,7 @@ def examples_vs_cte(con, *, budget: float = 30.0, repeat: int = 3,
             rec.update(per_chunk_seconds=s2, per_chunk_same=_same(rows, rows2))
         twin = queries.get(name + "_cte")
         if twin is not None:
-            s3, rows3 = timed(con, twin, use, repeat=repeat, budget=budget)
+            s3, rows3 = timed_plain(con, twin, use, repeat=repeat, budget=budget)
             rec.update(cte_seconds=s3, cte_rows=rows3,
                        cte_same=None if rows3 is None else _same(rows, rows3))
         if name == "most_cited":

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import time
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -125,7 +123,7 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     bits = None
     counts = np.zeros(K.N_STATUS, np.int64)
     found_deep = 0
-    progress = _LazyProgress(nq)
+    progress = Progress("reaches", nq, unit="pairs")
     try:
         for lo in range(0, nq, batch):
             stop()
@@ -150,24 +148,6 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
         progress.close()
     stats = QueryStats.from_counts(nq, counts, found_deep)
     return _as_arrow(nq, bits, src, dst, valid), stats
-
-
-class _LazyProgress:
-    """The call's progress line, made at its first update: a call of one batch that no search
-    reaches (a DuckDB chunk, most calls) never pays for one."""
-
-    def __init__(self, total: int):
-        self.total, self.line, self.start = total, None, time.perf_counter()
-
-    def update(self, done: int) -> None:
-        if self.line is None:
-            self.line = Progress("reaches", self.total, unit="pairs")
-            self.line.start = self.start  # the line's delay counts from the call's start
-        self.line.update(done)
-
-    def close(self) -> None:
-        if self.line is not None:
-            self.line.close()
 
 
 def _search_deferred(index, part, use_cuts, words, stop, report) -> int:

@@ -364,17 +364,16 @@ class GpuKernels(GpuQueries):
 
     @_out_of_memory
     def edge_hash_sum(self, pairs):
-        out = cp.zeros(1, cp.uint64)
-        m = pairs.shape[0]
-        if m:
-            self._launch("hash_sum_kernel", np.int64(m), cp.asarray(pairs, cp.uint64), out)
-        return int(out.get()[0])
+        return self._hash_sum("hash_sum_kernel", cp.asarray(pairs, cp.uint64))
 
     @_out_of_memory
     def key_hash_sum(self, keys):
+        return self._hash_sum("key_hash_sum_kernel", cp.asarray(keys, cp.int64))
+
+    def _hash_sum(self, kernel: str, values) -> int:
+        """The wrapping sum of mix64 over ``values`` (one launch, one uint64 back)."""
         out = cp.zeros(1, cp.uint64)
-        n = keys.shape[0]
-        if n:
-            self._launch("key_hash_sum_kernel", np.int64(n), cp.asarray(keys, cp.int64), out)
+        if values.shape[0]:
+            self._launch(kernel, np.int64(values.shape[0]), values, out)
         return int(out.get()[0])
 

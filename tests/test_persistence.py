@@ -12,6 +12,7 @@ import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
+import grail_duckdb.kernels as kernels_pkg
 from grail_duckdb.kernels import to_host
 
 
@@ -267,6 +268,7 @@ def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag, ba
     (representative rows, gathered labels) and as a DAG (every row its own component); saved
     from and loaded straight onto each backend."""
     monkeypatch.setattr(persistence, "PART_BYTES", 64 << 10)
+    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 100_003)  # GPU saves: many chunks
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 300_000, 400_000), rng.integers(0, 300_000, 400_000)
     if dag:
@@ -309,3 +311,35 @@ def test_a_truncated_index_may_be_replaced_but_not_a_truncated_data_file(saved, 
     other.write_bytes(data[: len(data) // 2])       # not named as an index: left alone
     with pytest.raises(gd.IndexFileError, match="data.parquet"):
         idx.save(other)
+
+
+def test_pinned_download_gives_the_array(backend):
+    """Device arrays come to the host through two alternating pinned buffers: any size (odd
+    byte counts, chunks that split an element), any shape, strided columns, empty arrays."""
+    if backend.name == "cpu":
+        pytest.skip("the pinned download is the GPU backend's")
+    from grail_duckdb.kernels.gpu import download
+
+    xp, rng = backend.xp, np.random.default_rng(5)
+    for shape, dtype in [((1_000_003,), np.int32), ((250_001, 5), np.int64), ((0,), np.uint8),
+                         ((7,), np.uint64), ((30_011, 2), np.uint64)]:
+        host = rng.integers(0, 2**31, shape).astype(dtype)
+        np.testing.assert_array_equal(download(xp.asarray(host), 4099), host)
+    wide = rng.integers(0, 2**31, (100_000, 3)).astype(np.int64)
+    np.testing.assert_array_equal(download(xp.asarray(wide)[:, 1], 4096), wide[:, 1])
+
+
+def test_several_device_arrays_come_back_in_one_copy(backend):
+    """``to_host_all``: arrays of any dtype, shape and size (empty, transposed, sliced) come
+    back equal, on either backend."""
+    from grail_duckdb.kernels import to_host_all
+
+    xp, rng = backend.xp, np.random.default_rng(6)
+    host = [rng.integers(0, 2**31, 1_001).astype(np.int32), np.zeros(0, np.int64),
+            rng.integers(0, 2**62, (333, 5)).astype(np.uint64), np.arange(7, dtype=np.uint8)]
+    dev = [xp.asarray(a) for a in host]
+    got = to_host_all([dev[0][3:900], dev[1], dev[2].T, dev[2][::2, 1], dev[3]])
+    want = [host[0][3:900], host[1], host[2].T, host[2][::2, 1], host[3]]
+    for g, w in zip(got, want):
+        assert isinstance(g, np.ndarray) and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

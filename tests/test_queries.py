@@ -85,6 +85,35 @@ def test_batches_give_the_answers_of_one_call(backend, monkeypatch):
     np.testing.assert_array_equal(whole.to_numpy(zero_copy_only=False), want)
 
 
+def test_calls_of_one_size_replay_the_same_answers(backend):
+    """Calls of one size, with other pairs each time, alternating between two indices, with and
+    without NULLs, sparse keys (wide staging) and dense ones: the GPU captures the device work
+    of the second call of a shape as a CUDA graph and replays it later; every call gives the
+    oracle's answers."""
+    n, size = 1500, 40_000
+    cases = []
+    for seed, scale in ((8, 1), (9, 1_000_003)):
+        src, dst = _dag(n, 5000, seed)
+        cases.append((src, dst, scale, gd.build_index(pa.array(src * scale),
+                                                     pa.array(dst * scale), backend=backend)))
+    rng = np.random.default_rng(10)
+    for call in range(8):
+        src, dst, scale, idx = cases[call % 2]
+        qs, qt = rng.integers(0, n, size), rng.integers(0, n, size)
+        want = _truth(src, dst, n, qs, qt)
+        verts = np.zeros(n, bool)
+        verts[src] = verts[dst] = True
+        want &= (verts[qs] & verts[qt]) | (qs == qt)
+        if call >= 4:  # NULLs: another shape of batch
+            mask = rng.random(size) < 0.1
+            got = idx.reaches(pa.array(qs * scale, mask=mask), pa.array(qt * scale))
+            assert got.null_count == int(mask.sum())
+            np.testing.assert_array_equal(
+                np.asarray(got.to_pylist(), object)[~mask], want[~mask])
+        else:
+            _check(idx, qs * scale, qt * scale, want)
+
+
 @pytest.mark.parametrize("keys", ["dense", "sparse", "extreme", "strings"])
 def test_key_lookups_nulls_and_unknown_keys(backend, keys):
     """Every lookup: dense ids, sorted sparse keys (binary search), keys near the int64

@@ -55,7 +55,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import IndexFileError, StaleIndexError
-from ..kernels import to_host
+from ..kernels import release_staging, to_host, to_host_all
 from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
@@ -72,13 +72,18 @@ _SYNC_BYTES = 256 << 20
 # --- save ---------------------------------------------------------------------------------
 @dataclass
 class _Rows:
-    """The index's arrays on the host, and how to cut them into the file's rows."""
+    """The index's arrays, and how to cut them into the file's rows. The label arrays stay on
+    the index's backend: each part gathers its rows there (on the device for a GPU index) and
+    brings them to the host in one copy (:func:`~grail_duckdb.kernels.to_host_all`), so the
+    copy is spread over the encoding threads instead of preceding them."""
 
     ids: VertexIds
-    comp: np.ndarray
-    cols: dict[str, tuple[np.ndarray, int | None]]  # column -> (array, column of a 2-D one)
-    ptr: np.ndarray
-    idx: np.ndarray
+    comp: np.ndarray  # host int32
+    dev_comp: object  # the same on the backend: the gather of the label rows
+    fields: dict[str, object]  # label array name -> backend array (1-D, or 2-D: one column per j)
+    cols: dict[str, tuple[str, int | None]]  # file column -> (label array, its column j)
+    ptr: np.ndarray  # host int64
+    idx: object  # the DAG's children, on the backend
     rep: np.ndarray | None  # representative rows (None: every row is one)
     names: list[str]
 
@@ -95,36 +100,47 @@ class _Rows:
     def part(self, lo: int, hi: int) -> pa.Table:
         """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex)."""
         comp = self.comp[lo:hi]
+        c0, c1 = self._components(lo, hi, comp)
+        rows = slice(lo, hi) if self.rep is None else self.dev_comp[lo:hi]
+        names = list(self.fields)
+        gathered = [self.fields[f][rows] for f in names]
+        host = to_host_all([g if g.ndim == 1 else g.T for g in gathered]
+                           + [self.idx[self.ptr[c0]:self.ptr[c1]]])
+        by_field = dict(zip(names, host))
         rng = self.ids.key_range()
         if rng is not None:
             key = pa.array(np.arange(rng[0] + lo, rng[0] + hi, dtype=np.int64))
         else:
             key = self.ids.keys.slice(lo, hi - lo)
         arrays = {"key": key, "component": pa.array(comp)}
-        for name, (arr, j) in self.cols.items():
-            rows = slice(lo, hi) if self.rep is None else comp
-            arrays[name] = pa.array(np.ascontiguousarray(arr[rows] if j is None else arr[rows, j]))
-        arrays["dag_children"] = self._children(lo, hi, comp)
+        for name, (field, j) in self.cols.items():
+            arrays[name] = pa.array(by_field[field] if j is None else by_field[field][j])
+        arrays["dag_children"] = self._children(lo, hi, comp, c0, c1, host[-1])
         return pa.table(arrays)
 
-    def _children(self, lo: int, hi: int, comp: np.ndarray) -> pa.Array:
-        """The DAG's children of rows ``[lo, hi)`` as BLOBs of int32 (NULL off the
-        representatives), built over the arrays without a copy of the children."""
+    def _components(self, lo: int, hi: int, comp: np.ndarray) -> tuple[int, int]:
+        """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
         if self.rep is None:
-            c0, c1, valid, nulls = lo, hi, None, 0
+            return lo, hi
+        first = comp[self.rep[lo:hi]]
+        c0 = int(first[0]) if first.shape[0] else 0
+        return c0, c0 + first.shape[0]
+
+    def _children(self, lo: int, hi: int, comp: np.ndarray, c0: int, c1: int,
+                  data: np.ndarray) -> pa.Array:
+        """The DAG's children of rows ``[lo, hi)`` (``data``: those of components
+        ``[c0, c1)``) as BLOBs of int32, NULL off the representatives."""
+        if self.rep is None:
+            valid, nulls = None, 0
             counts = np.diff(self.ptr[lo:hi + 1])
         else:
             r = self.rep[lo:hi]
-            first = comp[r]
-            c0 = int(first[0]) if first.shape[0] else 0
-            c1 = c0 + first.shape[0]
             counts = np.zeros(hi - lo, np.int64)
             counts[r] = np.diff(self.ptr[c0:c1 + 1])
             valid = pa.array(r).buffers()[1]
-            nulls = (hi - lo) - first.shape[0]
+            nulls = (hi - lo) - (c1 - c0)
         offsets = np.zeros(hi - lo + 1, np.int64)
         np.cumsum(counts * 4, out=offsets[1:])
-        data = self.idx[self.ptr[c0]:self.ptr[c1]]
         wide = offsets[-1] >= 2**31
         typ = pa.large_binary() if wide else pa.binary()
         offs = offsets if wide else offsets.astype(np.int32)
@@ -132,29 +148,28 @@ class _Rows:
                                      null_count=nulls)
 
 
-def _host_rows(index) -> _Rows:
-    """The index's arrays copied to the host (in parallel: device copies and gathers)."""
+def _rows(index) -> _Rows:
+    """The index's rows: the components and the DAG's row pointers copied to the host (in
+    parallel), the label arrays and the children left where they are."""
     lab = index.labels
-    arrays = {"comp": index.comp, "ptr": index.dag.indptr, "idx": index.dag.indices,
-              **lab.arrays()}
-    with ThreadPoolExecutor(threads()) as pool:
-        host = dict(zip(arrays, pool.map(lambda a: np.ascontiguousarray(to_host(a)),
-                                         arrays.values())))
-    comp = host["comp"].astype(np.int32, copy=False)
-    d, hw = host["inner"].shape[1], host["hub_down"].shape[1]
+    with ThreadPoolExecutor(2) as pool:
+        comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a)),
+                             [index.comp, index.dag.indptr])
+    comp = comp.astype(np.int32, copy=False)
+    fields = lab.arrays()
+    d, hw = fields["inner"].shape[1], fields["hub_down"].shape[1]
     names = label_names(d, hw)
-    cols: dict = {"level": (host["level"], None), "tree_lo": (host["tree_lo"], None),
-                  "tree_post": (host["tree_post"], None)}
+    cols: dict = {"level": ("level", None), "tree_lo": ("tree_lo", None),
+                  "tree_post": ("tree_post", None)}
     for j in range(d):
-        cols[f"inner_{j + 1}"] = (host["inner"], j)
-        cols[f"outer_{j + 1}"] = (host["outer"], j)
+        cols[f"inner_{j + 1}"] = ("inner", j)
+        cols[f"outer_{j + 1}"] = ("outer", j)
     for w in range(hw):
-        cols[f"hub_down_{w + 1}"] = (host["hub_down"], w)
-        cols[f"hub_up_{w + 1}"] = (host["hub_up"], w)
+        cols[f"hub_down_{w + 1}"] = ("hub_down", w)
+        cols[f"hub_up_{w + 1}"] = ("hub_up", w)
     rep = None if index.n_components == comp.shape[0] else _representatives(comp)
-    return _Rows(index.ids, comp, {n: cols[n] for n in names},
-                 host["ptr"].astype(np.int64, copy=False),
-                 host["idx"].astype(np.int32, copy=False), rep, names)
+    return _Rows(index.ids, comp, index.comp, fields, {n: cols[n] for n in names},
+                 ptr.astype(np.int64, copy=False), index.dag.indices, rep, names)
 
 
 def _representatives(comp: np.ndarray) -> np.ndarray:
@@ -255,14 +270,17 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
     :func:`read_metadata` returns it under ``source.<key>``. ``timings``: a dict that
     receives the seconds of the steps (host copy, encode and write, final flush)."""
     t0 = time.perf_counter()
-    rows = _host_rows(index)
+    rows = _rows(index)
     meta = metadata(index, rows.idx.shape[0], source)
     if timings is not None:
         timings["host copy"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    out = replace_atomically(Path(path), FORMAT_NAME,
-                             lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
-                             fsync=fsync)
+    try:
+        out = replace_atomically(Path(path), FORMAT_NAME,
+                                 lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
+                                 fsync=fsync)
+    finally:
+        release_staging()
     if timings is not None:
         timings["checks, final flush, rename"] = (time.perf_counter() - t1
                                              - timings.get("encode and write", 0.0))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import numpy as np
 
@@ -22,14 +23,49 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "resolve", "to_host"]
+           "release_staging", "resolve", "to_host", "to_host_all"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 
 
+#: device arrays larger than this come to the host through pinned staging buffers
+PINNED_DOWNLOAD_BYTES = 1 << 24
+#: bytes of each of a download's two pinned staging buffers: small and of one size, so that
+#: CuPy's pinned pool hands them out again (pinning fresh host memory costs more than the copy)
+DOWNLOAD_CHUNK = 1 << 22
+
+
 def to_host(a) -> np.ndarray:
-    """A NumPy array of a host or device (CuPy) array; host arrays are not copied."""
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+    """A NumPy array of a host or device (CuPy) array; host arrays are not copied. Device
+    arrays over 16 MiB come through pinned buffers (:func:`.gpu.download`: a pageable copy
+    runs at a few GB/s, as a save's host copy of a large index showed)."""
+    if isinstance(a, np.ndarray) or not hasattr(a, "get"):
+        return np.asarray(a)
+    if a.nbytes > PINNED_DOWNLOAD_BYTES:
+        from .gpu import download
+
+        return download(a, DOWNLOAD_CHUNK)
+    return a.get()
+
+
+def to_host_all(arrays) -> list[np.ndarray]:
+    """NumPy arrays of several host or device arrays, all of one backend: device arrays (a
+    save's gathered parts) through the pinned staging buffers of :func:`.gpu.download`, host
+    arrays made contiguous (not copied when they are)."""
+    arrays = list(arrays)
+    if not arrays or all(isinstance(a, np.ndarray) or not hasattr(a, "get") for a in arrays):
+        return [np.ascontiguousarray(a) for a in arrays]
+    from .gpu import download
+
+    return [download(a, DOWNLOAD_CHUNK) for a in arrays]
+
+
+def release_staging() -> None:
+    """Give back the pinned host memory that no array uses any more (the staging buffers of a
+    GPU save); nothing to do where the GPU backend was never loaded."""
+    gpu = sys.modules.get(__name__ + ".gpu")
+    if gpu is not None:
+        gpu.release_pinned()
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,11 +27,12 @@ import threading
 from dataclasses import dataclass
 
 import cupy as cp
+import cupyx
 import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
-from .gpu_queries import BLOCK as _BLOCK
+from .gpu_queries import _D2H, BLOCK as _BLOCK
 from .gpu_queries import GpuQueries
 from .protocol import CSR, TopoOrder
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
@@ -377,3 +378,40 @@ class GpuKernels(GpuQueries):
             self._launch(kernel, np.int64(values.shape[0]), values, out)
         return int(out.get()[0])
 
+
+def download(a, chunk: int) -> np.ndarray:
+    """A device array copied to a new (pageable) host array through two pinned buffers of
+    ``chunk`` bytes: the device copies one chunk into a pinned buffer on a stream of its own
+    while this thread copies the previous one out of the other buffer (NumPy, without the
+    GIL), so several threads can download arrays side by side at the link's speed."""
+    a = cp.ascontiguousarray(a)
+    out = np.empty(a.shape, a.dtype)
+    n = a.nbytes
+    if n == 0:
+        return out
+    src = a.data.ptr
+    dst = out.reshape(-1).view(np.uint8)
+    bufs = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
+    cp.cuda.get_current_stream().synchronize()  # whatever made ``a`` is done
+    stream = cp.cuda.Stream(non_blocking=True)
+    pending = None
+    for i, lo in enumerate(range(0, n, chunk)):
+        size = min(chunk, n - lo)
+        buf = bufs[i & 1]
+        cp.cuda.runtime.memcpyAsync(buf.ctypes.data, src + lo, size, _D2H, stream.ptr)
+        done = stream.record()
+        if pending is not None:
+            _copy_out(dst, *pending)
+        pending = (done, buf, lo, size)
+    _copy_out(dst, *pending)
+    return out
+
+
+def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> None:
+    done.synchronize()
+    dst[lo:lo + size] = buf[:size]
+
+
+def release_pinned() -> None:
+    """Free the blocks of CuPy's pinned memory pool that no array holds."""
+    cp.get_default_pinned_memory_pool().free_all_blocks()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import cupy as cp
 import cupyx
@@ -31,6 +32,8 @@ from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, N_STATUS
 BLOCK = 256
 #: int32 slots before the answer bits in a batch's result buffer (the status counts)
 _COUNTS = 16
+#: batch shapes per thread whose captured CUDA graph is kept
+GRAPHS = 8
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
 _H2D, _D2H = 1, 2
 
@@ -68,26 +71,40 @@ class GpuQueries:
     def _answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
         """One batch on the device: the keys staged into this thread's pinned buffer and
         uploaded in one copy, the classification and the bounded search queued on the
-        thread's stream, the counts and answer bits downloaded in one copy, one sync."""
+        thread's stream, the counts and answer bits downloaded in one copy, one sync. A batch
+        of a shape this thread has run before replays that work as a captured CUDA graph
+        (:meth:`_QueryBuffers.replay`)."""
         nq = int(ks.shape[0])
         buf = self._buffers(nq)
         words = (nq + 31) >> 5
+        narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_IDS: 0}.get(qi.lookup_mode)
+        wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
+        if valid is not None:
+            buf.host_valid[:nq] = valid
+        shape = (nq, wide, valid is not None, bool(prune), int(budget))
+        if not buf.replay(qi, shape, self._enqueue_batch):
+            self._enqueue_batch(qi, buf, *shape)
+            buf.stream.synchronize()
+        counts = buf.host_result[:N_STATUS].astype(np.int64)
+        bits = buf.host_result[_COUNTS:_COUNTS + words].view(np.uint8)[:(nq + 7) >> 3].copy()
+        nd = int(counts[DEFERRED])
+        return PairAnswers(bits, counts, (buf.def_row[:nd], buf.def_u[:nd], buf.def_t[:nd]))
+
+    def _enqueue_batch(self, qi, buf, nq, wide, has_valid, prune, budget):
+        """Queue a staged batch's device work on ``buf.stream``: the upload, the
+        classification, the bounded search and the download of counts and bits. Nothing
+        here allocates or syncs, so it can be captured as a graph."""
         table = qi.lookup_table
         sorted_keys = table if qi.lookup_mode == LOOKUP_SORTED else np.uint64(0)
         dense = table if qi.lookup_mode == LOOKUP_DENSE else np.uint64(0)
-        narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_IDS: 0}.get(qi.lookup_mode)
-        wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
         offset = qi.lookup_offset if wide else 0
-        stream = buf.stream
-        rt = cp.cuda.runtime
+        stream, rt = buf.stream, cp.cuda.runtime
         with stream:
             rt.memcpyAsync(buf.keys.data.ptr, buf.host_keys.ctypes.data, (16 if wide else 8) * nq,
                            _H2D, stream.ptr)
             valid_arg = np.uint64(0)
-            if valid is not None:
-                buf.host_valid[:nq] = valid
-                rt.memcpyAsync(buf.valid.data.ptr, buf.host_valid.ctypes.data, nq, _H2D,
-                               stream.ptr)
+            if has_valid:
+                rt.memcpyAsync(buf.valid.data.ptr, buf.host_valid.ctypes.data, nq, _H2D, stream.ptr)
                 valid_arg = buf.valid
             rt.memsetAsync(buf.result.data.ptr, 0, 4 * _COUNTS, stream.ptr)
             if nq:
@@ -99,7 +116,7 @@ class GpuQueries:
                 fn((grid,), (BLOCK,), (
                     np.int32(nq), buf.keys, np.int32(wide), valid_arg, np.int32(qi.lookup_mode),
                     np.int64(offset), np.int64(table.shape[0]), dense, sorted_keys,
-                    np.uint64(0) if qi.comp is None else qi.comp, *labs, np.int32(bool(prune)),
+                    np.uint64(0) if qi.comp is None else qi.comp, *labs, np.int32(prune),
                     bits, counts, buf.und_row, buf.und_u, buf.und_t, buf.def_row, buf.def_u,
                     buf.def_t))
                 if prune:
@@ -110,12 +127,7 @@ class GpuQueries:
                         *labs, np.int32(budget), bits, counts, buf.def_row, buf.def_u,
                         buf.def_t))
             rt.memcpyAsync(buf.host_result.ctypes.data, buf.result.data.ptr,
-                           4 * (_COUNTS + words), _D2H, stream.ptr)
-            stream.synchronize()
-        counts = buf.host_result[:N_STATUS].astype(np.int64)
-        bits = buf.host_result[_COUNTS:_COUNTS + words].view(np.uint8)[:(nq + 7) >> 3].copy()
-        nd = int(counts[DEFERRED])
-        return PairAnswers(bits, counts, (buf.def_row[:nd], buf.def_u[:nd], buf.def_t[:nd]))
+                           4 * (_COUNTS + ((nq + 31) >> 5)), _D2H, stream.ptr)
 
     def _search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
         """The deferred pairs, on this thread's stream: with ``prune``, the bidirectional
@@ -236,3 +248,48 @@ class _QueryBuffers:
         self.result = cp.empty(_COUNTS + words, cp.int32)
         lists = cp.empty((6, cap), cp.int32)
         self.und_row, self.und_u, self.und_t, self.def_row, self.def_u, self.def_t = lists
+        self._graphs: dict = {}  # batch shape -> (weak ref to its QueryIndex, graph or None)
+
+    def replay(self, qi, shape, enqueue) -> bool:
+        """Run a batch of ``shape`` (its keys staged) from a captured CUDA graph and wait for
+        it; False when there is none yet. The first batch of a shape for an index runs
+        uncaptured and is remembered; the second captures the stream work into a graph
+        (the same pointers: these buffers, the index's arrays), this one and the later
+        ones replay it: one launch instead of a copy, a memset, two kernels with 27
+        arguments and a copy. At most ``GRAPHS`` shapes are kept per thread. ``enqueue(qi,
+        self, *shape)`` queues the work on this thread's stream."""
+        if shape[0] == 0:
+            return False
+        entry = self._graphs.get(shape)
+        if entry is not None and entry[0]() is not qi:
+            entry = None  # another index (or a new one at a reused address)
+        if entry is None:
+            if len(self._graphs) >= GRAPHS:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[shape] = (weakref.ref(qi), None)
+            return False
+        graph = entry[1]
+        if graph is False:
+            return False  # this shape could not be captured: it runs uncaptured
+        if graph is None:
+            graph = self._capture(lambda: enqueue(qi, self, *shape))
+            self._graphs[shape] = (entry[0], graph)
+            if graph is False:
+                return False
+        graph.launch(self.stream)
+        self.stream.synchronize()
+        return True
+
+    def _capture(self, enqueue):
+        """The work ``enqueue()`` queues on this thread's stream as a graph, or False where
+        the stream cannot be captured (the work is then not run: the caller runs it)."""
+        try:
+            self.stream.begin_capture()
+        except Exception:  # noqa: BLE001 - a runtime without stream capture
+            return False
+        try:
+            enqueue()
+        except Exception:
+            self.stream.end_capture()
+            raise
+        return self.stream.end_capture()

@@ -20,8 +20,8 @@ from numba import njit, prange
 
 #: columns shorter than this are staged on the calling thread
 PARALLEL_MIN = 1 << 16
-#: keys per parallel task
-_BLOCK = 1 << 15
+#: keys per parallel task (small: a 100K-pair batch then spreads over every core)
+STAGE_BLOCK = 1 << 11
 #: staged narrow keys are below this (int32, and not -1 - ...: every value is a key offset)
 _NARROW_END = (1 << 31) - 1
 
@@ -45,13 +45,13 @@ def _narrow_serial(a, b, offset, out):
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _narrow_parallel(a, b, offset, out):
+def _narrow_parallel(a, b, offset, out, block):
     n = a.shape[0]
-    blocks = (n + _BLOCK - 1) // _BLOCK
+    blocks = (n + block - 1) // block
     bad = 0
     for i in prange(2 * blocks):
-        lo = (i % blocks) * _BLOCK
-        hi = min(lo + _BLOCK, n)
+        lo = (i % blocks) * block
+        hi = min(lo + block, n)
         if i < blocks:
             bad += _narrow_block(a, lo, hi, offset, out, 0)
         else:
@@ -60,18 +60,18 @@ def _narrow_parallel(a, b, offset, out):
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _wide_parallel(a, b, out):
+def _wide_parallel(a, b, out, block):
     n = a.shape[0]
-    blocks = (n + _BLOCK - 1) // _BLOCK
+    blocks = (n + block - 1) // block
     for i in prange(blocks):
-        lo = i * _BLOCK
-        hi = min(lo + _BLOCK, n)
+        lo = i * block
+        hi = min(lo + block, n)
         out[lo:hi] = a[lo:hi]
         out[n + lo:n + hi] = b[lo:hi]
 
 
 def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | None,
-                lock=None) -> bool:
+                lock=None, block: int = STAGE_BLOCK) -> bool:
     """Stage the int64 key columns a, b (equal length n) into the byte buffer ``out``: narrow
     (int32 ``k - offset``, 8n bytes) when ``offset`` is given and every key fits, else wide
     (int64 keys, 16n bytes). Returns True for the wide form. ``lock`` is held around the
@@ -84,10 +84,10 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
         if not parallel:
             bad = _narrow_serial(a, b, offset, narrow)
         elif lock is None:
-            bad = _narrow_parallel(a, b, offset, narrow)
+            bad = _narrow_parallel(a, b, offset, narrow, block)
         else:
             with lock:
-                bad = _narrow_parallel(a, b, offset, narrow)
+                bad = _narrow_parallel(a, b, offset, narrow, block)
         if bad == 0:
             return False
     wide = out[:16 * n].view(np.int64)
@@ -95,10 +95,10 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
         np.copyto(wide[:n], a, casting="unsafe")
         np.copyto(wide[n:], b, casting="unsafe")
     elif lock is None:
-        _wide_parallel(a, b, wide)
+        _wide_parallel(a, b, wide, block)
     else:
         with lock:
-            _wide_parallel(a, b, wide)
+            _wide_parallel(a, b, wide, block)
     return True
 
 

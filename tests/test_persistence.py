@@ -343,3 +343,25 @@ def test_several_device_arrays_come_back_in_one_copy(backend):
     for g, w in zip(got, want):
         assert isinstance(g, np.ndarray) and g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
+
+
+def test_host_values_reach_a_slice_of_a_backend_array(backend, monkeypatch):
+    """``copy_into``: host values into row blocks of 1-D and 2-D arrays, through several
+    pinned chunks on a GPU (odd chunk sizes that split elements), converting the dtype."""
+    from grail_duckdb.kernels import copy_into
+
+    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
+    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    xp, rng = backend.xp, np.random.default_rng(7)
+    wide = rng.integers(0, 2**62, (3_000, 3)).astype(np.uint64)
+    dst = xp.zeros((3_000, 3), xp.uint64)
+    copy_into(dst[100:2_900], wide[100:2_900])
+    copy_into(dst[:5], wide[:5])
+    want = wide.copy()
+    want[2_900:] = 0
+    want[5:100] = 0
+    np.testing.assert_array_equal(to_host(dst), want)
+    flat = xp.zeros(50_001, xp.int32)
+    values = rng.integers(-2**31, 2**31, 50_001)
+    copy_into(flat, values)
+    np.testing.assert_array_equal(to_host(flat), values.astype(np.int32))

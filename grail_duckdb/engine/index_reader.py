@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..kernels import copy_into
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
@@ -70,7 +71,7 @@ class IndexReader:
             dst[lo:lo + values.shape[0]] = values
         elif values.shape[0]:
             with self._device:
-                dst[lo:lo + values.shape[0]].set(np.ascontiguousarray(values, dst.dtype))
+                copy_into(dst[lo:lo + values.shape[0]], values)
 
     def group(self, g: int, lo: int, hi: int):
         """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``), check it and place its

@@ -23,13 +23,14 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "release_staging", "resolve", "to_host", "to_host_all"]
+           "copy_into", "release_staging", "resolve", "to_host", "to_host_all"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 
 
-#: device arrays larger than this come to the host through pinned staging buffers
-PINNED_DOWNLOAD_BYTES = 1 << 24
+#: device arrays larger than this come to the host (and host arrays to a device) through
+#: pinned staging buffers
+PINNED_MIN_BYTES = 1 << 20
 #: bytes of each of a download's two pinned staging buffers: small and of one size, so that
 #: CuPy's pinned pool hands them out again (pinning fresh host memory costs more than the copy)
 DOWNLOAD_CHUNK = 1 << 22
@@ -37,11 +38,11 @@ DOWNLOAD_CHUNK = 1 << 22
 
 def to_host(a) -> np.ndarray:
     """A NumPy array of a host or device (CuPy) array; host arrays are not copied. Device
-    arrays over 16 MiB come through pinned buffers (:func:`.gpu.download`: a pageable copy
+    arrays over 1 MiB come through pinned buffers (:func:`.gpu.download`: a pageable copy
     runs at a few GB/s, as a save's host copy of a large index showed)."""
     if isinstance(a, np.ndarray) or not hasattr(a, "get"):
         return np.asarray(a)
-    if a.nbytes > PINNED_DOWNLOAD_BYTES:
+    if a.nbytes > PINNED_MIN_BYTES:
         from .gpu import download
 
         return download(a, DOWNLOAD_CHUNK)
@@ -58,6 +59,20 @@ def to_host_all(arrays) -> list[np.ndarray]:
     from .gpu import download
 
     return [download(a, DOWNLOAD_CHUNK) for a in arrays]
+
+
+def copy_into(dst, values: np.ndarray) -> None:
+    """``dst[...] = values`` for a contiguous host or device array ``dst``; host values over
+    1 MiB reach a device through the pinned buffers of :func:`.gpu.upload` (a pageable copy
+    runs at a few GB/s)."""
+    if isinstance(dst, np.ndarray):
+        dst[...] = values
+    elif values.nbytes > PINNED_MIN_BYTES:
+        from .gpu import upload
+
+        upload(dst, values, DOWNLOAD_CHUNK)
+    else:
+        dst.set(np.ascontiguousarray(values, dst.dtype))
 
 
 def release_staging() -> None:

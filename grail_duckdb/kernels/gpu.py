@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
-from .gpu_queries import _D2H, BLOCK as _BLOCK
+from .gpu_queries import _D2H, _H2D, BLOCK as _BLOCK
 from .gpu_queries import GpuQueries
 from .protocol import CSR, TopoOrder
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
@@ -410,6 +410,28 @@ def download(a, chunk: int) -> np.ndarray:
 def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> None:
     done.synchronize()
     dst[lo:lo + size] = buf[:size]
+
+
+def upload(dst, values: np.ndarray, chunk: int) -> None:
+    """Host ``values`` copied into the contiguous device array ``dst`` (as many elements)
+    through two pinned buffers of ``chunk`` bytes: this thread fills one while the device
+    takes the other on a stream of its own (the mirror of :func:`download`)."""
+    src = np.ascontiguousarray(values, dst.dtype).reshape(-1).view(np.uint8)
+    n = src.nbytes
+    if n == 0:
+        return
+    bufs = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
+    stream = cp.cuda.Stream(non_blocking=True)
+    done = [None, None]
+    for i, lo in enumerate(range(0, n, chunk)):
+        size, j = min(chunk, n - lo), i & 1
+        if done[j] is not None:
+            done[j].synchronize()  # the buffer's last copy is over
+        bufs[j][:size] = src[lo:lo + size]
+        cp.cuda.runtime.memcpyAsync(dst.data.ptr + lo, bufs[j].ctypes.data, size, _H2D,
+                                    stream.ptr)
+        done[j] = stream.record()
+    stream.synchronize()
 
 
 def release_pinned() -> None:

@@ -29,7 +29,9 @@ records the table, its columns and a cheap check of its content), and a digest o
 and of the content, checked on load.
 
 Speed (format 3, issue 12): the rows are cut into parts of about ``PART_BYTES``; every core
-encodes parts with pyarrow's writer into memory (one row group each) and hashes them, and
+gathers a part's rows on the index's backend (the device for a GPU index: no whole-index
+host copy), brings them over through small reused pinned buffers, encodes them with pyarrow's
+writer into memory (one row group each) and hashes them, and
 :mod:`.parquet_parts` lays them into one file behind a footer of its own (pyarrow writes on
 one thread, DuckDB's parallel writer reached 0.28 GB/s). Columns are encoded for speed: sorted
 keys and component ids delta-encoded, the label columns LZ4 (they shrink to ~0.5), the rest

@@ -31,6 +31,9 @@ import pyarrow.compute as pc
 
 #: a run this short is repeated (best of three): timer noise, caches
 SHORT_SECONDS = 1.0
+#: runs shorter than this are repeated TINY_REPEAT times (see :func:`best_of`)
+TINY_SECONDS = 0.01
+TINY_REPEAT = 25
 
 
 @dataclass
@@ -59,17 +62,18 @@ def best_of(fn, repeat: int = 3, short: float = SHORT_SECONDS):
     """``(seconds, result)`` of the fastest of up to ``repeat`` runs of ``fn()``.
 
     Runs longer than ``short`` seconds are not repeated: they are not noise-bound, and the
-    bench must finish.
+    bench must finish. Runs under ``TINY_SECONDS`` are repeated at least ``TINY_REPEAT``
+    times: a sub-millisecond call is all noise at three.
     """
     t0 = time.perf_counter()
     result = fn()
     best = time.perf_counter() - t0
-    for _ in range(repeat - 1):
-        if best >= short:
-            break
+    runs = 1
+    while best < short and runs < (max(repeat, TINY_REPEAT) if best < TINY_SECONDS else repeat):
         t0 = time.perf_counter()
         result = fn()
         best = min(best, time.perf_counter() - t0)
+        runs += 1
     return best, result
 
 

@@ -50,10 +50,13 @@ def test_replicas_split_a_call_and_give_the_oracle_answers(tmp_path, kind):
     src, dst = rng.integers(0, 500, 2000), rng.integers(0, 500, 2000)
     path = gd.build_index(src, dst, backend="cpu").save(tmp_path / "r.grail.parquet")
     reps = Replicas.load(path, backend=backend, count=count)
-    qs, qt = rng.integers(0, 500, 40_001), rng.integers(0, 500, 40_001)
-    got = reps.reaches(qs, qt)
-    assert got.to_pylist() == list(bfs_pairs(src, dst, 500, qs, qt))
-    assert len(reps.last_stats) == len(reps) and sum(s.queries for s in reps.last_stats) == 40_001
+    for size in (40_001, 150_001, 150_001, 150_001):  # large calls of one shape: graph replays
+        qs, qt = rng.integers(0, 500, size), rng.integers(0, 500, size)
+        got = reps.reaches(qs, qt)
+        np.testing.assert_array_equal(got.to_numpy(zero_copy_only=False),
+                                      np.asarray(bfs_pairs(src, dst, 500, qs, qt), bool))
+        assert len(reps.last_stats) == len(reps)
+        assert sum(s.queries for s in reps.last_stats) == size
 
 
 def test_bench_scale_runs_end_to_end(tmp_path):

@@ -88,6 +88,17 @@ struct Balance {
     i64* scan;
 };
 
+// Inclusive prefix sum of one value per lane over the warp (every lane takes part).
+template <class T>
+__device__ T warp_inclusive_scan(T x) {
+    const int lane = threadIdx.x & 31;
+    for (int o = 1; o < 32; o <<= 1) {
+        const T y = __shfl_up_sync(FULL_MASK, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
 // Edge-balanced advance: an exclusive prefix sum of the items' degrees (per block, then across
 // blocks), then edge e of the frontier goes to thread e mod T, which finds its row by binary
 // search. Two grid syncs per level, no per-row imbalance at all.
@@ -106,11 +117,7 @@ __device__ void advance_edges(cg::grid_group& g, const int* items, int count, co
         int v = 0;
         i64 deg = 0;
         if (i < hi) { v = items ? items[i] : i; deg = ptr[v + 1] - ptr[v]; }
-        i64 x = deg;
-        for (int o = 1; o < 32; o <<= 1) {
-            const i64 y = __shfl_up_sync(FULL_MASK, x, o);
-            if (lane >= o) x += y;
-        }
+        const i64 x = warp_inclusive_scan(deg);
         if (lane == 31) warp_tot[wid] = x;
         __syncthreads();
         i64 before = carry;

@@ -21,11 +21,7 @@ __device__ __forceinline__ bool pair_kept(const u64* p, i64 i) {
 __device__ int block_exclusive_scan(int x, int* total) {
     __shared__ int warp_sum[32];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    int incl = x;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(FULL_MASK, incl, o);
-        if (lane >= o) incl += y;
-    }
+    const int incl = warp_inclusive_scan(x);
     if (lane == 31) warp_sum[wid] = incl;
     __syncthreads();
     int before = 0, all = 0;

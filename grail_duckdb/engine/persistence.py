@@ -76,8 +76,8 @@ _SYNC_BYTES = 256 << 20
 class _Rows:
     """The index's arrays, and how to cut them into the file's rows. The label arrays stay on
     the index's backend: each part gathers its rows there (on the device for a GPU index) and
-    brings them to the host in one copy (:func:`~grail_duckdb.kernels.to_host_all`), so the
-    copy is spread over the encoding threads instead of preceding them."""
+    brings them to the host (:func:`~grail_duckdb.kernels.to_host_all`), so the copy is
+    spread over the encoding threads instead of preceding them."""
 
     ids: VertexIds
     comp: np.ndarray  # host int32

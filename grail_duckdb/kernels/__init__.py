@@ -50,15 +50,9 @@ def to_host(a) -> np.ndarray:
 
 
 def to_host_all(arrays) -> list[np.ndarray]:
-    """NumPy arrays of several host or device arrays, all of one backend: device arrays (a
-    save's gathered parts) through the pinned staging buffers of :func:`.gpu.download`, host
-    arrays made contiguous (not copied when they are)."""
-    arrays = list(arrays)
-    if not arrays or all(isinstance(a, np.ndarray) or not hasattr(a, "get") for a in arrays):
-        return [np.ascontiguousarray(a) for a in arrays]
-    from .gpu import download
-
-    return [download(a, DOWNLOAD_CHUNK) for a in arrays]
+    """Contiguous NumPy arrays of several host or device arrays (:func:`to_host` each: a
+    save's gathered parts come through the pinned buffers)."""
+    return [np.ascontiguousarray(to_host(a)) for a in arrays]
 
 
 def copy_into(dst, values: np.ndarray) -> None:

@@ -104,7 +104,8 @@ class GpuQueries:
                            _H2D, stream.ptr)
             valid_arg = np.uint64(0)
             if has_valid:
-                rt.memcpyAsync(buf.valid.data.ptr, buf.host_valid.ctypes.data, nq, _H2D, stream.ptr)
+                rt.memcpyAsync(buf.valid.data.ptr, buf.host_valid.ctypes.data, nq, _H2D,
+                               stream.ptr)
                 valid_arg = buf.valid
             rt.memsetAsync(buf.result.data.ptr, 0, 4 * _COUNTS, stream.ptr)
             if nq:
@@ -126,8 +127,9 @@ class GpuQueries:
                         buf.und_row, buf.und_u, buf.und_t, qi.dag.indptr, qi.dag.indices,
                         *labs, np.int32(budget), bits, counts, buf.def_row, buf.def_u,
                         buf.def_t))
+            words = (nq + 31) >> 5
             rt.memcpyAsync(buf.host_result.ctypes.data, buf.result.data.ptr,
-                           4 * (_COUNTS + ((nq + 31) >> 5)), _D2H, stream.ptr)
+                           4 * (_COUNTS + words), _D2H, stream.ptr)
 
     def _search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
         """The deferred pairs, on this thread's stream: with ``prune``, the bidirectional

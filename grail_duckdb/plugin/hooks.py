@@ -89,19 +89,25 @@ class _Plain:
 PLAIN = _Plain()
 
 
+def _rewritten(con, route, query, values, **kw):
+    """The rewritten statement's result, or PLAIN where the statement runs as it is (no
+    rewrite, its parameters could not be bound for capture, or the route declines)."""
+    if not route.rewrite:
+        return PLAIN
+    try:
+        captured = con._bind(query, capture=True, values=values)[5] if route.capture else ()
+    except Exception:
+        return PLAIN
+    return route.run(captured, **kw)
+
+
 def _execute(self, query, parameters=None):
     route = _STATE["route"](self, "execute", query, parameters)
     if route is None:
         return _ORIG["execute"](self, query, parameters)
-    if route.rewrite:
-        try:
-            captured = self._bind(query, capture=True, values=parameters)[5] if route.capture else ()
-        except Exception:
-            captured = None
-        if captured is not None:
-            out = route.run(captured)
-            if out is not PLAIN:
-                return out
+    out = _rewritten(self, route, query, parameters)
+    if out is not PLAIN:
+        return out
     try:
         out = _ORIG["execute"](self, query, parameters)
     except duckdb.Error as exc:
@@ -117,15 +123,9 @@ def _sql(self, query, *, alias="", params=None):
     route = _STATE["route"](self, "sql", query, params)
     if route is None:
         return _ORIG["sql"](self, query, alias=alias, params=params)
-    if route.rewrite:
-        try:
-            captured = self._bind(query, capture=True, values=params)[5] if route.capture else ()
-        except Exception:
-            captured = None
-        if captured is not None:
-            out = route.run(captured, alias=alias)
-            if out is not PLAIN:
-                return out
+    out = _rewritten(self, route, query, params, alias=alias)
+    if out is not PLAIN:
+        return out
     try:
         return _ORIG["sql"](self, query, alias=alias, params=params)
     except duckdb.Error as exc:

@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -77,10 +78,8 @@ class Progress:
         self._shown = False
         self._ended = False                 # the final line is drawn: nothing after it
         self._last = 0.0
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._every = 0.2 if self._tty else 5.0
         self._lock = threading.Lock()
-        self._closed = threading.Event()
+        self._closed = False
         self._ticking = bool(tick and self.enabled is not False)
         if self._ticking:
             _CLOCK.add(self)
@@ -101,6 +100,16 @@ class Progress:
             self._draw(elapsed, final=True)
         elif now - self._last >= self._every:
             self._draw(elapsed)
+
+    @functools.cached_property
+    def _tty(self) -> bool:
+        """Whether the line goes to a terminal (asked on first need: most calls never draw)."""
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
+    @functools.cached_property
+    def _every(self) -> float:
+        """Seconds between two redraws."""
+        return 0.2 if self._tty else 5.0
 
     def _tick(self, now: float) -> None:
         """Redraw the line if it is due (called by the clock thread for ``tick=True``)."""
@@ -125,7 +134,7 @@ class Progress:
 
     def _draw(self, elapsed: float, final: bool = False) -> None:
         with self._lock:
-            if self._ended or (self._shown and self._closed.is_set() and not final):
+            if self._ended or (self._shown and self._closed and not final):
                 return
             self._ended = final
             text, frac = self._text(elapsed, final)
@@ -148,7 +157,7 @@ class Progress:
 
     def close(self) -> None:
         """Stop the ticker and end the line (only if it was ever shown or the work was long)."""
-        self._closed.set()
+        self._closed = True
         if self._ticking:
             _CLOCK.remove(self)
         if self._shown or (self.enabled is not False

@@ -85,6 +85,37 @@ def test_batches_give_the_answers_of_one_call(backend, monkeypatch):
     np.testing.assert_array_equal(whole.to_numpy(zero_copy_only=False), want)
 
 
+@pytest.mark.parametrize("threads", [2, 7, 64])
+def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, monkeypatch):
+    """A DuckDB-sized call that finds no other call running is split over every core (chunks
+    of SMALL_CHUNK rows or more, some of them ragged); answers and cut counts equal the
+    calling-thread path's and the oracle's, NULLs and unknown keys included."""
+    from grail_duckdb.kernels import cpu
+
+    n = 1500
+    src, dst = _dag(n, 5000, 21, span=50)
+    idx = gd.build_index(src, dst, backend="cpu", labels=2)
+    monkeypatch.setattr(idx.kernels, "threads", threads)
+    rng = np.random.default_rng(22)
+    for size in (cpu.ALONE_MIN, 2048, 2047, 3001):
+        qs = pa.array(rng.integers(0, n + 3, size), mask=rng.random(size) < 0.02)
+        qt = pa.array(rng.integers(0, n + 3, size))
+        spread, s_spread = idx.reaches_with_stats(qs, qt)
+        with monkeypatch.context() as m:
+            m.setattr(cpu, "ALONE_MIN", 1 << 40)
+            serial, s_serial = idx.reaches_with_stats(qs, qt)
+        assert spread.equals(serial) and s_spread == s_serial
+        a = qs.fill_null(0).to_numpy()
+        b = qt.to_numpy()
+        want = a == b
+        known = (a < n) & (b < n)
+        want[known] |= _truth(src, dst, n, a[known], b[known])
+        got = spread.to_numpy(zero_copy_only=False)
+        valid = ~qs.is_null().to_numpy(zero_copy_only=False)
+        np.testing.assert_array_equal(got[valid], want[valid])
+        assert spread.null_count == int((~valid).sum())
+
+
 def test_calls_of_one_size_replay_the_same_answers(backend):
     """Calls of one size, with other pairs each time, alternating between two indices, with and
     without NULLs, sparse keys (wide staging) and dense ones: the GPU captures the device work

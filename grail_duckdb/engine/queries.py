@@ -77,7 +77,7 @@ class QueryStats:
     @classmethod
     def from_counts(cls, queries: int, c, deep_found: int) -> "QueryStats":
         """The statistics of a call from its summed status counts."""
-        c = [int(x) for x in c]
+        c = c.tolist() if isinstance(c, np.ndarray) else [int(x) for x in c]
         bounded = c[K.PROBE_REACHES] + c[K.PROBE_EXCLUDES]
         return cls(queries=queries, null=c[K.NULL_PAIR], same_key=c[K.SAME_VERTEX] + c[K.SAME_KEY],
                    unknown_vertex=c[K.UNKNOWN], same_component=c[K.SAME_COMPONENT],

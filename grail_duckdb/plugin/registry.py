@@ -102,6 +102,7 @@ class Registry:
     token: str
     db_path: Path | None
     owners: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    _live: weakref.ref | None = field(default=None, repr=False)  # the last live owner
     entries: dict = field(default_factory=dict)
     plans: OrderedDict = field(default_factory=OrderedDict)  # statement plans (.statements)
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -111,10 +112,18 @@ class Registry:
         self.owners.add(con)
 
     def connection(self):
-        """A live connection of this database."""
+        """A live connection of this database (the last one found, while it stays open)."""
+        last = self._live() if self._live is not None else None
+        if last is not None:
+            try:
+                last._catalog_version()
+                return last
+            except duckdb.Error:
+                pass
         for con in list(self.owners):
             try:
                 con._catalog_version()
+                self._live = weakref.ref(con)
                 return con
             except duckdb.Error:
                 continue
@@ -137,9 +146,14 @@ class Registry:
     # --- lookup -------------------------------------------------------------------------------
     def get(self, name: str) -> Entry:
         """The entry for ``name`` ('' = the only index), loading a persisted one if needed."""
-        entry = self.entries.get(name) if name else None
-        if entry is not None:
-            return entry
+        if name:
+            entry = self.entries.get(name)
+            if entry is not None:
+                return entry
+        else:
+            only = list(self.entries.values())
+            if len(only) == 1:
+                return only[0]
         with self.lock:
             if not name:
                 return self._only()

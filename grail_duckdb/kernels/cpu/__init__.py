@@ -11,7 +11,9 @@ Queries use every core within a call: a large batch is classified with ``prange`
 parallel regions), and the deferred pairs are searched by a pool of threads, each running the
 nogil bidirectional search on blocks of pairs taken from a shared counter (dynamic balance:
 the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` pairs (DuckDB's
-2,048-row chunks) run on the calling thread, so concurrent chunks run side by side.
+2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
+run side by side; a small batch that finds no other call running (DuckDB on one thread) is
+spread over every core in chunks of ``SMALL_CHUNK`` rows or more.
 """
 from __future__ import annotations
 
@@ -35,12 +37,37 @@ _EMPTY_U8 = np.empty(0, np.uint8)
 SERIAL_MAX = 16_384
 #: rows per chunk of a parallel classification (a multiple of 8: chunks never share a byte)
 CHUNK = 4_096
+#: a smaller batch that runs alone is spread over every core from this many pairs on
+ALONE_MIN = 1_024
+#: rows per chunk, at least, of such a batch (a multiple of 8)
+SMALL_CHUNK = 64
 #: pairs per block of the threaded search (a thread takes one block at a time)
 SEARCH_BLOCK = 8
 #: seconds between two calls of a search's checkpoint
 CHECK_EVERY = 0.1
 #: held around every parallel region (Numba's default thread pool is not re-entrant)
 PARALLEL_LOCK = threading.Lock()
+
+
+class _InFlight:
+    """How many ``answer_pairs`` calls are running; ``with IN_FLIGHT as alone`` says whether
+    the entering call found none other."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def __enter__(self) -> bool:
+        with self._lock:
+            self.calls += 1
+            return self.calls == 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self.calls -= 1
+
+
+IN_FLIGHT = _InFlight()
 
 
 class CpuKernels:
@@ -134,12 +161,20 @@ class CpuKernels:
                 *_label_args(qi.labels), bool(prune), int(budget))
         bits = np.empty((nq + 7) >> 3, np.uint8)
         codes = np.empty(nq, np.int8)
-        if nq < SERIAL_MAX:
-            counts = np.zeros(N_STATUS, np.int64)
-            classify.answer_range(0, nq, *args, bits, codes, counts)
-        else:
-            with PARALLEL_LOCK:
-                counts = classify.answer_parallel(*args, bits, codes, CHUNK)
+        with IN_FLIGHT as alone:
+            if nq >= SERIAL_MAX:
+                with PARALLEL_LOCK:
+                    counts = classify.answer_parallel(*args, bits, codes, CHUNK)
+            elif alone and nq >= ALONE_MIN and self.threads > 1 and \
+                    PARALLEL_LOCK.acquire(blocking=False):
+                try:
+                    counts = classify.answer_parallel(*args, bits, codes,
+                                                      _small_chunk(nq, self.threads))
+                finally:
+                    PARALLEL_LOCK.release()
+            else:
+                counts = np.zeros(N_STATUS, np.int64)
+                classify.answer_range(0, nq, *args, bits, codes, counts)
         rows = _EMPTY_I32
         u = t = _EMPTY_I32
         if counts[DEFERRED]:
@@ -192,6 +227,17 @@ class CpuKernels:
 
     def key_hash_sum(self, keys):
         return int(graph.key_hash_sum(keys))
+
+
+def _small_chunk(nq: int, threads: int) -> int:
+    """Rows per chunk of a small batch spread over ``threads`` cores: two chunks a core (the
+    bounded searches make some chunks dearer), a multiple of 8, at least SMALL_CHUNK.
+
+    >>> _small_chunk(2048, 16), _small_chunk(2048, 2), _small_chunk(1024, 64)
+    (64, 512, 64)
+    """
+    per = -(-nq // (2 * threads))
+    return max(SMALL_CHUNK, (per + 7) & ~7)
 
 
 def _label_args(lab):

@@ -13,7 +13,7 @@ nogil bidirectional search on blocks of pairs taken from a shared counter (dynam
 the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` pairs (DuckDB's
 2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
 run side by side; a small batch that finds no other call running (DuckDB on one thread) is
-spread over every core in chunks of ``SMALL_CHUNK`` rows or more.
+spread over every core too (:func:`_chunk_rows`).
 """
 from __future__ import annotations
 
@@ -164,12 +164,13 @@ class CpuKernels:
         with IN_FLIGHT as alone:
             if nq >= SERIAL_MAX:
                 with PARALLEL_LOCK:
-                    counts = classify.answer_parallel(*args, bits, codes, CHUNK)
+                    counts = classify.answer_parallel(*args, bits, codes,
+                                                      _chunk_rows(nq, self.threads))
             elif alone and nq >= ALONE_MIN and self.threads > 1 and \
                     PARALLEL_LOCK.acquire(blocking=False):
                 try:
                     counts = classify.answer_parallel(*args, bits, codes,
-                                                      _small_chunk(nq, self.threads))
+                                                      _chunk_rows(nq, self.threads))
                 finally:
                     PARALLEL_LOCK.release()
             else:
@@ -229,15 +230,17 @@ class CpuKernels:
         return int(graph.key_hash_sum(keys))
 
 
-def _small_chunk(nq: int, threads: int) -> int:
-    """Rows per chunk of a small batch spread over ``threads`` cores: two chunks a core (the
-    bounded searches make some chunks dearer), a multiple of 8, at least SMALL_CHUNK.
+def _chunk_rows(nq: int, threads: int) -> int:
+    """Rows per chunk of a batch spread over ``threads`` cores: four chunks a core (the
+    bounded searches make some chunks dearer than others, and a batch of 25 equal chunks on
+    16 cores would leave 7 idle for its second half), a multiple of 8, between SMALL_CHUNK
+    and CHUNK.
 
-    >>> _small_chunk(2048, 16), _small_chunk(2048, 2), _small_chunk(1024, 64)
-    (64, 512, 64)
+    >>> _chunk_rows(2048, 16), _chunk_rows(2048, 2), _chunk_rows(100_000, 16), _chunk_rows(10**6, 16)
+    (64, 256, 1568, 4096)
     """
-    per = -(-nq // (2 * threads))
-    return max(SMALL_CHUNK, (per + 7) & ~7)
+    per = -(-nq // (4 * threads))
+    return min(CHUNK, max(SMALL_CHUNK, (per + 7) & ~7))
 
 
 def _label_args(lab):

@@ -87,11 +87,18 @@ def test_batches_give_the_answers_of_one_call(backend, monkeypatch):
 
 @pytest.mark.parametrize("threads", [2, 7, 64])
 def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, monkeypatch):
-    """A DuckDB-sized call that finds no other call running is split over every core (chunks
-    of SMALL_CHUNK rows or more, some of them ragged); answers and cut counts equal the
-    calling-thread path's and the oracle's, NULLs and unknown keys included."""
+    """A DuckDB-sized call while no two calls overlap (DuckDB on one thread) is split over
+    every core (chunks of SMALL_CHUNK rows or more, some of them ragged); answers and cut
+    counts equal the calling-thread path's and the oracle's, NULLs and unknown keys included."""
     from grail_duckdb.kernels import cpu
 
+    monkeypatch.setattr(cpu.IN_FLIGHT, "overlap_at", -1e9)  # no earlier test's overlap
+    with cpu.IN_FLIGHT as alone:
+        assert alone
+    parallel = []
+    real = cpu.classify.answer_parallel
+    monkeypatch.setattr(cpu.classify, "answer_parallel",
+                        lambda *a: parallel.append(a[-1]) or real(*a))
     n = 1500
     src, dst = _dag(n, 5000, 21, span=50)
     idx = gd.build_index(src, dst, backend="cpu", labels=2)
@@ -105,6 +112,8 @@ def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, monkeypa
             m.setattr(cpu, "ALONE_MIN", 1 << 40)
             serial, s_serial = idx.reaches_with_stats(qs, qt)
         assert spread.equals(serial) and s_spread == s_serial
+        assert parallel and parallel[-1] == cpu._chunk_rows(size, threads)
+        parallel.clear()
         a = qs.fill_null(0).to_numpy()
         b = qt.to_numpy()
         want = a == b
@@ -114,6 +123,30 @@ def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, monkeypa
         valid = ~qs.is_null().to_numpy(zero_copy_only=False)
         np.testing.assert_array_equal(got[valid], want[valid])
         assert spread.null_count == int((~valid).sum())
+
+
+def test_overlapping_calls_keep_their_chunks_on_their_own_threads(monkeypatch):
+    """Once two calls overlap (DuckDB on several threads), small calls stay on their calling
+    threads for QUIET seconds; after a quiet spell they may take every core again."""
+    from grail_duckdb.kernels import cpu
+
+    flight = cpu._InFlight()
+    with flight as alone:
+        assert alone
+    with flight as first:
+        with flight as second:
+            assert first and not second
+    with flight as later:
+        assert not later
+    clock = [1e6]
+    monkeypatch.setattr(cpu.time, "monotonic", lambda: clock[0])
+    flight.overlap_at = clock[0] - flight.QUIET / 2
+    with flight as soon:
+        assert not soon
+    clock[0] += flight.QUIET
+    with flight as quiet:
+        assert quiet and flight.calls == 1
+    assert flight.calls == 0
 
 
 def test_calls_of_one_size_replay_the_same_answers(backend):

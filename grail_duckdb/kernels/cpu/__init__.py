@@ -12,14 +12,15 @@ parallel regions), and the deferred pairs are searched by a pool of threads, eac
 nogil bidirectional search on blocks of pairs taken from a shared counter (dynamic balance:
 the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` pairs (DuckDB's
 2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
-run side by side; a small batch that finds no other call running (DuckDB on one thread) is
-spread over every core too (:func:`_chunk_rows`).
+run side by side; a small batch while no two calls have overlapped lately (DuckDB on one
+thread) is spread over every core too (:func:`_chunk_rows`).
 """
 from __future__ import annotations
 
 import itertools
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
@@ -50,17 +51,26 @@ PARALLEL_LOCK = threading.Lock()
 
 
 class _InFlight:
-    """How many ``answer_pairs`` calls are running; ``with IN_FLIGHT as alone`` says whether
-    the entering call found none other."""
+    """How many ``answer_pairs`` calls are running, and when two last overlapped: ``with
+    IN_FLIGHT as alone`` says whether the entering call may take every core, that is whether
+    no two calls have overlapped for QUIET seconds. (DuckDB's threads hold the GIL in turns,
+    so a chunk often enters while the others wait for the GIL: the count alone would send
+    many chunks of a multi-threaded statement to parallel regions, measured slower.)"""
+
+    QUIET = 0.25
 
     def __init__(self):
         self._lock = threading.Lock()
         self.calls = 0
+        self.overlap_at = -1e9
 
     def __enter__(self) -> bool:
+        now = time.monotonic()
         with self._lock:
             self.calls += 1
-            return self.calls == 1
+            if self.calls > 1:
+                self.overlap_at = now
+            return now - self.overlap_at > self.QUIET
 
     def __exit__(self, *exc) -> None:
         with self._lock:

@@ -3,7 +3,6 @@ for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading a
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,6 @@ FORMAT_VERSION = 3
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 _LZ4 = ("level", "inner_", "outer_", "hub_")
-
-
-def threads() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 def label_names(d: int, hub_words: int) -> list[str]:

@@ -23,7 +23,8 @@ from ..kernels import copy_into
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import blobs, label_names, leaf_hash, root_digest, threads
+from .index_format import blobs, label_names, leaf_hash, root_digest
+from .ingest import workers
 from .labels import Labels
 
 
@@ -115,7 +116,7 @@ class IndexReader:
     def read(self) -> dict:
         """Every row group in parallel, then the DAG's rows, then the digest."""
         xp = self.xp
-        with ThreadPoolExecutor(threads()) as pool:
+        with ThreadPoolExecutor(workers()) as pool:
             got = list(pool.map(lambda g: self.group(*g), self.groups))
             spans = [span for _, _, span, _ in got]
             if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \

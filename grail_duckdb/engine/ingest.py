@@ -32,6 +32,11 @@ from ..errors import EdgeInputError
 VERTEX_COUNT_META = b"grail.vertices"
 
 
+def workers() -> int:
+    """Threads of the engine's host pools (the build's read, a save, a load): one per core."""
+    return max(1, os.cpu_count() or 1)
+
+
 def key_kind(typ: pa.DataType) -> str:
     """'int' or 'str' for a supported key type; anything else is an error."""
     if pa.types.is_integer(typ):
@@ -252,7 +257,7 @@ class EdgeStream:
             cols.append(self.extra_vertices)
         cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
                 for c in cols if len(c)]
-        with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        with ThreadPoolExecutor(workers()) as pool:
             ranges = list(pool.map(lambda c: pc.min_max(c).as_py(), cols))
         ranges = [(r["min"], r["max"]) for r in ranges] + ([stats] if stats else [])
         if not ranges:

@@ -62,8 +62,9 @@ from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
 from .index_format import (FORMAT_NAME, FORMAT_VERSION, META_PREFIX, label_names, leaf_hash,
-                           read_metadata, root_digest, threads, write_options)
+                           read_metadata, root_digest, write_options)
 from .index_reader import IndexReader
+from .ingest import workers
 
 #: raw bytes of index data per part (one row group, encoded by one thread)
 PART_BYTES = 64 << 20
@@ -240,7 +241,7 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     fd = os.open(tmp, os.O_WRONLY)
     try:
         writer = _Writer(fd, sync)
-        with ThreadPoolExecutor(threads()) as pool, ThreadPoolExecutor(4) as io_pool:
+        with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(4) as io_pool:
             writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
             parts, leaves, pos = [], [], len(parquet_parts.MAGIC)
             for part, leaf in pool.map(encode, rows.bounds()):

@@ -17,7 +17,6 @@ into the array itself. The device holds 8 bytes per edge and nothing else.
 """
 from __future__ import annotations
 
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ import pyarrow as pa
 
 from ..errors import EdgeInputError
 from ..kernels.cpu.staging import pack_key_offsets
-from .ingest import EdgeStream
+from .ingest import EdgeStream, workers
 
 #: edges per pinned buffer (8 bytes each); ``BUFFERS`` of them rotate
 SLICE = 1 << 23
@@ -45,10 +44,6 @@ class PackedEdges:
     offset: int
     key_min: int | None
     key_max: int | None
-
-
-def _threads() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 def _numpy(arr: pa.Array) -> np.ndarray:
@@ -91,7 +86,7 @@ def read_packed(stream: EdgeStream, xp=np, lo: int = 0, check: bool = False) -> 
     outside 32 bits; without, int32 keys are packed as their bits with ``lo`` = 0)."""
     pairs = xp.empty(stream.rows, xp.uint64)
     pieces = stream.pieces()
-    with ThreadPoolExecutor(_threads()) as pool:
+    with ThreadPoolExecutor(workers()) as pool:
         if xp is np:
             got = list(pool.map(lambda p: _pack(p, lo, check, pairs, 0), pieces))
         else:

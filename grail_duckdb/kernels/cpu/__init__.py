@@ -172,12 +172,9 @@ class CpuKernels:
         bits = np.empty((nq + 7) >> 3, np.uint8)
         codes = np.empty(nq, np.int8)
         with IN_FLIGHT as alone:
-            if nq >= SERIAL_MAX:
-                with PARALLEL_LOCK:
-                    counts = classify.answer_parallel(*args, bits, codes,
-                                                      _chunk_rows(nq, self.threads))
-            elif alone and nq >= ALONE_MIN and self.threads > 1 and \
-                    PARALLEL_LOCK.acquire(blocking=False):
+            large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
+            spread = large or (alone and nq >= ALONE_MIN and self.threads > 1)
+            if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = classify.answer_parallel(*args, bits, codes,
                                                       _chunk_rows(nq, self.threads))

@@ -15,6 +15,8 @@ or the host array itself on the CPU backend), one piece per worker thread.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from numba import njit, prange
 
@@ -79,14 +81,13 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
     """
     n = a.shape[0]
     parallel = n >= PARALLEL_MIN
+    guard = lock if lock is not None else contextlib.nullcontext()
     if offset is not None:
         narrow = out[:8 * n].view(np.int32)
         if not parallel:
             bad = _narrow_serial(a, b, offset, narrow)
-        elif lock is None:
-            bad = _narrow_parallel(a, b, offset, narrow, block)
         else:
-            with lock:
+            with guard:
                 bad = _narrow_parallel(a, b, offset, narrow, block)
         if bad == 0:
             return False
@@ -94,10 +95,8 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
     if not parallel:
         np.copyto(wide[:n], a, casting="unsafe")
         np.copyto(wide[n:], b, casting="unsafe")
-    elif lock is None:
-        _wide_parallel(a, b, wide, block)
     else:
-        with lock:
+        with guard:
             _wide_parallel(a, b, wide, block)
     return True
 

@@ -94,6 +94,26 @@ extern "C" __global__ void component_pairs_kernel(int n, i64 m, const i64* ptr, 
     }
 }
 
+// The reverse of a CSR (every edge v -> w as w -> v) with no scratch beyond a cursor per row
+// (twin: reverse_rows in grail_duckdb/kernels/cpu/graph.py). reverse_count_kernel counts each
+// target's in-edges into counts[w + 1]; the host turns the counts into row starts;
+// reverse_write_kernel puts each edge's source at its target's next free slot, one warp per
+// source row. The atomics decide the order within a reversed row: nothing that reads the
+// reverse DAG (the exact search, the ancestor traversal) depends on it.
+extern "C" __global__ void reverse_count_kernel(i64 m, const int* idx, unsigned long long* counts) {
+    for (i64 e = thread_rank(); e < m; e += thread_count()) atomicAdd(&counts[idx[e] + 1], 1ull);
+}
+
+extern "C" __global__ void reverse_write_kernel(int n, const i64* ptr, const int* idx,
+                                                const i64* rptr, int* cursor, int* ridx) {
+    const int lane = threadIdx.x & 31;
+    for (int v = thread_rank() >> 5; v < n; v += thread_count() >> 5)
+        for (i64 e = ptr[v] + lane; e < ptr[v + 1]; e += 32) {
+            const int w = idx[e];
+            ridx[rptr[w] + atomicAdd(&cursor[w], 1)] = v;
+        }
+}
+
 // Sum over packed edges of mix64(src << 32 | dst), modulo 2^64: an order-independent fingerprint.
 extern "C" __global__ void hash_sum_kernel(i64 m, const u64* pairs, u64* out) {
     u64 acc = 0ull;

@@ -60,6 +60,15 @@ def csr(src, dst, n):
     return from_rows([sorted(r) for r in rws])
 
 
+def raw_csr(src, dst, n):
+    """Rows of an edge list with every edge kept (self-loops and duplicates too), each row's
+    targets sorted."""
+    rws = [[] for _ in range(n)]
+    for s, d in zip(np.asarray(src).tolist(), np.asarray(dst).tolist()):
+        rws[s].append(d)
+    return from_rows([sorted(r) for r in rws])
+
+
 def pack(src, dst) -> np.ndarray:
     """Edges packed one per uint64, ``src << 32 | dst`` (Python integers, then NumPy)."""
     return np.asarray([(s << 32) | d for s, d in zip(np.asarray(src).tolist(),

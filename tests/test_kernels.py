@@ -122,6 +122,18 @@ def check_csr_of_pairs(k, c, rng):
     np.testing.assert_array_equal(indices, want[1])
 
 
+def check_reverse(k, c, rng):
+    """The reversed rows hold every edge once per copy (duplicates and self-loops of the input
+    kept); the order within a row is free, so rows are compared sorted."""
+    g = CSR(*ref.raw_csr(c.src32, c.dst32, c.n))
+    indptr, indices = host(*k.reverse(csr_on(k, (g.indptr, g.indices))))
+    want_ptr, want_idx = ref.raw_csr(c.dst32, c.src32, c.n)
+    assert indptr.dtype == np.int64 and indices.dtype == np.int32
+    np.testing.assert_array_equal(indptr, want_ptr)
+    rows = [np.sort(indices[a:b]) for a, b in zip(indptr[:-1], indptr[1:])]
+    np.testing.assert_array_equal(np.concatenate(rows or [indices]), want_idx)
+
+
 # --- condensation --------------------------------------------------------------------------------
 def check_trim(k, c, rng):
     for alive in (np.ones(c.n, bool), rng.random(c.n) < 0.8):
@@ -317,7 +329,7 @@ def check_hash_sums(k, c, rng):
 
 
 CHECKS = {f.__name__[len("check_"):]: f for f in (
-    check_csr, check_csr_of_pairs, check_trim, check_reach_within_colour,
+    check_csr, check_csr_of_pairs, check_reverse, check_trim, check_reach_within_colour,
     check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
     check_topological_levels, check_tree_parents, check_subtree_sizes, check_post_orders,
     check_interval_bounds, check_hub_bits, check_answer_pairs, check_bitmask_search,

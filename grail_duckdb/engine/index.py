@@ -25,7 +25,7 @@ from ..kernels.protocol import QueryIndex
 from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
-from .csr import CSR, forward_and_reverse, swap_pairs
+from .csr import CSR, forward_and_reverse
 from .ids import VertexIds, assign_pairs, assign_read, read_edges
 from .ingest import edge_stream
 from .labels import Labels, grail_labels
@@ -156,12 +156,8 @@ class GrailIndex:
                 self.kernels.synchronize()  # uploads done before other streams read them
             qi = self._query_index
             if need_reverse and qi.rev is None:
-                k = self.kernels
-                every = k.xp.arange(self.dag.n, dtype=k.xp.int32)
-                pairs = k.component_pairs(self.dag, every)  # the DAG's edges, packed
-                swap_pairs(k.xp, pairs)
-                qi.rev = CSR(*k.csr_of_pairs(pairs, self.dag.n))
-                k.synchronize()
+                qi.rev = CSR(*self.kernels.reverse(self.dag))
+                self.kernels.synchronize()
             return qi
 
     def host_copy(self) -> "GrailIndex":

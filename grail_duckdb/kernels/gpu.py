@@ -80,7 +80,7 @@ class GpuSettings:
     query_batch: int = 1 << 21
     search_scratch: float = 0.1
     min_search_scratch: int = 64 << 20
-    bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18))
+    bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18), (8, 1 << 21))
 
     def __post_init__(self):
         if any(g not in (1, 8) or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
@@ -205,6 +205,22 @@ class GpuKernels(GpuQueries):
 
     def csr(self, src, dst, n):
         return self.csr_of_pairs(pack_pairs(cp, src, dst), n)
+
+    @_out_of_memory
+    def reverse(self, g: CSR):
+        """Counts of in-edges, their running sum as row starts, then every edge written at its
+        target's cursor: the output and 4 bytes per row of scratch (the packed edges and the
+        sort of :meth:`csr_of_pairs` would take 16 bytes per edge)."""
+        n, m = g.n, g.m
+        indptr = cp.zeros(n + 1, cp.int64)
+        indices = cp.empty(m, cp.int32)
+        if m:
+            self._launch("reverse_count_kernel", np.int64(m), g.indices, indptr)
+            cp.cumsum(indptr, out=indptr)
+            cursor = cp.zeros(n, cp.int32)
+            self._launch("reverse_write_kernel", np.int32(n), g.indptr, g.indices, indptr,
+                         cursor, indices)
+        return indptr, indices
 
     # --- condensation ----------------------------------------------------------------------
     @_out_of_memory

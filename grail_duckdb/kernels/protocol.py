@@ -140,6 +140,11 @@ class Kernels(Protocol):
     def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
         """:meth:`csr_of_pairs` of two id columns."""
 
+    def reverse(self, g: CSR) -> tuple[Array, Array]:
+        """``(indptr, indices)`` of ``g`` with every edge reversed, duplicates kept; the order
+        within a row is not set (the CPU's rows are sorted, the GPU's follow its atomics), and
+        the scratch is 8 bytes per row at most (the exact search makes it on first need)."""
+
     # --- condensation (Multistep) ------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive: Array) -> int:
         """Peel live vertices with no live in- or out-edge, repeatedly (``alive`` updated in

@@ -118,6 +118,9 @@ class CpuKernels:
     def csr(self, src, dst, n):
         return self.csr_of_pairs(pack_pairs(np, src, dst), n)
 
+    def reverse(self, g: CSR):
+        return graph.reverse_rows(g.indptr, g.indices)
+
     # --- condensation ----------------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive):
         return int(graph.trim(fwd.indptr, fwd.indices, rev.indptr, rev.indices, alive))

@@ -193,6 +193,27 @@ def component_pairs(ptr, idx, comp):
 
 
 @njit(**_JIT)
+def reverse_rows(ptr, idx):
+    """``(indptr, indices)`` of the CSR with every edge reversed (reverse_count_kernel and
+    reverse_write_kernel): a counting sort by target; the sources are visited in order, so each
+    reversed row comes out sorted."""
+    n = ptr.shape[0] - 1
+    rptr = np.zeros(n + 1, np.int64)
+    for e in range(idx.shape[0]):
+        rptr[idx[e] + 1] += 1
+    for v in range(n):
+        rptr[v + 1] += rptr[v]
+    cursor = rptr[:n].copy()
+    ridx = np.empty(idx.shape[0], np.int32)
+    for v in range(n):
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            ridx[cursor[w]] = v
+            cursor[w] += 1
+    return rptr, ridx
+
+
+@njit(**_JIT)
 def key_hash_sum(keys):
     """Order-independent 64-bit sum of mix64 over integer keys."""
     acc = np.uint64(0)

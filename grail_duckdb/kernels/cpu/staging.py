@@ -73,7 +73,7 @@ def _wide_parallel(a, b, out, block):
 
 
 def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | None,
-                lock=None, block: int = STAGE_BLOCK) -> bool:
+                lock=None) -> bool:
     """Stage the int64 key columns a, b (equal length n) into the byte buffer ``out``: narrow
     (int32 ``k - offset``, 8n bytes) when ``offset`` is given and every key fits, else wide
     (int64 keys, 16n bytes). Returns True for the wide form. ``lock`` is held around the
@@ -88,7 +88,7 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
             bad = _narrow_serial(a, b, offset, narrow)
         else:
             with guard:
-                bad = _narrow_parallel(a, b, offset, narrow, block)
+                bad = _narrow_parallel(a, b, offset, narrow, STAGE_BLOCK)
         if bad == 0:
             return False
     wide = out[:16 * n].view(np.int64)
@@ -97,7 +97,7 @@ def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | Non
         np.copyto(wide[n:], b, casting="unsafe")
     else:
         with guard:
-            _wide_parallel(a, b, wide, block)
+            _wide_parallel(a, b, wide, STAGE_BLOCK)
     return True
 
 

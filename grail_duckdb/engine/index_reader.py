@@ -5,9 +5,13 @@ the memory-mapped file), decodes the group with pyarrow, checks it (component id
 the representatives' components consecutive, children BLOBs whole int32) and copies its values
 into the final arrays, which live on the device when the index is loaded onto a GPU: every
 group is one block of rows there (a ``set`` from the host), so no whole-index host copy is
-made and the copies overlap the other workers' decoding. The DAG's children follow once the
-row pointers are known (a prefix sum of the degrees), again one block per group, and the
-digest is compared last: a damaged file is refused before the index is returned.
+made and the copies overlap the other workers' decoding. The per-component label matrices
+(``inner``, ``outer``, hub bits: one file column per matrix column) are written column by
+column: in place on the host, into a transposed device array on a GPU (contiguous blocks;
+one device transpose at the end). The DAG's children follow once the row pointers are known:
+each worker sums its own group's degrees, the groups' totals are chained, and each worker
+places its rows' pointers and children, again one block per group. The digest is compared
+last: a damaged file is refused before the index is returned.
 """
 from __future__ import annotations
 
@@ -55,10 +59,11 @@ class IndexReader:
         c, d, hw = self.c, self.d, self.hw
         self.comp = xp.empty(self.n, xp.int32)
         self.flat = {name: xp.empty(c, xp.int32) for name in ("level", "tree_lo", "tree_post")}
-        self.wide = {"inner": xp.empty((c, d), xp.int32), "outer": xp.empty((c, d), xp.int32),
-                     "hub_down": xp.empty((c, hw), xp.uint64), "hub_up": xp.empty((c, hw), xp.uint64)}
-        self.degree = np.zeros(c, np.int64)
         self._device = None if xp is np else self.comp.device
+        shape = (lambda w: (c, w)) if self._device is None else (lambda w: (w, c))
+        self.wide = {"inner": xp.empty(shape(d), xp.int32), "outer": xp.empty(shape(d), xp.int32),
+                     "hub_down": xp.empty(shape(hw), xp.uint64),
+                     "hub_up": xp.empty(shape(hw), xp.uint64)}
 
     def _file(self) -> pq.ParquetFile:
         pf = getattr(self._local, "pf", None)
@@ -74,9 +79,25 @@ class IndexReader:
             with self._device:
                 copy_into(dst[lo:lo + values.shape[0]], values)
 
+    def _put_column(self, base: str, j: int, lo: int, values: np.ndarray) -> None:
+        """Column ``j`` of the matrix ``base``, rows ``[lo, lo + len(values))`` (a strided write
+        on the host; a contiguous block of the transposed array on a GPU)."""
+        if self._device is None:
+            self.wide[base][lo:lo + values.shape[0], j] = values
+        else:
+            self._put(self.wide[base][j], lo, values)
+
+    def _matrices(self) -> dict:
+        """The label matrices, one row per component (transposed on the device once)."""
+        if self._device is None:
+            return self.wide
+        with self._device:
+            return {k: self.xp.ascontiguousarray(v.T) for k, v in self.wide.items()}
+
     def group(self, g: int, lo: int, hi: int):
         """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``), check it and place its
-        values; returns ``(leaf, keys, component span [c0, c1), children bytes)``."""
+        values; returns ``(leaf, keys, component span [c0, c1), children bytes, running sum of
+        the components' degrees)``."""
         start, stop = self.spans[g]
         leaf = leaf_hash(memoryview(self.mapped)[start:stop])
         table = self._file().read_row_group(g, use_threads=False)
@@ -101,54 +122,53 @@ class IndexReader:
             self._put(self.flat[name], c0, col[name].to_numpy()[take])
         for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
                             ("hub_up", self.hw)):
-            parts = [col[f"{base}_{j + 1}"].to_numpy()[take] for j in range(width)]
-            block = np.stack(parts, axis=1) if parts else np.empty((0, 0))
-            if width:
-                self._put(self.wide[base], c0, block)
+            for j in range(width):
+                self._put_column(base, j, c0, col[f"{base}_{j + 1}"].to_numpy()[take])
         offsets, data = blobs(children)
         lengths = np.diff(offsets)[take]
         if (lengths % 4).any():
             raise ValueError("a children BLOB is not a whole number of int32")
-        c1 = c0 + lengths.shape[0]
-        self.degree[c0:c1] = lengths // 4
-        return leaf, col["key"], (c0, c1), data
+        return leaf, col["key"], (c0, c0 + lengths.shape[0]), data, np.cumsum(lengths // 4)
 
     def read(self) -> dict:
         """Every row group in parallel, then the DAG's rows, then the digest."""
         xp = self.xp
         with ThreadPoolExecutor(workers()) as pool:
             got = list(pool.map(lambda g: self.group(*g), self.groups))
-            spans = [span for _, _, span, _ in got]
+            spans = [span for _, _, span, _, _ in got]
             if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \
                     (spans[-1][1] if spans else 0) != self.c:
                 raise ValueError("representative rows do not match the component count")
-            ptr = np.zeros(self.c + 1, np.int64)
-            np.cumsum(self.degree, out=ptr[1:])
-            if ptr[-1] != int(self.meta["dag_edges"]):
+            starts = np.cumsum([0] + [int(sums[-1]) if sums.shape[0] else 0
+                                      for *_, sums in got])
+            if starts[-1] != int(self.meta["dag_edges"]):
                 raise ValueError("the DAG's edge count differs from the metadata")
-            idx = xp.empty(int(ptr[-1]), xp.int32)
+            ptr = np.empty(self.c + 1, np.int64)
+            ptr[0] = 0
+            idx = xp.empty(int(starts[-1]), xp.int32)
 
-            def place(item) -> bool:
-                _, _, (c0, c1), data = item
-                lo, hi = ptr[c0], ptr[c1]
-                if data.shape[0] != 4 * (hi - lo):
-                    return False
+            def place(item, start) -> bool:
+                _, _, (c0, c1), data, sums = item
+                if data.shape[0] != 4 * (int(sums[-1]) if sums.shape[0] else 0):
+                    return False  # children on a row that is not a representative
+                np.add(sums, start, out=ptr[c0 + 1:c1 + 1])
                 part = data.view(np.int32)
                 if part.shape[0] and (part.min() < 0 or part.max() >= self.c):
                     return False
-                self._put(idx, int(lo), part)
+                self._put(idx, int(start), part)
                 return True
 
-            if not all(pool.map(place, got)):
+            if not all(pool.map(place, got, starts[:-1].tolist())):
                 raise ValueError("DAG edges out of range")
         if self._device is not None:
             self._device.synchronize()  # every block on the device before any stream reads it
         if root_digest(self.meta, self.layout, [leaf for leaf, *_ in got]) != self.meta.get("digest"):
             raise ValueError("content digest mismatch")
-        lab = Labels(level=self.flat["level"], inner=self.wide["inner"], outer=self.wide["outer"],
+        wide = self._matrices()
+        lab = Labels(level=self.flat["level"], inner=wide["inner"], outer=wide["outer"],
                      tree_post=self.flat["tree_post"], tree_lo=self.flat["tree_lo"],
-                     hub_down=self.wide["hub_down"], hub_up=self.wide["hub_up"])
-        return dict(ids=_ids([k for _, k, _, _ in got], self.meta["key_type"]), comp=self.comp,
+                     hub_down=wide["hub_down"], hub_up=wide["hub_up"])
+        return dict(ids=_ids([k for _, k, *_ in got], self.meta["key_type"]), comp=self.comp,
                     n_components=self.c, dag=CSR(xp.asarray(ptr), idx), labels=lab,
                     seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),
                     fingerprint=self.meta["fingerprint"])

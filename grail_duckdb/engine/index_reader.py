@@ -1,4 +1,4 @@
-"""Reading an index file (format 3) on every core, straight into the arrays of a backend.
+"""Reading an index file (format 4) on every core, straight into the arrays of a backend.
 
 Each worker thread takes one row group: it hashes the group's bytes (the digest's leaf, from
 the memory-mapped file), decodes the group with pyarrow, checks it (component ids in range,
@@ -27,7 +27,7 @@ from ..kernels import copy_into
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import blobs, label_names, leaf_hash, root_digest
+from .index_format import blobs, label_names, leaf_hash, root_digest, tree_lo
 from .ingest import workers
 from .labels import Labels
 
@@ -118,8 +118,10 @@ class IndexReader:
             c0 = int(comp[take[0]]) if take.shape[0] else 0
             if not np.array_equal(comp[take], np.arange(c0, c0 + take.shape[0], dtype=np.int32)):
                 raise ValueError("component numbering does not follow the rows")
-        for name in ("level", "tree_lo", "tree_post"):
-            self._put(self.flat[name], c0, col[name].to_numpy()[take])
+        post = col["tree_post"].to_numpy()[take]
+        self._put(self.flat["level"], c0, col["level"].to_numpy()[take])
+        self._put(self.flat["tree_post"], c0, post)
+        self._put(self.flat["tree_lo"], c0, tree_lo(post, col["tree_size"].to_numpy()[take]))
         for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
                             ("hub_up", self.hw)):
             for j in range(width):

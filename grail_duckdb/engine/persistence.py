@@ -9,7 +9,8 @@ column         meaning
 key            the vertex key (BIGINT or VARCHAR, as in the edge table)
 component      id of the vertex's strongly connected component
 level          topological level of the component in the condensed DAG
-tree_lo        first post rank of the component's spanning-tree subtree
+tree_size      size of the component's spanning-tree subtree (its first post rank is
+               ``tree_post - tree_size + 1``)
 tree_post      post rank of the component in the spanning tree
 inner_j        lower end of the component's j-th GRAIL interval (j = 1..d)
 outer_j        upper end of the component's j-th GRAIL interval
@@ -21,26 +22,31 @@ dag_children   the component's children in the condensed DAG as a BLOB of little
 ============== ==================================================================
 
 Components are numbered by their first vertex, so the representatives' rows, in file order,
-are components 0, 1, 2, ...: loading needs no recomputation.
+are components 0, 1, 2, ...: loading needs no recomputation but one subtraction per component.
 
 Schema metadata holds the format name and version, d, the seed, the fingerprint of the
 source edges, counts, what the caller says about the source (``source.*``: the SQL plugin
 records the table, its columns and a cheap check of its content), and a digest of all of it
 and of the content, checked on load.
 
-Speed (format 3, issue 12): the rows are cut into parts of about ``PART_BYTES``; every core
-gathers a part's rows on the index's backend (the device for a GPU index: no whole-index
+Speed (formats 3 and 4, issue 12): the rows are cut into parts of about ``PART_BYTES``; every
+core gathers a part's rows on the index's backend (the device for a GPU index: no whole-index
 host copy), brings them over through small reused pinned buffers, encodes them with pyarrow's
 writer into memory (one row group each) and hashes them, and
 :mod:`.parquet_parts` lays them into one file behind a footer of its own (pyarrow writes on
-one thread, DuckDB's parallel writer reached 0.28 GB/s). Columns are encoded for speed: sorted
-keys and component ids delta-encoded, the label columns LZ4 (they shrink to ~0.5), the rest
-(tree ranks, the children) plain: they hardly compress. The children are one BLOB per
-component rather than a list: a list column costs a repetition level per child, ten times the
-time of the BLOB both ways (measured). Loading reads the row groups on every core straight
+one thread, DuckDB's parallel writer reached 0.28 GB/s). Columns are encoded for the disk's
+sake where it costs the load little time: sorted keys and component ids delta-encoded;
+levels and hub bits through zstd at its fastest level (to ~0.25 and ~0.02 of their bytes);
+the spanning-tree interval stored as its size (small numbers, ~0.2 through zstd) rather than
+its first rank; the labels LZ4 (~0.55; zstd's ~0.42 cost the load 1.6x the decoding time);
+the tree's post ranks and the children plain (they hardly compress, and the children are
+copied straight from the file on load). Format 3 stored the first rank plain and the levels
+and hub bits LZ4. The children are one BLOB
+per component rather than a list: a list column costs a repetition level per child, ten times
+the time of the BLOB both ways (measured). Loading reads the row groups on every core straight
 into the final arrays (on the device, for a GPU index) and hashes them as they arrive
 (:mod:`.index_reader`). The digest is a blake2b over the sha256 digests of every
-column of every row group. Files of formats 1 and 2 are refused with a message that
+column of every row group. Files of formats 1 to 3 are refused with a message that
 says to rebuild.
 """
 from __future__ import annotations
@@ -62,7 +68,7 @@ from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
 from .index_format import (FORMAT_NAME, FORMAT_VERSION, META_PREFIX, label_names, leaf_hash,
-                           read_metadata, root_digest, write_options)
+                           read_metadata, root_digest, tree_size, write_options)
 from .index_reader import IndexReader
 from .ingest import workers
 
@@ -117,7 +123,11 @@ class _Rows:
             key = self.ids.keys.slice(lo, hi - lo)
         arrays = {"key": key, "component": pa.array(comp)}
         for name, (field, j) in self.cols.items():
-            arrays[name] = pa.array(by_field[field] if j is None else by_field[field][j])
+            if name == "tree_size":
+                values = tree_size(by_field["tree_post"], by_field["tree_lo"])
+            else:
+                values = by_field[field] if j is None else by_field[field][j]
+            arrays[name] = pa.array(values)
         arrays["dag_children"] = self._children(lo, hi, comp, c0, c1, host[-1])
         return pa.table(arrays)
 
@@ -162,7 +172,7 @@ def _rows(index) -> _Rows:
     fields = lab.arrays()
     d, hw = fields["inner"].shape[1], fields["hub_down"].shape[1]
     names = label_names(d, hw)
-    cols: dict = {"level": ("level", None), "tree_lo": ("tree_lo", None),
+    cols: dict = {"level": ("level", None), "tree_size": ("tree_lo", None),
                   "tree_post": ("tree_post", None)}
     for j in range(d):
         cols[f"inner_{j + 1}"] = ("inner", j)

@@ -95,6 +95,28 @@ def test_flipped_bytes_are_refused_or_provably_harmless(saved):
     assert refused >= len(positions) // 2
 
 
+def test_leaf_hash_sees_every_bit_word_order_and_length():
+    """The row groups' hash (the digest's leaves): any single flipped bit, at any alignment of
+    the range, two 8-byte words swapped, or trailing zero bytes give another hash."""
+    from grail_duckdb.kernels.cpu.digest import hash_bytes
+
+    data = bytes(np.random.default_rng(3).integers(0, 256, 301, dtype=np.uint8))
+    for start in range(8):
+        view = memoryview(data)[start:]
+        seen = {hash_bytes(view)}
+        for pos in range(0, len(view), 7):
+            for bit in (0, 3, 7):
+                bad = bytearray(view)
+                bad[pos] ^= 1 << bit
+                seen.add(hash_bytes(bad))
+        swapped = bytearray(view)
+        swapped[0:8], swapped[8:16] = view[8:16], view[0:8]
+        seen.add(hash_bytes(swapped))
+        seen.update(hash_bytes(bytes(view) + bytes(k)) for k in range(1, 9))
+        assert len(seen) == 1 + 3 * len(range(0, len(view), 7)) + 1 + 8
+    assert len({hash_bytes(bytes(k)) for k in range(40)}) == 40
+
+
 def test_tampered_content_with_valid_parquet_is_refused(saved):
     _, path = saved
     table = pq.read_table(path)

@@ -8,8 +8,8 @@
 // How query keys become vertex ids (LOOKUP_* codes of grail_duckdb/kernels/shared.py).
 struct KeyLookup {
     int mode;
-    i64 offset;       // LOOKUP_DENSE: key of table[0]
-    i64 size;         // entries of table (dense) or of sorted (sorted keys)
+    i64 offset;       // LOOKUP_DENSE: key of table[0]; LOOKUP_RANGE: key of id 0
+    i64 size;         // entries of table (dense) or of sorted (sorted keys), keys of the range
     const int* table; // LOOKUP_DENSE: id of key offset + i, or -1
     const i64* sorted;// LOOKUP_SORTED: the keys of ids 0..size-1, ascending
 
@@ -17,6 +17,10 @@ struct KeyLookup {
     // exact whenever key >= offset (computed unsigned; a wrapped difference is >= 2^63 > size).
     __device__ __forceinline__ int id(i64 key) const {
         if (mode == LOOKUP_IDS) return (int)key;
+        if (mode == LOOKUP_RANGE) {
+            const u64 j = (u64)key - (u64)offset;
+            return (key >= offset && j < (u64)size) ? (int)j : -1;
+        }
         if (mode == LOOKUP_DENSE) {
             const u64 j = (u64)key - (u64)offset;
             return (key >= offset && j < (u64)size) ? table[j] : -1;

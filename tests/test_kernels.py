@@ -235,7 +235,7 @@ def answer_ids(k, sid, did, comp, lab, dag, rev=None, prune=True, budget=0):
     n = sid.shape[0]
     ks = np.where(sid < 0, -2 - np.arange(n), sid).astype(np.int64)
     kt = np.where(did < 0, -2 - n - np.arange(n), did).astype(np.int64)
-    qi = QueryIndex(shared.LOOKUP_IDS, 0, k.xp.empty(0, k.xp.int32),
+    qi = QueryIndex(shared.LOOKUP_IDS, 0, 0, k.xp.empty(0, k.xp.int32),
                     None if comp is None else put(k, comp), csr_on(k, dag), lab,
                     None if rev is None else csr_on(k, rev))
     part = k.answer_pairs(qi, ks, kt, None, prune, budget)

@@ -13,6 +13,7 @@ import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.engine import queries
+from grail_duckdb.kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 from oracle import reaches_by_dfs
 
 def _dag(n, m, seed, span=None):
@@ -178,12 +179,18 @@ def test_calls_of_one_size_replay_the_same_answers(backend):
             _check(idx, qs * scale, qt * scale, want)
 
 
-@pytest.mark.parametrize("keys", ["dense", "sparse", "extreme", "strings"])
+@pytest.mark.parametrize("keys", ["range", "dense", "sparse", "extreme", "strings"])
 def test_key_lookups_nulls_and_unknown_keys(backend, keys):
-    """Every lookup: dense ids, sorted sparse keys (binary search), keys near the int64
-    limits (no overflow in key - offset), strings; NULLs, unknown keys, equal unknown keys."""
+    """Every lookup: a whole range of keys (no table), dense ids with gaps (a table), sorted
+    sparse keys (binary search), keys near the int64 limits (no overflow in key - offset),
+    strings; NULLs, unknown keys (below and above a range too), equal unknown keys."""
     n = 400
     src, dst = _dag(n, 1200, 5)
+    if keys == "range":  # every vertex present (self-loops change no answer)
+        src, dst = np.r_[src, np.arange(n)], np.r_[dst, np.arange(n)]
+    elif keys == "dense":  # a hole: key n // 2 is no vertex
+        keep = (src != n // 2) & (dst != n // 2)
+        src, dst = src[keep], dst[keep]
     rng = np.random.default_rng(6)
     qs, qt = rng.integers(0, n + 20, 5000), rng.integers(0, n + 20, 5000)
     qt[::7] = qs[::7]  # equal keys, known and unknown
@@ -194,10 +201,13 @@ def test_key_lookups_nulls_and_unknown_keys(backend, keys):
     known &= verts[qs] & verts[qt]
     want[known] = _truth(src, dst, n, qs[known], qt[known])
     want |= qs == qt
-    to_key = {"dense": lambda x: x + 5, "sparse": lambda x: x * 1_000_003 - 7,
+    to_key = {"range": lambda x: x + 10**12 - 7, "dense": lambda x: x + 5, "sparse": lambda x: x * 1_000_003 - 7,
               "extreme": lambda x: np.where(x % 2, np.int64(2**62) + x, -np.int64(2**62) - x),
               "strings": lambda x: np.array([f"k{v}" for v in x], object)}[keys]
     idx = gd.build_index(pa.array(to_key(src)), pa.array(to_key(dst)), backend=backend)
+    mode = {"range": LOOKUP_RANGE, "dense": LOOKUP_DENSE, "sparse": LOOKUP_SORTED,
+            "extreme": LOOKUP_SORTED, "strings": LOOKUP_IDS}[keys]
+    assert idx.query_index().lookup_mode == mode
     far = np.array([2**63 - 1, -2**63, 2**63 - 2], np.int64)
     col_s, col_t = to_key(qs), to_key(qt)
     mask = np.zeros(qs.shape[0], bool)

@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 from numba import njit
 
 from ..errors import EdgeInputError, KeyTypeError
-from ..kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, pack_pairs, unpack_pairs
+from ..kernels.shared import (LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, pack_pairs,
+                              unpack_pairs)
 from . import ingest
 from .ingest import EdgeStream, edge_stream, key_kind
 from .transfer import PackedEdges, read_packed
@@ -134,9 +135,13 @@ class VertexIds:
         if self.kind == "str":
             ids = np.maximum(keys, -1)
         else:
-            mode, offset, table = self.lookup(np)
-            ids = (_lookup_dense(keys, offset, table) if mode == LOOKUP_DENSE
-                   else self._search_sorted(keys))
+            mode, offset, size, table = self.lookup(np)
+            if mode == LOOKUP_RANGE:
+                ids = np.where((keys >= offset) & (keys - offset < size), keys - offset, -1)
+            elif mode == LOOKUP_DENSE:
+                ids = _lookup_dense(keys, offset, table)
+            else:
+                ids = self._search_sorted(keys)
         ids = ids.astype(np.int32, copy=False)
         if valid is not None:
             ids = np.where(valid.view(np.bool_), ids, -1).astype(np.int32)
@@ -169,24 +174,27 @@ class VertexIds:
             return self._codes_of_strings(arr, {} if unknown is None else unknown), valid
         return _as_int64(arr), valid
 
-    def lookup(self, xp=np) -> tuple[int, int, object]:
-        """``(mode, offset, table)`` of the key lookup (shared LOOKUP_* codes): a dense table of
-        ids for integer keys of small range, the sorted keys otherwise, nothing for strings
-        (looked up on the host); the table as an array of ``xp``, uploaded once."""
+    def lookup(self, xp=np) -> tuple[int, int, int, object]:
+        """``(mode, offset, size, table)`` of the key lookup (shared LOOKUP_* codes): keys that
+        are a whole range need no table (the id is ``key - offset``: one dependent load less
+        per key, and no table on the device); a dense table of ids for other integer keys of
+        small range, the sorted keys otherwise, nothing for strings (looked up on the host).
+        ``size``: the range's keys or the table's entries; the table as an array of ``xp``,
+        uploaded once."""
         if self.kind == "str":
-            return LOOKUP_IDS, 0, xp.empty(0, xp.int32)
-        if self._table is None and self._count is not None:
-            self._table = np.arange(self._count, dtype=np.int32)
+            return LOOKUP_IDS, 0, 0, xp.empty(0, xp.int32)
+        if self._count is not None:
+            return LOOKUP_RANGE, self._offset, self._count, xp.empty(0, xp.int32)
         if self._table is not None:
             mode, offset, host = LOOKUP_DENSE, self._offset, self._table
         else:
             mode, offset, host = LOOKUP_SORTED, 0, self._sorted
         if xp is np:
-            return mode, offset, host
+            return mode, offset, host.shape[0], host
         table = self._device_tables.get(xp.__name__)
         if table is None:
             table = self._device_tables[xp.__name__] = xp.asarray(host)
-        return mode, offset, table
+        return mode, offset, host.shape[0], table
 
     def _search_sorted(self, k: np.ndarray) -> np.ndarray:
         s = self._sorted

@@ -150,9 +150,10 @@ class GrailIndex:
             return qi
         with self._lock:
             if self._query_index is None:
-                mode, offset, table = self.ids.lookup(self.kernels.xp)
+                mode, offset, size, table = self.ids.lookup(self.kernels.xp)
                 comp = None if self.n_components == self.n_vertices else self.comp
-                self._query_index = QueryIndex(mode, offset, table, comp, self.dag, self.labels)
+                self._query_index = QueryIndex(mode, offset, size, table, comp, self.dag,
+                                               self.labels)
                 self.kernels.synchronize()  # uploads done before other streams read them
             qi = self._query_index
             if need_reverse and qi.rev is None:

@@ -26,7 +26,7 @@ import numpy as np
 from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
 from .protocol import PairAnswers
-from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_SORTED, N_STATUS
+from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, N_STATUS
 
 #: threads per block of every launch
 BLOCK = 256
@@ -77,7 +77,8 @@ class GpuQueries:
         nq = int(ks.shape[0])
         buf = self._buffers(nq)
         words = (nq + 31) >> 5
-        narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_IDS: 0}.get(qi.lookup_mode)
+        narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_RANGE: qi.lookup_offset,
+                       LOOKUP_IDS: 0}.get(qi.lookup_mode)
         wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
         if valid is not None:
             buf.host_valid[:nq] = valid
@@ -116,7 +117,7 @@ class GpuQueries:
                 grid = min(self._grid("classify_kernel", fn), -(-nq // BLOCK))
                 fn((grid,), (BLOCK,), (
                     np.int32(nq), buf.keys, np.int32(wide), valid_arg, np.int32(qi.lookup_mode),
-                    np.int64(offset), np.int64(table.shape[0]), dense, sorted_keys,
+                    np.int64(offset), np.int64(qi.lookup_size), dense, sorted_keys,
                     np.uint64(0) if qi.comp is None else qi.comp, *labs, np.int32(prune),
                     bits, counts, buf.und_row, buf.und_u, buf.und_t, buf.def_row, buf.def_u,
                     buf.def_t))

@@ -80,15 +80,17 @@ class LabelArrays(Protocol):
 class QueryIndex:
     """Everything the query kernels read, as arrays of one backend.
 
-    ``lookup`` turns query keys into vertex ids: ``(mode, offset, table)`` with mode one of
-    :mod:`.shared`'s LOOKUP_* codes (dense: ``table`` int32 ids of keys offset, offset + 1, ...;
-    sorted: ``table`` the int64 keys of ids 0, 1, ...; ids: the keys are ids already, ``table``
-    empty). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) is
+    ``lookup`` turns query keys into vertex ids: ``(mode, offset, size, table)`` with mode one
+    of :mod:`.shared`'s LOOKUP_* codes (dense: ``table`` int32 ids of keys offset, offset + 1,
+    ...; sorted: ``table`` the int64 keys of ids 0, 1, ...; ids: the keys are ids already;
+    range: keys offset .. offset + size - 1 are ids 0 .. size - 1; ``table`` empty for the
+    last two; ``size``: the range's keys or the table's entries). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) is
     filled in by the engine before the first search that needs it.
     """
 
     lookup_mode: int
     lookup_offset: int
+    lookup_size: int
     lookup_table: Array
     comp: Array | None
     dag: CSR

@@ -36,10 +36,11 @@ SETTLED_TRUE_MASK = sum(1 << c for c in SETTLED_TRUE)
 ANSWER_OF = np.array([(SETTLED_TRUE_MASK >> c) & 1 for c in range(N_STATUS)], np.bool_)
 
 # --- how query keys become vertex ids -------------------------------------------------------------
-#: dense table (id of key - offset, or -1), sorted keys (binary search), or keys that already are
-#: ids (string keys, looked up on the host: -1 is NULL, -2 - k the k-th distinct unknown key)
-LOOKUP_NAMES = ("LOOKUP_DENSE", "LOOKUP_SORTED", "LOOKUP_IDS")
-LOOKUP_DENSE, LOOKUP_SORTED, LOOKUP_IDS = range(3)
+#: dense table (id of key - offset, or -1), sorted keys (binary search), keys that already are
+#: ids (string keys, looked up on the host: -1 is NULL, -2 - k the k-th distinct unknown key), or
+#: a range (keys offset .. offset + size - 1 are ids 0 .. size - 1: no table to read)
+LOOKUP_NAMES = ("LOOKUP_DENSE", "LOOKUP_SORTED", "LOOKUP_IDS", "LOOKUP_RANGE")
+LOOKUP_DENSE, LOOKUP_SORTED, LOOKUP_IDS, LOOKUP_RANGE = range(4)
 
 #: depth of the bounded per-pair search's stack (a pair whose search needs more is deferred)
 PROBE_STACK = 32

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..shared import (ANSWER_OF, DEFERRED, HUB_CUT, LABEL_CUT, LEVEL_CUT, LOOKUP_DENSE,
-                      LOOKUP_IDS, N_STATUS, NULL_PAIR, PROBE_EXCLUDES, PROBE_REACHES,
+                      LOOKUP_IDS, LOOKUP_RANGE, N_STATUS, NULL_PAIR, PROBE_EXCLUDES, PROBE_REACHES,
                       PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX, TREE_CUT, UNDECIDED,
                       UNKNOWN, level_excludes)
 from .search import _hub_reaches, _may_reach, _tree_reaches
@@ -24,16 +24,20 @@ WARM_CHILDREN = 4
 
 
 @njit(**_JIT)
-def _lookup_range(keys, lo, hi, mode, offset, table, sorted_keys, out):
+def _lookup_range(keys, lo, hi, mode, offset, size, table, sorted_keys, out):
     """out[i] = the vertex id of keys[lo + i], or a negative number when it is not a vertex
     (KeyLookup::id). One tight loop per mode (the mode is fixed for a batch): a lookup that
-    branches on the mode per key runs many times slower. Dense: key - offset is exact
-    whenever key >= offset (a wrapped difference is negative)."""
+    branches on the mode per key runs many times slower. Dense and range: key - offset is
+    exact whenever key >= offset (a wrapped difference is negative)."""
     if mode == LOOKUP_IDS:
         for i in range(hi - lo):
             out[i] = keys[lo + i]
+    elif mode == LOOKUP_RANGE:
+        for i in range(hi - lo):
+            key = keys[lo + i]
+            j = key - offset
+            out[i] = j if (key >= offset) & (j >= 0) & (j < size) else -1
     elif mode == LOOKUP_DENSE:
-        size = table.shape[0]
         for i in range(hi - lo):
             key = keys[lo + i]
             j = key - offset
@@ -89,8 +93,9 @@ def _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, bu
 
 
 @njit(**_JIT)
-def answer_range(lo, hi, ks, kt, valid, mode, offset, table, sorted_keys, comp, ptr, idx, level,
-                 inner, outer, tree_lo, tree_post, down, up, prune, budget, bits, codes, counts):
+def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
+                 level, inner, outer, tree_lo, tree_post, down, up, prune, budget, bits, codes,
+                 counts):
     """Rows [lo, hi) of a batch (classify_kernel + probe_kernel): the status code of each pair
     in ``codes``, its answer bit in ``bits`` (Arrow's order: bit q % 8 of byte q // 8; lo a
     multiple of 8, the bytes of the range zeroed here), each code counted in ``counts``.
@@ -109,8 +114,8 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, table, sorted_keys, comp, 
     m = hi - lo
     cu = np.empty(m, np.int64)
     cv = np.empty(m, np.int64)
-    _lookup_range(ks, lo, hi, mode, offset, table, sorted_keys, cu)
-    _lookup_range(kt, lo, hi, mode, offset, table, sorted_keys, cv)
+    _lookup_range(ks, lo, hi, mode, offset, size, table, sorted_keys, cu)
+    _lookup_range(kt, lo, hi, mode, offset, size, table, sorted_keys, cv)
     identity = comp.shape[0] == 0
     for i in range(m):
         q = lo + i
@@ -211,9 +216,9 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree_lo, tree_post, level, 
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def answer_parallel(ks, kt, valid, mode, offset, table, sorted_keys, comp, ptr, idx, level,
-                    inner, outer, tree_lo, tree_post, down, up, prune, budget, bits, codes,
-                    chunk):
+def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
+                    level, inner, outer, tree_lo, tree_post, down, up, prune, budget, bits,
+                    codes, chunk):
     """:func:`answer_range` over the whole batch on every core: chunks of ``chunk`` rows (a
     multiple of 8, so no two chunks share an answer byte); returns the summed counts."""
     nq = ks.shape[0]
@@ -221,14 +226,14 @@ def answer_parallel(ks, kt, valid, mode, offset, table, sorted_keys, comp, ptr, 
     per = np.zeros((nchunks, N_STATUS), np.int64)
     for c in prange(nchunks):
         lo = c * chunk
-        answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, table, sorted_keys,
-                     comp, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, prune,
+        answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, size, table,
+                     sorted_keys, comp, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, prune,
                      budget, bits, codes, per[c])
     return per.sum(axis=0)
 
 
 @njit(**_JIT)
-def pair_components(rows, ks, kt, mode, offset, table, sorted_keys, comp):
+def pair_components(rows, ks, kt, mode, offset, size, table, sorted_keys, comp):
     """(u, t) components of the given rows (pairs of known keys): the deferred pairs' input to
     the exact search."""
     a = np.empty(rows.shape[0], np.int64)
@@ -238,8 +243,8 @@ def pair_components(rows, ks, kt, mode, offset, table, sorted_keys, comp):
     for i in range(rows.shape[0]):
         ka[i] = ks[rows[i]]
         kb[i] = kt[rows[i]]
-    _lookup_range(ka, 0, rows.shape[0], mode, offset, table, sorted_keys, a)
-    _lookup_range(kb, 0, rows.shape[0], mode, offset, table, sorted_keys, b)
+    _lookup_range(ka, 0, rows.shape[0], mode, offset, size, table, sorted_keys, a)
+    _lookup_range(kb, 0, rows.shape[0], mode, offset, size, table, sorted_keys, b)
     u = np.empty(rows.shape[0], np.int32)
     t = np.empty(rows.shape[0], np.int32)
     for i in range(rows.shape[0]):

@@ -6,15 +6,30 @@ a whole index and of its answers between backends.
 * :func:`assert_same_index`: two indices are equal bit for bit (components, condensed DAG,
   every label array, fingerprint): every GPU configuration must build the CPU index;
 * :func:`check_answers`: answers with the cuts and without equal the expected ones, every query
-  is counted once in the statistics, and another backend's statistics equal the CPU's.
+  is counted once in the statistics, and another backend's statistics equal the CPU's;
+* :func:`child_env`: the environment of a child Python that imports this checkout.
 """
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 
 from grail_duckdb.kernels import to_host
 from oracle import reaches_by_dfs
 from strategies import Graph
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_env(base: dict | None = None, **extra: str) -> dict:
+    """``base`` (the process's environment by default) with ``extra`` and this checkout first
+    on ``PYTHONPATH``, keeping what was there (where the dependencies may live)."""
+    env = dict(os.environ if base is None else base, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def expected(g: Graph, qs, qd) -> np.ndarray:

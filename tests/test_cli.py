@@ -1,7 +1,6 @@
 """The command line: build (files and file.duckdb:table), query, demo, bench registration."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,8 @@ import grail_duckdb as gd
 from grail_duckdb.plugin import registry as _registry
 from grail_duckdb.tools import cli
 from grail_duckdb.progress import BUILD_PHASES
+from harness import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_tsv(path: Path, edges) -> Path:
@@ -109,7 +108,7 @@ def test_module_entry_point_help():
 # --- every input error: a message on stderr, status 2, no traceback (issue 11, item 9) -------
 def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
     """``python -m grail_duckdb ARGS`` in a fresh process."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "grail_duckdb", *map(str, args)], cwd=cwd or ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
 

@@ -10,8 +10,8 @@ import networkx as nx
 import pytest
 
 from grail_duckdb.tools.datasets import DATASETS
+from harness import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[1]
 HEPTH = DATASETS["cit-HepTh"].file() or Path("/nonexistent")
 
 pytestmark = pytest.mark.datasets
@@ -64,12 +64,11 @@ def test_demo_on_hepth_runs_both_paths(capsys):
 
 def test_example_script_closes_what_it_opens():
     """Run as a script: no "nanobind: leaked ..." lines at exit (a connection left open)."""
-    import os
     import subprocess
     import sys
 
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "citation_analytics.py"),
                         "--papers", "2000"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                       timeout=300, env=child_env())
     assert r.returncode == 0, r.stderr
     assert "leaked" not in r.stderr and "builds_on" in r.stdout

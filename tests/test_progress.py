@@ -7,13 +7,12 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import grail_duckdb as gd
 from grail_duckdb import progress
 from grail_duckdb.progress import BUILD_PHASES, BuildProgress, Progress, build_progress, step
+from harness import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[1]
 EDGES = ([1, 2, 3, 3], [2, 3, 1, 4])
 
 
@@ -88,7 +87,7 @@ def test_a_two_second_build_shows_progress_by_default(tmp_path):
             "print(time.perf_counter() - t)")
     env = {k: v for k, v in os.environ.items() if k != progress.ENV_VAR}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       env=dict(env, PYTHONPATH=str(ROOT)), timeout=600)
+                       env=child_env(env), timeout=600)
     assert r.returncode == 0, r.stderr
     seconds = float(r.stdout.strip().splitlines()[-1])
     if seconds >= 2.5:

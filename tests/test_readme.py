@@ -3,18 +3,16 @@ empty folder beside ``shared/`` (issue 11, item 14). Lines that read ``../shared
 when the datasets folder exists and are skipped otherwise."""
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from grail_duckdb.tools.datasets import datasets_dir
+from harness import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +40,7 @@ def test_every_command_line_runs(tmp_path):
     if data is not None:
         (tmp_path / "shared").mkdir()
         (tmp_path / "shared" / "datasets").symlink_to(data)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     env.pop("GRAIL_DUCKDB_DATASETS", None)
     ran = 0
     for line in command_lines():

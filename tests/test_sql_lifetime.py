@@ -4,20 +4,18 @@ a database's indices are released with its last connection (item 4), and nothing
 from __future__ import annotations
 
 import gc
-import os
 import subprocess
 import sys
 import textwrap
 import weakref
-from pathlib import Path
 
 import duckdb
 import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.plugin import connections
+from harness import ROOT, child_env
 
-ROOT = Path(__file__).resolve().parents[1]
 
 PRELUDE = """
 import itertools, os, sys, duckdb
@@ -36,8 +34,7 @@ def use(obj):
 
 
 def run_script(body: str, tmp_path, timeout=240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               GRAIL_DUCKDB_PROGRESS="0")
+    env = child_env(GRAIL_DUCKDB_PROGRESS="0")
     return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -3,22 +3,20 @@
 with its own, initially empty, Numba cache folder."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from harness import ROOT, child_env
 
 
-ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
 
 def _python(code: str, cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
-               GRAIL_DUCKDB_BACKEND="cpu")
+    env = child_env(NUMBA_CACHE_DIR=str(cache), GRAIL_DUCKDB_BACKEND="cpu")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -35,13 +35,12 @@ host copy), brings them over through small reused pinned buffers, encodes them w
 writer into memory (one row group each) and hashes them, and
 :mod:`.parquet_parts` lays them into one file behind a footer of its own (pyarrow writes on
 one thread, DuckDB's parallel writer reached 0.28 GB/s). Columns are encoded for the disk's
-sake where it costs the load little time: sorted keys and component ids delta-encoded;
-levels and hub bits through zstd at its fastest level (to ~0.25 and ~0.02 of their bytes);
-the spanning-tree interval stored as its size (small numbers, ~0.2 through zstd) rather than
-its first rank; the labels LZ4 (~0.55; zstd's ~0.42 cost the load 1.6x the decoding time);
-the tree's post ranks and the children plain (they hardly compress, and the children are
-copied straight from the file on load). Format 3 stored the first rank plain and the levels
-and hub bits LZ4. The children are one BLOB
+sake where it costs the load little time (:mod:`.index_format` says how, with the
+measurements): the labels and post ranks byte-stream-split and LZ4, hub bits as dictionaries
+and LZ4, levels, tree sizes, sorted keys and component ids delta-encoded, the children plain;
+the spanning-tree interval is stored as its size (small numbers) rather than its first rank,
+and every column but the children is NOT NULL (no definition levels). Format 3 stored the
+first rank plain, the labels, levels and hub bits LZ4. The children are one BLOB
 per component rather than a list: a list column costs a repetition level per child, ten times
 the time of the BLOB both ways (measured). Loading reads the row groups on every core straight
 into the final arrays (on the device, for a GPU index) and hashes them as they arrive
@@ -130,7 +129,9 @@ class _Rows:
                 values = by_field[field] if j is None else by_field[field][j]
             arrays[name] = pa.array(values)
         arrays["dag_children"] = self._children(lo, hi, comp, c0, c1, host[-1])
-        return pa.table(arrays)
+        # every column but the children is declared NOT NULL: no definition levels to decode
+        return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
+            [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
 
     def _components(self, lo: int, hi: int, comp: np.ndarray) -> tuple[int, int]:
         """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
@@ -243,10 +244,11 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     before it are known, then the footer with the digest (see :mod:`.parquet_parts`)."""
     t0 = time.perf_counter()
     names = ["key", "component"] + rows.names + ["dag_children"]
-    options = write_options(names, rows.ids.kind)
 
     def encode(bounds):
-        part = parquet_parts.encode_part(rows.part(*bounds), **options)
+        table = rows.part(*bounds)
+        part = parquet_parts.encode_part(table, **write_options(names, rows.ids.kind,
+                                                                table.num_rows))
         return part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end])
 
     fd = os.open(tmp, os.O_WRONLY)

@@ -117,6 +117,29 @@ def test_leaf_hash_sees_every_bit_word_order_and_length():
     assert len({hash_bytes(bytes(k)) for k in range(40)}) == 40
 
 
+def test_changed_metadata_and_a_moved_digest_are_refused(saved):
+    """The footer is hashed as bytes: a metadata value changed in place (same length), or a
+    digest that is not the footer's last key-value pair, is refused."""
+    _, path = saved
+    data = bytearray(path.read_bytes())
+    key = b"grail_duckdb.seed"
+    at = data.rfind(key) + len(key) + 2          # past the value's header and length
+    bad = bytearray(data)
+    bad[at] = ord("7") if bad[at] != ord("7") else ord("8")
+    path.write_bytes(bad)
+    with pytest.raises(gd.IndexFileError, match="digest"):
+        gd.load_index(path)
+    digest = b"grail_duckdb.digest"
+    bad = bytearray(data)
+    at = bad.rfind(digest)
+    bad[at:at + len(digest)] = b"grail_duckdb.d1gest"
+    path.write_bytes(bad)
+    with pytest.raises(gd.IndexFileError):
+        gd.load_index(path)
+    path.write_bytes(data)
+    assert gd.load_index(path).n_vertices > 0
+
+
 def test_tampered_content_with_valid_parquet_is_refused(saved):
     _, path = saved
     table = pq.read_table(path)

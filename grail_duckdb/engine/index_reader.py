@@ -27,7 +27,7 @@ from ..kernels import copy_into
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import blobs, label_names, leaf_hash, root_digest, tree_lo
+from .index_format import blobs, digest_site, label_names, leaf_hash, root_digest, tree_lo
 from .ingest import workers
 from .labels import Labels
 
@@ -49,11 +49,13 @@ class IndexReader:
             raise ValueError(f"{md.num_rows} rows, metadata says {self.n}")
         if md.schema.to_arrow_schema().names != self.names:
             raise ValueError("the columns are not those of this format")
-        footer, end = parquet_parts.read_footer(mapped)
-        self.layout = parquet_parts.layout(footer)
-        self.spans = parquet_parts.group_spans(footer, end)
-        if len(self.spans) != md.num_row_groups:
-            raise ValueError("the footer's row groups differ from pyarrow's")
+        start, end = parquet_parts.footer_bounds(mapped)
+        self.footer = bytes(mapped[start:end])
+        self.site = digest_site(self.footer)
+        if self.site < 0 or self.footer[self.site:self.site + 32] != meta.get("digest", "").encode():
+            raise ValueError("content digest mismatch (the footer's digest is not where it "
+                             "belongs)")
+        self.spans = parquet_parts.group_spans(md, start)
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
         self.groups = [(g, int(starts[g]), int(starts[g + 1])) for g in range(md.num_row_groups)]
         c, d, hw = self.c, self.d, self.hw
@@ -164,7 +166,7 @@ class IndexReader:
                 raise ValueError("DAG edges out of range")
         if self._device is not None:
             self._device.synchronize()  # every block on the device before any stream reads it
-        if root_digest(self.meta, self.layout, [leaf for leaf, *_ in got]) != self.meta.get("digest"):
+        if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
             raise ValueError("content digest mismatch")
         wide = self._matrices()
         lab = Labels(level=self.flat["level"], inner=wide["inner"], outer=wide["outer"],

@@ -283,22 +283,11 @@ def file_meta(parts: list[Part]) -> list:
     return meta
 
 
-def layout(meta: list) -> bytes:
-    """The encoding of a decoded ``FileMetaData`` without its key-value metadata: everything
-    a reader needs to find and decode the column chunks (what a digest of the file covers
-    besides the chunks themselves and the metadata)."""
-    out = bytearray()
-    _write_struct(out, [f for f in meta if f[0] != _FILE_KV])
-    return bytes(out)
-
-
-def footer(parts: list[Part], metadata: dict[str, str] | None = None,
-           *, meta: list | None = None) -> bytes:
+def footer(parts: list[Part], metadata: dict[str, str] | None = None) -> bytes:
     """The output's footer (``FileMetaData``, its length, ``PAR1``), to be written right after
     the last part: the first part's schema and writer, every part's row group with its offsets
-    moved, the total row count, and ``metadata`` as the key-value metadata. ``meta``: the
-    ``FileMetaData`` already made by :func:`file_meta`."""
-    meta = _copy(meta if meta is not None else file_meta(parts))
+    moved, the total row count, and ``metadata`` as the key-value metadata, in its order."""
+    meta = file_meta(parts)
     kv = [[[1, _BINARY, k.encode()], [2, _BINARY, v.encode()]]
           for k, v in (metadata or {}).items()]
     _set_field(meta, _FILE_KV, _LIST, (_STRUCT, kv))
@@ -307,10 +296,9 @@ def footer(parts: list[Part], metadata: dict[str, str] | None = None,
     return bytes(out) + struct.pack("<I", len(out)) + MAGIC
 
 
-
-def read_footer(buf) -> tuple[list, int]:
-    """The decoded ``FileMetaData`` of a whole Parquet file in ``buf`` (bytes, mmap) and
-    where the footer starts (the end of the column chunks)."""
+def footer_bounds(buf) -> tuple[int, int]:
+    """Where the footer's ``FileMetaData`` lies in a whole Parquet file in ``buf`` (bytes,
+    mmap): ``[start, stop)``; ``start`` is also the end of the column chunks."""
     size = len(buf)
     if size < 12 or bytes(buf[size - 4:]) != MAGIC or bytes(buf[:4]) != MAGIC:
         raise FooterError("not a Parquet file")
@@ -318,26 +306,36 @@ def read_footer(buf) -> tuple[list, int]:
     start = size - 8 - length
     if start < 4:
         raise FooterError("footer length out of range")
-    meta, _ = _read_struct(bytes(buf[start:size - 8]), 0)
+    return start, size - 8
+
+
+def read_footer(buf) -> tuple[list, int]:
+    """The decoded ``FileMetaData`` of a whole Parquet file in ``buf`` (bytes, mmap) and
+    where the footer starts (the end of the column chunks)."""
+    start, stop = footer_bounds(buf)
+    meta, _ = _read_struct(bytes(buf[start:stop]), 0)
     return meta, start
 
 
-def group_spans(meta: list, end: int) -> list[tuple[int, int]]:
+def group_spans(md: pq.FileMetaData, end: int) -> list[tuple[int, int]]:
     """The bytes ``[start, stop)`` of each row group's column chunks, for a file whose row
-    groups lie one after the other (as :func:`place` lays them): a group starts at its file
-    offset (its first page) and ends where the next one starts (the last one at the footer,
-    ``end``)."""
+    groups lie one after the other (as :func:`place` lays them): a group starts at its first
+    column's first page and ends where the next one starts (the last one at the footer,
+    ``end``). ``md``: the file's metadata as pyarrow decoded it."""
     starts = []
-    for rg in _field(meta, _FILE_ROW_GROUPS)[2][1]:
-        offset, rows = _field(rg, _RG_FILE_OFFSET), _field(rg, _RG_NUM_ROWS)
-        if offset is None or rows is None:
-            raise FooterError("a row group without its file offset")
-        starts.append(offset[2] if rows[2] else None)  # an empty group holds no bytes
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        if not rg.num_rows or not rg.num_columns:
+            starts.append(None)  # an empty group holds no bytes
+            continue
+        first = rg.column(0)
+        starts.append(first.dictionary_page_offset if first.has_dictionary_page
+                      else first.data_page_offset)
     for g in range(len(starts) - 1, -1, -1):
         if starts[g] is None:
             starts[g] = starts[g + 1] if g + 1 < len(starts) else end
     stops = starts[1:] + [end]
-    if any(a > b for a, b in zip(starts, stops)) or (starts and starts[0] < len(MAGIC)):
+    if any(a > b for a, b in zip(starts, stops)) or (starts and starts[0] != len(MAGIC)):
         raise FooterError("row groups out of order")
     return list(zip(starts, stops))
 

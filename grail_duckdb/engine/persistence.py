@@ -44,9 +44,10 @@ first rank plain, the labels, levels and hub bits LZ4. The children are one BLOB
 per component rather than a list: a list column costs a repetition level per child, ten times
 the time of the BLOB both ways (measured). Loading reads the row groups on every core straight
 into the final arrays (on the device, for a GPU index) and hashes them as they arrive
-(:mod:`.index_reader`). The digest is a blake2b over the metadata, the layout and a
-128-bit hash of every row group's bytes (:mod:`grail_duckdb.kernels.cpu.digest`: it detects
-damage at memory speed; format 3's sha256 ran 2 GB/s per core). Files of formats 1 to 3 are
+(:mod:`.index_reader`). The digest is a blake2b over the footer's bytes (its own
+digits read as zeros: the metadata, schema, offsets and encodings, hashed without decoding
+them) and a 128-bit hash of every row group's bytes (:mod:`grail_duckdb.kernels.cpu.digest`:
+it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Files of formats 1 to 3 are
 refused with a message that says to rebuild.
 """
 from __future__ import annotations
@@ -67,8 +68,9 @@ from ..kernels import release_staging, to_host, to_host_all
 from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
-from .index_format import (FORMAT_NAME, FORMAT_VERSION, META_PREFIX, label_names, leaf_hash,
-                           read_metadata, root_digest, tree_size, write_options)
+from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_VERSION,
+                           META_PREFIX, digest_site, label_names, leaf_hash, read_metadata,
+                           root_digest, tree_size, write_options)
 from .index_reader import IndexReader
 from .ingest import workers
 
@@ -267,10 +269,12 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
                 leaves.append(leaf)
             for w in writes:
                 w.result()
-        file_meta = parquet_parts.file_meta(parts)
-        meta = {**meta, "digest": root_digest(meta, parquet_parts.layout(file_meta), leaves)}
-        tail = parquet_parts.footer(parts, {META_PREFIX + k: v for k, v in meta.items()}, meta=file_meta)
-        writer.write(pos, tail)
+        pairs = {**{META_PREFIX + k: v for k, v in meta.items()}, DIGEST_KEY: DIGEST_PLACEHOLDER}
+        tail = parquet_parts.footer(parts, pairs)
+        body = tail[:-8]  # the footer's length and PAR1 follow
+        site = digest_site(body)
+        digest = root_digest(body, site, leaves).encode()
+        writer.write(pos, tail[:site] + digest + tail[site + len(digest):])
     finally:
         os.close(fd)
     if timings is not None:

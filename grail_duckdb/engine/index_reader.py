@@ -8,10 +8,11 @@ group is one block of rows there (a ``set`` from the host), so no whole-index ho
 made and the copies overlap the other workers' decoding. The per-component label matrices
 (``inner``, ``outer``, hub bits: one file column per matrix column) are written column by
 column: in place on the host, into a transposed device array on a GPU (contiguous blocks;
-one device transpose at the end). The DAG's children follow once the row pointers are known:
-each worker sums its own group's degrees, the groups' totals are chained, and each worker
-places its rows' pointers and children, again one block per group. The digest is compared
-last: a damaged file is refused before the index is returned.
+one device transpose at the end). The DAG's children go the same way: the metadata says
+how many edges each row group holds (``group_edges``), so a worker knows where its group's
+row pointers and children start and places them at once (no host copy of the children is
+kept, no second pass). The digest is compared last: a damaged file is refused before the
+index is returned.
 """
 from __future__ import annotations
 
@@ -57,10 +58,17 @@ class IndexReader:
                              "belongs)")
         self.spans = parquet_parts.group_spans(md, start)
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
-        self.groups = [(g, int(starts[g]), int(starts[g + 1])) for g in range(md.num_row_groups)]
+        edges = np.cumsum([0] + [int(e) for e in meta["group_edges"].split(",") if e])
+        if edges.shape[0] != md.num_row_groups + 1 or edges[-1] != int(meta["dag_edges"]):
+            raise ValueError("the row groups' edge counts differ from the metadata")
+        self.groups = [(g, int(starts[g]), int(starts[g + 1]), int(edges[g]), int(edges[g + 1]))
+                       for g in range(md.num_row_groups)]
         c, d, hw = self.c, self.d, self.hw
         self.comp = xp.empty(self.n, xp.int32)
         self.flat = {name: xp.empty(c, xp.int32) for name in ("level", "tree_lo", "tree_post")}
+        self.ptr = np.empty(c + 1, np.int64)
+        self.ptr[0] = 0
+        self.idx = xp.empty(int(edges[-1]), xp.int32)
         self._device = None if xp is np else self.comp.device
         shape = (lambda w: (c, w)) if self._device is None else (lambda w: (w, c))
         self.wide = {"inner": xp.empty(shape(d), xp.int32), "outer": xp.empty(shape(d), xp.int32),
@@ -96,10 +104,10 @@ class IndexReader:
         with self._device:
             return {k: self.xp.ascontiguousarray(v.T) for k, v in self.wide.items()}
 
-    def group(self, g: int, lo: int, hi: int):
-        """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``), check it and place its
-        values; returns ``(leaf, keys, component span [c0, c1), children bytes, running sum of
-        the components' degrees)``."""
+    def group(self, g: int, lo: int, hi: int, e0: int, e1: int):
+        """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``, DAG edges ``[e0, e1)``),
+        check it and place its values, its rows' pointers and children included; returns
+        ``(leaf, keys, component span [c0, c1))``."""
         start, stop = self.spans[g]
         leaf = leaf_hash(memoryview(self.mapped)[start:stop])
         table = self._file().read_row_group(g, use_threads=False)
@@ -130,40 +138,26 @@ class IndexReader:
                 self._put_column(base, j, c0, col[f"{base}_{j + 1}"].to_numpy()[take])
         offsets, data = blobs(children)
         lengths = np.diff(offsets)[take]
-        if (lengths % 4).any():
-            raise ValueError("a children BLOB is not a whole number of int32")
-        return leaf, col["key"], (c0, c0 + lengths.shape[0]), data, np.cumsum(lengths // 4)
+        c1 = c0 + lengths.shape[0]
+        if (lengths % 4).any() or data.shape[0] != 4 * (e1 - e0) or c1 > self.c:
+            raise ValueError("the children BLOBs do not hold the row group's DAG edges")
+        np.cumsum(lengths // 4, out=self.ptr[c0 + 1:c1 + 1])
+        self.ptr[c0 + 1:c1 + 1] += e0
+        part = data.view(np.int32)
+        if part.shape[0] and (part.min() < 0 or part.max() >= self.c):
+            raise ValueError("DAG edges out of range")
+        self._put(self.idx, e0, part)
+        return leaf, col["key"], (c0, c1)
 
     def read(self) -> dict:
-        """Every row group in parallel, then the DAG's rows, then the digest."""
+        """Every row group in parallel, then the checks across groups and the digest."""
         xp = self.xp
         with ThreadPoolExecutor(workers()) as pool:
             got = list(pool.map(lambda g: self.group(*g), self.groups))
-            spans = [span for _, _, span, _, _ in got]
-            if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \
-                    (spans[-1][1] if spans else 0) != self.c:
-                raise ValueError("representative rows do not match the component count")
-            starts = np.cumsum([0] + [int(sums[-1]) if sums.shape[0] else 0
-                                      for *_, sums in got])
-            if starts[-1] != int(self.meta["dag_edges"]):
-                raise ValueError("the DAG's edge count differs from the metadata")
-            ptr = np.empty(self.c + 1, np.int64)
-            ptr[0] = 0
-            idx = xp.empty(int(starts[-1]), xp.int32)
-
-            def place(item, start) -> bool:
-                _, _, (c0, c1), data, sums = item
-                if data.shape[0] != 4 * (int(sums[-1]) if sums.shape[0] else 0):
-                    return False  # children on a row that is not a representative
-                np.add(sums, start, out=ptr[c0 + 1:c1 + 1])
-                part = data.view(np.int32)
-                if part.shape[0] and (part.min() < 0 or part.max() >= self.c):
-                    return False
-                self._put(idx, int(start), part)
-                return True
-
-            if not all(pool.map(place, got, starts[:-1].tolist())):
-                raise ValueError("DAG edges out of range")
+        spans = [span for *_, span in got]
+        if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \
+                (spans[-1][1] if spans else 0) != self.c:
+            raise ValueError("representative rows do not match the component count")
         if self._device is not None:
             self._device.synchronize()  # every block on the device before any stream reads it
         if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
@@ -173,7 +167,7 @@ class IndexReader:
                      tree_post=self.flat["tree_post"], tree_lo=self.flat["tree_lo"],
                      hub_down=wide["hub_down"], hub_up=wide["hub_up"])
         return dict(ids=_ids([k for _, k, *_ in got], self.meta["key_type"]), comp=self.comp,
-                    n_components=self.c, dag=CSR(xp.asarray(ptr), idx), labels=lab,
+                    n_components=self.c, dag=CSR(xp.asarray(self.ptr), self.idx), labels=lab,
                     seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),
                     fingerprint=self.meta["fingerprint"])
 

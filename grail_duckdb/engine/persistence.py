@@ -25,9 +25,10 @@ Components are numbered by their first vertex, so the representatives' rows, in 
 are components 0, 1, 2, ...: loading needs no recomputation but one subtraction per component.
 
 Schema metadata holds the format name and version, d, the seed, the fingerprint of the
-source edges, counts, what the caller says about the source (``source.*``: the SQL plugin
-records the table, its columns and a cheap check of its content), and a digest of all of it
-and of the content, checked on load.
+source edges, counts (``group_edges``: the DAG edges of each row group, so that a load
+places every group's children at once), what the caller says about the source (``source.*``:
+the SQL plugin records the table, its columns and a cheap check of its content), and a digest
+of all of it and of the content, checked on load.
 
 Speed (formats 3 and 4, issue 12): the rows are cut into parts of about ``PART_BYTES``; every
 core gathers a part's rows on the index's backend (the device for a GPU index: no whole-index
@@ -134,6 +135,12 @@ class _Rows:
         # every column but the children is declared NOT NULL: no definition levels to decode
         return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
+
+    def edges(self, lo: int, hi: int) -> int:
+        """The DAG edges (children) that rows ``[lo, hi)`` hold (the file's ``group_edges``:
+        a reader places each row group's children without waiting for the groups before)."""
+        c0, c1 = self._components(lo, hi, self.comp[lo:hi])
+        return int(self.ptr[c1] - self.ptr[c0])
 
     def _components(self, lo: int, hi: int, comp: np.ndarray) -> tuple[int, int]:
         """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
@@ -251,15 +258,16 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
         table = rows.part(*bounds)
         part = parquet_parts.encode_part(table, **write_options(names, rows.ids.kind,
                                                                 table.num_rows))
-        return part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end])
+        return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
+                rows.edges(*bounds))
 
     fd = os.open(tmp, os.O_WRONLY)
     try:
         writer = _Writer(fd, sync)
         with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(4) as io_pool:
             writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
-            parts, leaves, pos = [], [], len(parquet_parts.MAGIC)
-            for part, leaf in pool.map(encode, rows.bounds()):
+            parts, leaves, edges, pos = [], [], [], len(parquet_parts.MAGIC)
+            for part, leaf, count in pool.map(encode, rows.bounds()):
                 chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
                 writes.append(io_pool.submit(writer.write, pos, chunks))
                 writes[-1].add_done_callback(lambda _, p=part: setattr(p, "data", None))
@@ -267,8 +275,10 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
                 pos += part.size
                 parts.append(part)
                 leaves.append(leaf)
+                edges.append(str(count))
             for w in writes:
                 w.result()
+        meta = {**meta, "group_edges": ",".join(edges)}
         pairs = {**{META_PREFIX + k: v for k, v in meta.items()}, DIGEST_KEY: DIGEST_PLACEHOLDER}
         tail = parquet_parts.footer(parts, pairs)
         body = tail[:-8]  # the footer's length and PAR1 follow

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..kernels import copy_into
+from ..kernels import copy_into, upload_staging
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
@@ -70,6 +70,7 @@ class IndexReader:
         self.ptr[0] = 0
         self.idx = xp.empty(int(edges[-1]), xp.int32)
         self._device = None if xp is np else self.comp.device
+        self._staging = upload_staging(xp)
         shape = (lambda w: (c, w)) if self._device is None else (lambda w: (w, c))
         self.wide = {"inner": xp.empty(shape(d), xp.int32), "outer": xp.empty(shape(d), xp.int32),
                      "hub_down": xp.empty(shape(hw), xp.uint64),
@@ -86,8 +87,8 @@ class IndexReader:
         if self.xp is np:
             dst[lo:lo + values.shape[0]] = values
         elif values.shape[0]:
-            with self._device:
-                copy_into(dst[lo:lo + values.shape[0]], values)
+            with self._device:  # read() synchronizes the device before any array is used
+                copy_into(dst[lo:lo + values.shape[0]], values, self._staging)
 
     def _put_column(self, base: str, j: int, lo: int, values: np.ndarray) -> None:
         """Column ``j`` of the matrix ``base``, rows ``[lo, lo + len(values))`` (a strided write
@@ -152,14 +153,17 @@ class IndexReader:
     def read(self) -> dict:
         """Every row group in parallel, then the checks across groups and the digest."""
         xp = self.xp
-        with ThreadPoolExecutor(workers()) as pool:
-            got = list(pool.map(lambda g: self.group(*g), self.groups))
+        try:
+            with ThreadPoolExecutor(workers()) as pool:
+                got = list(pool.map(lambda g: self.group(*g), self.groups))
+        finally:
+            if self._device is not None:  # every block on the device, also after a failure,
+                self._device.synchronize()  # before the arrays are read or dropped
+            self._staging = None
         spans = [span for *_, span in got]
         if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \
                 (spans[-1][1] if spans else 0) != self.c:
             raise ValueError("representative rows do not match the component count")
-        if self._device is not None:
-            self._device.synchronize()  # every block on the device before any stream reads it
         if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
             raise ValueError("content digest mismatch")
         wide = self._matrices()

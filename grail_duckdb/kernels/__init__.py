@@ -55,18 +55,30 @@ def to_host_all(arrays) -> list[np.ndarray]:
     return [np.ascontiguousarray(to_host(a)) for a in arrays]
 
 
-def copy_into(dst, values: np.ndarray) -> None:
+def copy_into(dst, values: np.ndarray, staging=None) -> None:
     """``dst[...] = values`` for a contiguous host or device array ``dst``; host values over
     1 MiB reach a device through the pinned buffers of :func:`.gpu.upload` (a pageable copy
-    runs at a few GB/s)."""
+    runs at a few GB/s): those of ``staging`` (:func:`upload_staging`) without waiting for the
+    copy to end, or fresh ones, waiting."""
     if isinstance(dst, np.ndarray):
         dst[...] = values
     elif values.nbytes > PINNED_MIN_BYTES:
         from .gpu import upload
 
-        upload(dst, values, DOWNLOAD_CHUNK)
+        upload(dst, values, DOWNLOAD_CHUNK, staging)
     else:
         dst.set(np.ascontiguousarray(values, dst.dtype))
+
+
+def upload_staging(xp):
+    """Reusable upload buffers for many :func:`copy_into` calls onto arrays of ``xp`` from
+    several threads (None for NumPy): the caller synchronizes the device before it reads the
+    arrays or drops the staging."""
+    if xp is np:
+        return None
+    from .gpu import Staging
+
+    return Staging(DOWNLOAD_CHUNK)
 
 
 def release_staging() -> None:

@@ -428,26 +428,57 @@ def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> Non
     dst[lo:lo + size] = buf[:size]
 
 
-def upload(dst, values: np.ndarray, chunk: int) -> None:
+class Staging:
+    """Pinned buffers (two per thread) and a stream per thread for uploads that return while
+    their last chunk is still on its way (:func:`upload` with ``staging``). The owner
+    synchronizes the device before it reads the arrays or drops this object (the buffers go
+    back to CuPy's pool then, and must not be in use)."""
+
+    def __init__(self, chunk: int):
+        self.chunk = chunk
+        self._lanes: dict = {}
+        self._lock = threading.Lock()
+
+    def lane(self):
+        """This thread's ``(buffers, stream, events, turn)``."""
+        key = threading.get_ident()
+        got = self._lanes.get(key)
+        if got is None:
+            with self._lock:
+                got = self._lanes[key] = (
+                    [cupyx.empty_pinned(self.chunk, np.uint8) for _ in range(2)],
+                    cp.cuda.Stream(non_blocking=True), [None, None], [0])
+        return got
+
+
+def upload(dst, values: np.ndarray, chunk: int, staging: Staging | None = None) -> None:
     """Host ``values`` copied into the contiguous device array ``dst`` (as many elements)
     through two pinned buffers of ``chunk`` bytes: this thread fills one while the device
-    takes the other on a stream of its own (the mirror of :func:`download`)."""
+    takes the other on a stream of its own (the mirror of :func:`download`). With a
+    ``staging`` the buffers are the thread's lane of it and the call does not wait for its
+    last chunk (the thread's next upload fills the other buffer meanwhile); without, it
+    waits."""
     src = np.ascontiguousarray(values, dst.dtype).reshape(-1).view(np.uint8)
     n = src.nbytes
     if n == 0:
         return
-    bufs = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
-    stream = cp.cuda.Stream(non_blocking=True)
-    done = [None, None]
-    for i, lo in enumerate(range(0, n, chunk)):
-        size, j = min(chunk, n - lo), i & 1
+    if staging is None:
+        bufs, stream, done, turn = ([cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)],
+                                    cp.cuda.Stream(non_blocking=True), [None, None], [0])
+    else:
+        bufs, stream, done, turn = staging.lane()
+        chunk = staging.chunk
+    for lo in range(0, n, chunk):
+        size, j = min(chunk, n - lo), turn[0]
+        turn[0] ^= 1
         if done[j] is not None:
             done[j].synchronize()  # the buffer's last copy is over
         bufs[j][:size] = src[lo:lo + size]
         cp.cuda.runtime.memcpyAsync(dst.data.ptr + lo, bufs[j].ctypes.data, size, _H2D,
                                     stream.ptr)
         done[j] = stream.record()
-    stream.synchronize()
+    if staging is None:
+        stream.synchronize()
 
 
 def release_pinned() -> None:

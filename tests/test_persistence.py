@@ -31,12 +31,12 @@ def saved(graph, tmp_path):
 
 def test_round_trip_gives_identical_answers_and_labels(saved):
     idx, path = saved
-    back = gd.load_index(path, expect_fingerprint=idx.fingerprint)
+    back = gd.load_index(path, expect_fingerprint=idx.fingerprint)  # onto a GPU where one is
     rng = np.random.default_rng(1)
     qs, qd = rng.integers(-5, 405, 20000), rng.integers(-5, 405, 20000)
     assert back.reaches(qs, qd).equals(idx.reaches(qs, qd))
     for name, arr in idx.labels.arrays().items():
-        np.testing.assert_array_equal(getattr(back.labels, name), arr, err_msg=name)
+        np.testing.assert_array_equal(to_host(getattr(back.labels, name)), arr, err_msg=name)
     assert (back.d, back.seed, back.n_components) == (3, 9, idx.n_components)
 
 
@@ -91,7 +91,7 @@ def test_flipped_bytes_are_refused_or_provably_harmless(saved):
             continue
         assert back.reaches(qs, qd).equals(want)
         for name, arr in idx.labels.arrays().items():
-            np.testing.assert_array_equal(getattr(back.labels, name), arr)
+            np.testing.assert_array_equal(to_host(getattr(back.labels, name)), arr)
     assert refused >= len(positions) // 2
 
 

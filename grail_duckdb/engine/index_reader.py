@@ -160,9 +160,11 @@ class IndexReader:
             if self._device is not None:  # every block on the device, also after a failure,
                 self._device.synchronize()  # before the arrays are read or dropped
             self._staging = None
-        spans = [span for *_, span in got]
-        if [a for a, _ in spans] != [0] + [b for _, b in spans[:-1]] or \
-                (spans[-1][1] if spans else 0) != self.c:
+        # a row group may hold no representative at all (rows of a large component whose
+        # first vertex lies in an earlier group): it spans no component
+        spans = [span for *_, span in got if span[1] > span[0]]
+        ends = [0] + [b for _, b in spans]
+        if [a for a, _ in spans] != ends[:-1] or ends[-1] != self.c:
             raise ValueError("representative rows do not match the component count")
         if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
             raise ValueError("content digest mismatch")

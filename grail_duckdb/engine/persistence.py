@@ -301,10 +301,9 @@ class _Writer:
 
 
 def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = True,
-                   timings: dict | None = None) -> bool:
+                   timings: dict | None = None) -> None:
     """Encode the parts on every core, write each where it belongs as soon as the parts
-    before it are known, then the footer with the digest (see :mod:`.parquet_parts`);
-    True when the parts went to the disk directly (not through the page cache)."""
+    before it are known, then the footer with the digest (see :mod:`.parquet_parts`)."""
     t0 = time.perf_counter()
     names = ["key", "component"] + rows.names + ["dag_children"]
 
@@ -342,7 +341,6 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
         writer.close()
     if timings is not None:
         timings["encode and write"] = time.perf_counter() - t0
-    return writer.direct
 
 
 def save(index, path, *, source: dict | None = None, fsync: bool = True,
@@ -359,39 +357,16 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
     if timings is not None:
         timings["host copy"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    direct = []
     try:
-        out = replace_atomically(
-            Path(path), FORMAT_NAME,
-            lambda tmp: direct.append(_write_parquet(rows, meta, tmp, fsync, timings)),
-            fsync=fsync)
+        out = replace_atomically(Path(path), FORMAT_NAME,
+                                 lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
+                                 fsync=fsync)
     finally:
         release_staging()
-    if direct and direct[0]:
-        _read_back(out)
     if timings is not None:
         timings["checks, final flush, rename"] = (time.perf_counter() - t1
                                              - timings.get("encode and write", 0.0))
     return out
-
-
-def _read_back(path: Path) -> None:
-    """Ask the kernel, from a background thread, to read a file written with direct I/O back
-    into the page cache, so that a load soon after finds it there (the save does not wait)."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-
-    def ahead():
-        try:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-            finally:
-                os.close(fd)
-        except OSError:
-            pass  # only a hint
-
-    threading.Thread(target=ahead, name="grail-read-back", daemon=True).start()
 
 
 # --- load ---------------------------------------------------------------------------------

@@ -157,49 +157,6 @@ def test_a_component_over_several_row_groups_round_trips(backend, tmp_path, monk
     np.testing.assert_array_equal(to_host(back.comp), idx.comp)
 
 
-def _direct_io_works(folder) -> bool:
-    probe = folder / "probe"
-    probe.write_bytes(b"")
-    try:
-        os.close(os.open(probe, os.O_WRONLY | getattr(os, "O_DIRECT", 0)))
-        return hasattr(os, "O_DIRECT")
-    except OSError:
-        return False
-
-
-@pytest.mark.parametrize("refused", [False, True])
-def test_direct_writes_give_the_bytes_of_buffered_ones(tmp_path, monkeypatch, refused):
-    """A flushed save writes its parts' whole blocks with O_DIRECT where the file system takes
-    it (a file system that refuses it mid-save: the rest through the page cache); the file is
-    byte for byte the one an unflushed, buffered save writes, and loads."""
-    import fcntl
-
-    monkeypatch.setattr(persistence, "PART_BYTES", 3 << 20)    # parts of about 0.5 MB
-    monkeypatch.setattr(persistence, "_DIRECT_MIN", 1 << 16)
-    rng = np.random.default_rng(8)
-    idx = gd.build_index(rng.integers(0, 300_000, 900_000), rng.integers(0, 300_000, 900_000),
-                         backend="cpu")
-    plain = idx.save(tmp_path / "plain.grail.parquet", fsync=False)
-    real_pwrite, direct_writes = os.pwrite, []
-
-    def pwrite(fd, data, pos):
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0):
-            direct_writes.append(len(data))
-            if refused:
-                raise OSError(22, "Invalid argument")
-        return real_pwrite(fd, data, pos)
-
-    monkeypatch.setattr(os, "pwrite", pwrite)
-    path = idx.save(tmp_path / "direct.grail.parquet")
-    monkeypatch.setattr(os, "pwrite", real_pwrite)
-    assert pq.ParquetFile(path).metadata.num_row_groups > 2
-    assert path.read_bytes() == plain.read_bytes()
-    if _direct_io_works(tmp_path):
-        assert len(direct_writes) >= (1 if refused else 2)
-    q = rng.integers(0, 300_000, (2, 20_000))
-    assert gd.load_index(path, backend="cpu").reaches(q[0], q[1]).equals(idx.reaches(q[0], q[1]))
-
-
 def test_tampered_content_with_valid_parquet_is_refused(saved):
     _, path = saved
     table = pq.read_table(path)

@@ -79,9 +79,6 @@ from .ingest import workers
 PART_BYTES = 64 << 20
 #: bytes written between two flushes to disk while a save is under way
 _SYNC_BYTES = 256 << 20
-#: direct I/O's unit (file offsets, lengths, buffer addresses), and the least worth it
-_BLOCK = 4096
-_DIRECT_MIN = 1 << 20
 
 
 # --- save ---------------------------------------------------------------------------------
@@ -223,67 +220,17 @@ def metadata(index, dag_edges: int, source: dict | None = None) -> dict[str, str
 
 
 class _Writer:
-    """Writes parts at their offsets from a few threads.
+    """Writes parts at their offsets from a few threads, flushing to disk every
+    ``_SYNC_BYTES`` while the rest is still being encoded (so the final flush is short)."""
 
-    Where the file system takes direct I/O (``O_DIRECT``: ext4, xfs; not tmpfs) and the save
-    is flushed, each part's whole 4 KiB blocks go straight to the disk from an aligned copy:
-    2.1-2.2 GB/s durable on the device host, against 1.2-1.4 GB/s through the page cache and a
-    flush (measured there, 4 GB in 64 MB writes). The bytes around a part's two ends, and
-    everything where direct I/O is refused, go through the page cache, flushed every
-    ``_SYNC_BYTES`` while the rest is still being encoded (so the final flush is short). A file
-    written directly is not left in the page cache: a load right after reads it from disk."""
-
-    def __init__(self, path: str, sync: bool):
-        self.fd, self.sync = os.open(path, os.O_WRONLY), sync
-        self.direct_fd = None
-        if sync and hasattr(os, "O_DIRECT"):
-            try:
-                self.direct_fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
-            except OSError:
-                pass
-        self.direct = self.direct_fd is not None
+    def __init__(self, fd: int, sync: bool):
+        self.fd, self.sync = fd, sync
         self._lock = threading.Lock()
         self._syncing = threading.Lock()
         self._unsynced = 0
-        self._local = threading.local()
-
-    def close(self) -> None:
-        for fd in (self.fd, self.direct_fd):
-            if fd is not None:
-                os.close(fd)
 
     def write(self, pos: int, data) -> None:
-        """``data`` at ``pos``: its whole aligned blocks directly where that works, the rest
-        (and all of it elsewhere) through the page cache."""
         view = memoryview(data).cast("B")
-        lo = -(-pos // _BLOCK) * _BLOCK
-        hi = (pos + len(view)) // _BLOCK * _BLOCK
-        if self.direct and hi - lo >= _DIRECT_MIN and self._direct(lo, view[lo - pos:hi - pos]):
-            self._buffered(pos, view[:lo - pos])
-            self._buffered(hi, view[hi - pos:])
-        else:
-            self._buffered(pos, view)
-
-    def _direct(self, pos: int, view: memoryview) -> bool:
-        """Aligned ``view`` at aligned ``pos`` through ``O_DIRECT``; False (and direct I/O
-        off from then on) where the file system refuses it."""
-        buf = getattr(self._local, "buf", None)
-        if buf is None or buf.shape[0] < len(view) + _BLOCK:
-            buf = self._local.buf = np.empty(len(view) + _BLOCK, np.uint8)
-        start = -buf.ctypes.data % _BLOCK
-        block = buf[start:start + len(view)]
-        block[:] = np.frombuffer(view, np.uint8)
-        out = memoryview(block)
-        try:
-            while len(out):
-                done = os.pwrite(self.direct_fd, out, pos)
-                out, pos = out[done:], pos + done
-        except OSError:
-            self.direct = False  # e.g. EINVAL: this and the rest through the page cache
-            return False
-        return True
-
-    def _buffered(self, pos: int, view: memoryview) -> None:
         size = len(view)
         while len(view):
             done = os.pwrite(self.fd, view, pos)
@@ -314,8 +261,9 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
         return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
                 rows.edges(*bounds))
 
-    writer = _Writer(tmp, sync)
+    fd = os.open(tmp, os.O_WRONLY)
     try:
+        writer = _Writer(fd, sync)
         with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(4) as io_pool:
             writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
             parts, leaves, edges, pos = [], [], [], len(parquet_parts.MAGIC)
@@ -338,7 +286,7 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
         digest = root_digest(body, site, leaves).encode()
         writer.write(pos, tail[:site] + digest + tail[site + len(digest):])
     finally:
-        writer.close()
+        os.close(fd)
     if timings is not None:
         timings["encode and write"] = time.perf_counter() - t0
 
@@ -388,8 +336,6 @@ def load(path, *, expect_fingerprint: str | None = None, xp=np) -> dict:
                               "or grail_duckdb.build_index(...).save(path))")
     try:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            if hasattr(mmap, "MADV_WILLNEED"):  # a file not in the page cache (written with
-                mapped.madvise(mmap.MADV_WILLNEED)  # O_DIRECT, or long ago): read ahead
             return IndexReader(path, meta, mapped, xp).read()
     except (StaleIndexError, IndexFileError):
         raise

@@ -4,8 +4,9 @@ Each worker thread takes one row group: it hashes the group's bytes (the digest'
 the memory-mapped file), decodes the group with pyarrow, checks it (component ids in range,
 the representatives' components consecutive, children BLOBs whole int32) and copies its values
 into the final arrays, which live on the device when the index is loaded onto a GPU: every
-group is one block of rows there (a ``set`` from the host), so no whole-index host copy is
-made and the copies overlap the other workers' decoding. The per-component label matrices
+group is one block of rows there (through per-thread pinned buffers, not waited for until
+the end), so no whole-index host copy is made and the copies overlap the other workers'
+decoding. The per-component label matrices
 (``inner``, ``outer``, hub bits: one file column per matrix column) are written column by
 column: in place on the host, into a transposed device array on a GPU (contiguous blocks;
 one device transpose at the end). The DAG's children go the same way: the metadata says

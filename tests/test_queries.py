@@ -201,7 +201,8 @@ def test_key_lookups_nulls_and_unknown_keys(backend, keys):
     known &= verts[qs] & verts[qt]
     want[known] = _truth(src, dst, n, qs[known], qt[known])
     want |= qs == qt
-    to_key = {"range": lambda x: x + 10**12 - 7, "dense": lambda x: x + 5, "sparse": lambda x: x * 1_000_003 - 7,
+    to_key = {"range": lambda x: x + 10**12 - 7, "dense": lambda x: x + 5,
+              "sparse": lambda x: x * 1_000_003 - 7,
               "extreme": lambda x: np.where(x % 2, np.int64(2**62) + x, -np.int64(2**62) - x),
               "strings": lambda x: np.array([f"k{v}" for v in x], object)}[keys]
     idx = gd.build_index(pa.array(to_key(src)), pa.array(to_key(dst)), backend=backend)

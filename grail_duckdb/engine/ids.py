@@ -137,7 +137,8 @@ class VertexIds:
         else:
             mode, offset, size, table = self.lookup(np)
             if mode == LOOKUP_RANGE:
-                ids = np.where((keys >= offset) & (keys - offset < size), keys - offset, -1)
+                j = keys - offset  # wrapped (negative) below the range: masked out
+                ids = np.where((keys >= offset) & (j < size), j, -1)
             elif mode == LOOKUP_DENSE:
                 ids = _lookup_dense(keys, offset, table)
             else:

@@ -54,7 +54,8 @@ class IndexReader:
         start, end = parquet_parts.footer_bounds(mapped)
         self.footer = bytes(mapped[start:end])
         self.site = digest_site(self.footer)
-        if self.site < 0 or self.footer[self.site:self.site + 32] != meta.get("digest", "").encode():
+        digest = meta.get("digest", "").encode()
+        if self.site < 0 or self.footer[self.site:self.site + len(digest)] != digest:
             raise ValueError("content digest mismatch (the footer's digest is not where it "
                              "belongs)")
         self.spans = parquet_parts.group_spans(md, start)

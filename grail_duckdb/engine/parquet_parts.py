@@ -36,7 +36,7 @@ _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _ST
 
 # field ids (parquet.thrift) of the offsets that move with a part
 _FILE_ROW_GROUPS, _FILE_NUM_ROWS, _FILE_KV = 4, 3, 5
-_RG_COLUMNS, _RG_NUM_ROWS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 3, 5, 7
+_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
 _CM_OFFSETS = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom filter
 

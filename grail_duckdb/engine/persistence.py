@@ -48,8 +48,8 @@ into the final arrays (on the device, for a GPU index) and hashes them as they a
 (:mod:`.index_reader`). The digest is a blake2b over the footer's bytes (its own
 digits read as zeros: the metadata, schema, offsets and encodings, hashed without decoding
 them) and a 128-bit hash of every row group's bytes (:mod:`grail_duckdb.kernels.cpu.digest`:
-it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Files of formats 1 to 3 are
-refused with a message that says to rebuild.
+it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Files of formats
+1 to 3 are refused with a message that says to rebuild.
 """
 from __future__ import annotations
 
@@ -109,8 +109,10 @@ class _Rows:
         step = max(1024, int(PART_BYTES / per_row))
         return [(lo, min(lo + step, self.n)) for lo in range(0, max(self.n, 1), step)]
 
-    def part(self, lo: int, hi: int) -> pa.Table:
-        """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex)."""
+    def part(self, lo: int, hi: int) -> tuple[pa.Table, int]:
+        """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex), and the DAG
+        edges (children) they hold: the file's ``group_edges``, so that a reader places each
+        row group's children without waiting for the groups before."""
         comp = self.comp[lo:hi]
         c0, c1 = self._components(lo, hi, comp)
         rows = slice(lo, hi) if self.rep is None else self.dev_comp[lo:hi]
@@ -133,14 +135,9 @@ class _Rows:
             arrays[name] = pa.array(values)
         arrays["dag_children"] = self._children(lo, hi, comp, c0, c1, host[-1])
         # every column but the children is declared NOT NULL: no definition levels to decode
-        return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
+        table = pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
-
-    def edges(self, lo: int, hi: int) -> int:
-        """The DAG edges (children) that rows ``[lo, hi)`` hold (the file's ``group_edges``:
-        a reader places each row group's children without waiting for the groups before)."""
-        c0, c1 = self._components(lo, hi, self.comp[lo:hi])
-        return int(self.ptr[c1] - self.ptr[c0])
+        return table, int(self.ptr[c1] - self.ptr[c0])
 
     def _components(self, lo: int, hi: int, comp: np.ndarray) -> tuple[int, int]:
         """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
@@ -253,13 +250,14 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     before it are known, then the footer with the digest (see :mod:`.parquet_parts`)."""
     t0 = time.perf_counter()
     names = ["key", "component"] + rows.names + ["dag_children"]
+    options = {empty: write_options(names, rows.ids.kind, 0 if empty else 1)
+               for empty in (False, True)}
 
     def encode(bounds):
-        table = rows.part(*bounds)
-        part = parquet_parts.encode_part(table, **write_options(names, rows.ids.kind,
-                                                                table.num_rows))
+        table, edges = rows.part(*bounds)
+        part = parquet_parts.encode_part(table, **options[table.num_rows == 0])
         return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
-                rows.edges(*bounds))
+                edges)
 
     fd = os.open(tmp, os.O_WRONLY)
     try:

@@ -168,7 +168,8 @@ class CpuKernels:
         nq = ks.shape[0]
         table = qi.lookup_table
         args = (ks, kt, _EMPTY_U8 if valid is None else valid.view(np.uint8), qi.lookup_mode,
-                qi.lookup_offset, qi.lookup_size, table if qi.lookup_mode == LOOKUP_DENSE else _EMPTY_I32,
+                qi.lookup_offset, qi.lookup_size,
+                table if qi.lookup_mode == LOOKUP_DENSE else _EMPTY_I32,
                 table if qi.lookup_mode == LOOKUP_SORTED else _EMPTY_I64,
                 _EMPTY_COMP if qi.comp is None else qi.comp, qi.dag.indptr, qi.dag.indices,
                 *_label_args(qi.labels), bool(prune), int(budget))

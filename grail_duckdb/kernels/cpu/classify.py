@@ -13,9 +13,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..shared import (ANSWER_OF, DEFERRED, HUB_CUT, LABEL_CUT, LEVEL_CUT, LOOKUP_DENSE,
-                      LOOKUP_IDS, LOOKUP_RANGE, N_STATUS, NULL_PAIR, PROBE_EXCLUDES, PROBE_REACHES,
-                      PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX, TREE_CUT, UNDECIDED,
-                      UNKNOWN, level_excludes)
+                      LOOKUP_IDS, LOOKUP_RANGE, N_STATUS, NULL_PAIR, PROBE_EXCLUDES,
+                      PROBE_REACHES, PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX,
+                      TREE_CUT, UNDECIDED, UNKNOWN, level_excludes)
 from .search import _hub_reaches, _may_reach, _tree_reaches
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
@@ -227,8 +227,8 @@ def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp,
     for c in prange(nchunks):
         lo = c * chunk
         answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, size, table,
-                     sorted_keys, comp, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, prune,
-                     budget, bits, codes, per[c])
+                     sorted_keys, comp, ptr, idx, level, inner, outer, tree_lo, tree_post, down,
+                     up, prune, budget, bits, codes, per[c])
     return per.sum(axis=0)
 
 

@@ -232,12 +232,12 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
 #define BIDIR_PARAMS                                                                         \
     int npairs, const int *ids, const int *pu, const int *pt, int n, const i64 *ptr,          \
         const int *idx, const i64 *rptr, const int *ridx, const int *level, const int *inner, \
-        const int *outer, const int *tree_lo, const int *tree_post, int d, const u64 *down,  \
-        const u64 *up, int hw, int mode, int cap, char *scratch, i64 per_group, int ngroups, \
+        const int *outer, const int *tree, int d, const u64 *down, const u64 *up, int hw,    \
+        int mode, int cap, char *scratch, i64 per_group, int ngroups,                         \
         unsigned char *out, int *next, int *n_overflow, int *overflow
 #define BIDIR_ARGS                                                                           \
     npairs, ids, pu, pt, n, ptr, idx, rptr, ridx,                                            \
-        LabelView{level, inner, outer, tree_lo, tree_post, d, down, up, hw}, mode, cap,      \
+        LabelView{level, inner, outer, tree, d, down, up, hw}, mode, cap,                    \
         scratch, per_group, ngroups, out, next, n_overflow, overflow
 
 // A round with one warp per pair (many small searches at once).

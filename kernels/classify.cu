@@ -84,8 +84,8 @@ extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
                                            int mode, i64 offset, i64 size, const int* table,
                                            const i64* sorted, const int* comp, const int* level,
                                            const int* inner, const int* outer,
-                                           const int* tree_lo, const int* tree_post, int d,
-                                           const u64* down, const u64* up, int hw, int prune,
+                                           const int* tree, int d, const u64* down,
+                                           const u64* up, int hw, int prune,
                                            unsigned* bits, int* counts, int* und_row,
                                            int* und_u, int* und_t, int* def_row, int* def_u,
                                            int* def_t) {
@@ -93,7 +93,7 @@ extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
     for (int i = threadIdx.x; i < N_STATUS; i += blockDim.x) hist[i] = 0;
     __syncthreads();
     const KeyLookup look{mode, offset, size, table, sorted};
-    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
+    const LabelView lab{level, inner, outer, tree, d, down, up, hw};
     const int lane = threadIdx.x & 31;
     const int nwarps = thread_count() >> 5;
     for (int base = (thread_rank() >> 5) * 32; base < nq; base += nwarps * 32) {
@@ -121,7 +121,7 @@ extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
 
 // The bounded search of one pair u -> t that no cut settled (cpu/classify._probe): a
 // depth-first walk from u that stops at the first vertex meeting t (t itself, t in its tree
-// interval, or a hub reaching t), enters only children that pass the negative cuts for t, and
+// interval or t's tree of chosen children, or a hub reaching t), enters only children that pass the negative cuts for t, and
 // gives up (DEFERRED) after `budget` edges or when its stack of PROBE_STACK entries is full.
 __device__ int probe_pair(int u, int t, const i64* ptr, const int* idx, const LabelView& lab,
                           int budget) {
@@ -151,14 +151,13 @@ __device__ int probe_pair(int u, int t, const i64* ptr, const int* idx, const La
 // def_* (length counts[DEFERRED]) for the multi-query search.
 extern "C" __global__ void probe_kernel(const int* und_row, const int* und_u, const int* und_t,
                                         const i64* ptr, const int* idx, const int* level,
-                                        const int* inner, const int* outer, const int* tree_lo,
-                                        const int* tree_post, int d, const u64* down,
-                                        const u64* up, int hw, int budget, unsigned* bits,
-                                        int* counts, int* def_row, int* def_u, int* def_t) {
+                                        const int* inner, const int* outer, const int* tree,
+                                        int d, const u64* down, const u64* up, int hw,
+                                        int budget, unsigned* bits, int* counts, int* def_row, int* def_u, int* def_t) {
     __shared__ int hist[2];
     if (threadIdx.x < 2) hist[threadIdx.x] = 0;
     __syncthreads();
-    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
+    const LabelView lab{level, inner, outer, tree, d, down, up, hw};
     const int n = counts[UNDECIDED];  // written by classify_kernel, earlier on this stream
     for (int i = thread_rank(); i < n; i += thread_count()) {
         const int row = und_row[i], u = und_u[i], t = und_t[i];

@@ -1,6 +1,7 @@
 // GRAIL labels: the four breadth-first passes (GRAIL GPU paper, Section 4), level-synchronous,
 // each pass one persistent cooperative kernel over the topological levels. Twins of
-// topological_levels, tree_parents, subtree_sizes, post_orders and interval_bounds in grail_duckdb/kernels/cpu/labels.py.
+// topological_levels, tree_parents, tree_children, subtree_sizes, post_orders and
+// interval_bounds in grail_duckdb/kernels/cpu/labels.py.
 #include "common.cuh"
 
 // Kahn's sweep by levels: a vertex enters level L + 1 when its last in-neighbour (level L) is
@@ -57,6 +58,20 @@ extern "C" __global__ void parents_kernel(int n, const i64* rptr, const int* rid
         if (level[u] == level[v] - 1) atomicMin(&parent[v], u);
     };
     advance_level(g, bal, 0, nullptr, n, rptr, ridx, huge, ctr + 3, adopt);
+}
+
+// The mirror of step 1 (cpu/labels.tree_children): each vertex's link in the tree of chosen
+// children is its out-neighbour of smallest level, ties the smallest id: the smallest key
+// level << 32 | id over the row (best starts at ~0; the caller turns what is left into -1).
+extern "C" __global__ void children_kernel(int n, const i64* fptr, const int* fidx,
+                                           const int* level, u64* best, int* huge, int* ctr,
+        int balance, i64* scan) {
+    const Balance bal{balance, scan};
+    cg::grid_group g = cg::this_grid();
+    auto adopt = [&](int v, int w) {
+        atomicMin(&best[v], ((u64)(unsigned)level[w] << 32) | (u64)(unsigned)w);
+    };
+    advance_level(g, bal, 0, nullptr, n, fptr, fidx, huge, ctr + 3, adopt);
 }
 
 // Step 2: subtree sizes bottom-up, one level at a time (size starts at 1).

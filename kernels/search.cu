@@ -9,8 +9,7 @@ struct LabelView {
     const int* level;
     const int* inner;
     const int* outer;
-    const int* tree_lo;
-    const int* tree_post;
+    const int* tree;  // the two spanning-tree intervals, 4 ints per vertex (shared.TREE_COLUMNS)
     int d;
     const u64* down;  // hub bits: hubs each vertex reaches (hw words per vertex)
     const u64* up;    // hub bits: hubs that reach each vertex
@@ -30,9 +29,12 @@ struct LabelView {
                 return false;
         return true;
     }
-    // The positive cut: t lies in u's spanning-tree interval.
+    // The positive cut of the two spanning trees, one 16-byte load per vertex: t lies in u's
+    // subtree of the tree of parents, or u in t's subtree of the tree of chosen children.
     __device__ __forceinline__ bool tree_reaches(int u, int t) const {
-        return tree_contains(tree_lo[u], tree_post[u], tree_post[t]);
+        const int4 a = reinterpret_cast<const int4*>(tree)[u];
+        const int4 b = reinterpret_cast<const int4*>(tree)[t];
+        return tree_contains(a.x, a.y, b.y) || tree_contains(b.z, b.w, a.w);
     }
     // The positive hub cut: u reaches a hub that reaches t.
     __device__ __forceinline__ bool hub_reaches(int u, int t) const {
@@ -48,9 +50,8 @@ struct LabelView {
 // words changed are listed in `touched` and cleared after the pass.
 // ctr[0..2]: frontier counts, ctr[3..5]: huge-row counts, ctr[6]: touched count.
 extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, const int* level,
-                                         const int* inner, const int* outer, const int* tree_lo,
-                                         const int* tree_post, int d, const u64* down,
-                                         const u64* up, int hw, int nq, const int* cs,
+                                         const int* inner, const int* outer, const int* tree,
+                                         int d, const u64* down, const u64* up, int hw, int nq, const int* cs,
                                          const int* ct, int W, int prune, bool* ans, u64* seen,
                                          u64* pend0, u64* pend1, u64* done, int* stamp,
                                          int* tmark, int* q0, int* q1, int* touched, int* huge,
@@ -59,7 +60,7 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
     const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
-    const LabelView lab{level, inner, outer, tree_lo, tree_post, d, down, up, hw};
+    const LabelView lab{level, inner, outer, tree, d, down, up, hw};
     const int per = 64 * W;
     int* cnt = ctr;
     int* tcnt = &ctr[6];

@@ -181,6 +181,13 @@ def tree_parents(rev_indptr, rev_indices, level):
                        for v, r in enumerate(rows(rev_indptr, rev_indices))], np.int32)
 
 
+def tree_children(indptr, indices, level):
+    """The out-neighbour of smallest (level, id) of each vertex, or -1."""
+    level = np.asarray(level).tolist()
+    return np.asarray([min(r, key=lambda w: (level[w], w), default=-1)
+                       for r in rows(indptr, indices)], np.int32)
+
+
 def subtree_sizes(parent):
     """Tree descendants of each vertex, itself included: every vertex adds one to itself and
     to each of its ancestors."""
@@ -303,7 +310,7 @@ class LabelTests:
     def __init__(self, lab):
         self.level = np.asarray(lab.level).tolist()
         self.inner, self.outer = np.asarray(lab.inner).tolist(), np.asarray(lab.outer).tolist()
-        self.lo, self.post = np.asarray(lab.tree_lo).tolist(), np.asarray(lab.tree_post).tolist()
+        self.rows = np.asarray(lab.tree).tolist()
         self.down = [[int(x) for x in r] for r in np.asarray(lab.hub_down)]
         self.up = [[int(x) for x in r] for r in np.asarray(lab.hub_up)]
 
@@ -311,7 +318,10 @@ class LabelTests:
         return self.level[u] >= self.level[t]
 
     def tree(self, u, t):
-        return self.lo[u] <= self.post[t] <= self.post[u]
+        """t in u's subtree of the tree of parents, or u in t's subtree of the tree of chosen
+        children."""
+        a, b = self.rows[u], self.rows[t]
+        return a[0] <= b[1] <= a[1] or b[2] <= a[3] <= b[3]
 
     def hub(self, u, t):
         return any(du & ut for du, ut in zip(self.down[u], self.up[t]))
@@ -446,7 +456,10 @@ def reference_index(src, dst, n: int, d: int = 3, seed: int = 0) -> ReferenceInd
     inner, outer = interval_bounds(*dag, post)
     hub_of = hub_slots(np, CSR(*dag), CSR(*dag_rev), 64 * shared.HUB_WORDS)
     down, up = hub_bits(dag, dag_rev, hub_of, shared.HUB_WORDS)
-    tree_post = post[:, 0].copy()
-    lab = Labels(level=level, inner=inner, outer=outer, tree_post=tree_post,
-                 tree_lo=(tree_post - size + 1).astype(np.int32), hub_down=down, hub_up=up)
+    child = tree_children(*dag, level)
+    rsize = subtree_sizes(child)
+    rpost = post_orders(child, 1, seed)[:, 0]
+    tree = np.stack([post[:, 0] - size + 1, post[:, 0], rpost - rsize + 1, rpost], axis=1)
+    lab = Labels(level=level, inner=inner, outer=outer, tree=tree.astype(np.int32),
+                 hub_down=down, hub_up=up)
     return ReferenceIndex(comp, c, dag, dag_rev, lab)

@@ -232,16 +232,20 @@ def degree_thresholds(cyclic: bool = False) -> Graph:
                   np.concatenate([np.asarray(x) for x in dst]), name)
 
 
-def cut_defeating(sinks: int = 200, decoys: int = 130, seed: int = 0) -> Graph:
+def cut_defeating(sinks: int = 195, decoys: int = 130, seed: int = 0) -> Graph:
     """Pairs that every cut lets through, unreachable and reachable, among decoy hubs.
 
     * False pairs: roots ``w`` = 0 and ``u`` = 1; ``w`` -> ``t`` = 2 and ``w`` -> every sink,
       ``u`` -> every sink. The sinks' tree parent is ``w`` (the smaller id), so ``u``'s tree
       interval is ``u`` alone; ``t`` sits among the sinks in every sibling order, so ``u``'s
-      GRAIL intervals (spanning the sinks) hold ``t``'s with high probability; ``u``'s level
-      is below ``t``'s. ``u`` does not reach ``t``.
+      GRAIL intervals (spanning the sinks) hold ``t``'s with high probability (the default
+      count of sinks is one where they do for the tests' labels: d = 3 seed 11, d = 5 seed 0);
+      ``u``'s level is below ``t``'s. ``u`` does not reach ``t``.
     * True pairs: ``p`` = 3 -> ``m`` = 5, ``q`` = 4 -> ``m``, ``m`` -> ``x`` = 6: ``m``'s tree
-      parent is ``p``, so ``q``'s tree interval misses ``x``, which ``q`` reaches.
+      parent is ``p``, so ``q``'s tree interval misses ``x``, which ``q`` reaches. ``m`` also
+      leads to ``y``, a level above ``x`` (a chain ``r0 -> r1 -> r2 -> x`` puts ``x`` at level
+      3), so ``m``'s chosen child is ``y`` and ``q``'s chain of chosen children misses ``x``
+      too.
     * Decoys: a complete bipartite ``decoys`` x 300 graph, apart: its vertices out-rank all
       others in out- and in-degree, so they take every hub slot and the hub sets of the
       vertices above are empty (no hub cut either way).
@@ -250,12 +254,14 @@ def cut_defeating(sinks: int = 200, decoys: int = 130, seed: int = 0) -> Graph:
     sink = np.arange(7, 7 + sinks)
     left = np.arange(7 + sinks, 7 + sinks + decoys)
     right = np.arange(left[-1] + 1, left[-1] + 1 + 300)
-    src = [[w, p, q, m], np.full(sinks, w), np.full(sinks, u), np.repeat(left, right.shape[0])]
-    dst = [[t, m, m, x], sink, sink, np.tile(right, decoys)]
+    y, r0, r1, r2 = range(int(right[-1]) + 1, int(right[-1]) + 5)
+    src = [[w, p, q, m, m, r0, r1, r2], np.full(sinks, w), np.full(sinks, u),
+           np.repeat(left, right.shape[0])]
+    dst = [[t, m, m, x, y, r1, r2, x], sink, sink, np.tile(right, decoys)]
     s = np.concatenate([np.asarray(a) for a in src])
     d = np.concatenate([np.asarray(a) for a in dst])
     order = np.random.default_rng(seed).permutation(s.shape[0])
-    return _graph(int(right[-1]) + 1, s[order], d[order], "cut defeating")
+    return _graph(r2 + 1, s[order], d[order], "cut defeating")
 
 
 #: the pairs of :func:`cut_defeating` that only the search settles: (sources, targets, answers)

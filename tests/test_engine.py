@@ -38,7 +38,7 @@ def test_grail_interval_invariant_holds_on_every_dag_edge(backend):
     assert np.all(lab["level"][u] < lab["level"][v])
     assert np.all(lab["inner"][u] <= lab["inner"][v])
     assert np.all(lab["outer"][u] >= lab["outer"][v])
-    assert sorted(lab["tree_post"].tolist()) == list(range(1, idx.dag.n + 1))
+    assert sorted(lab["tree"][:, 1].tolist()) == list(range(1, idx.dag.n + 1))
 
 
 def test_nulls_unknown_keys_and_self_pairs_follow_the_contract(backend):

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import references as ref
-from grail_duckdb.engine.labels import Labels
+from grail_duckdb.engine.labels import Labels, reversed_levels
 from grail_duckdb.errors import BackendError
 from grail_duckdb.kernels import CSR, gpu_available, shared, to_host
 from grail_duckdb.kernels.protocol import QueryIndex
@@ -193,9 +193,19 @@ def check_tree_parents(k, c, rng):
     np.testing.assert_array_equal(got, c.parent)
 
 
+def check_tree_children(k, c, rng):
+    got = to_host(k.tree_children(csr_on(k, c.dag[0]), put(k, c.level)))
+    np.testing.assert_array_equal(got, ref.tree_children(*c.dag[0], c.level))
+
+
 def check_subtree_sizes(k, c, rng):
     got = to_host(k.subtree_sizes(put(k, c.parent), c.topo(k)))
     np.testing.assert_array_equal(got, c.size)
+    # the tree of chosen children, over the levels from the deepest up
+    child = ref.tree_children(*c.dag[0], c.level)
+    up = reversed_levels(k.xp, c.topo(k))
+    np.testing.assert_array_equal(to_host(k.subtree_sizes(put(k, child), up)),
+                                  ref.subtree_sizes(child))
 
 
 def check_post_orders(k, c, rng):
@@ -203,6 +213,12 @@ def check_post_orders(k, c, rng):
     got = to_host(k.post_orders(put(k, c.parent), c.topo(k), put(k, c.size), D, seed))
     ref.check_post_orders(got, c.parent, c.size)
     np.testing.assert_array_equal(got, ref.post_orders(c.parent, D, seed))
+    child = ref.tree_children(*c.dag[0], c.level)
+    size = ref.subtree_sizes(child)
+    got = to_host(k.post_orders(put(k, child), reversed_levels(k.xp, c.topo(k)), put(k, size),
+                                1, seed))
+    ref.check_post_orders(got, child, size)
+    np.testing.assert_array_equal(got, ref.post_orders(child, 1, seed))
 
 
 def check_interval_bounds(k, c, rng):
@@ -291,8 +307,7 @@ def check_answer_pairs(k, c, rng):
     # arbitrary label values: the predicates themselves, code for code
     m, r = max(idx.n_components, 1), rng.integers
     noise = Labels(level=r(0, 4, m).astype(np.int32), inner=r(0, 9, (m, D)).astype(np.int32),
-                   outer=r(0, 9, (m, D)).astype(np.int32), tree_lo=r(0, 9, m).astype(np.int32),
-                   tree_post=r(0, 9, m).astype(np.int32),
+                   outer=r(0, 9, (m, D)).astype(np.int32), tree=r(0, 9, (m, 4)).astype(np.int32),
                    hub_down=r(0, 4, (m, 2)).astype(np.uint64) << np.uint64(62),
                    hub_up=r(0, 4, (m, 2)).astype(np.uint64) << np.uint64(62))
     got = answer_ids(k, sid, did, idx.comp, labels_on(k, noise), idx.dag)
@@ -331,7 +346,8 @@ def check_hash_sums(k, c, rng):
 CHECKS = {f.__name__[len("check_"):]: f for f in (
     check_csr, check_csr_of_pairs, check_reverse, check_trim, check_reach_within_colour,
     check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
-    check_topological_levels, check_tree_parents, check_subtree_sizes, check_post_orders,
+    check_topological_levels, check_tree_parents, check_tree_children, check_subtree_sizes,
+    check_post_orders,
     check_interval_bounds, check_hub_bits, check_answer_pairs, check_bitmask_search,
     check_hash_sums)}
 

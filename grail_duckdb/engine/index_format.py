@@ -1,4 +1,4 @@
-"""The index file's format (4): names, metadata checks, the digest (see :mod:`.persistence`
+"""The index file's format (5): names, metadata checks, the digest (see :mod:`.persistence`
 for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..errors import IndexFileError
 from ..kernels.cpu.digest import hash_bytes
 
 FORMAT_NAME = "grail_duckdb-index"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 #: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,
@@ -24,16 +24,19 @@ META_PREFIX = "grail_duckdb."
 #: smaller; levels and tree sizes DELTA_BINARY_PACKED (small numbers: as small as zstd's, 2.2x
 #: faster to decode, 3x to encode); sorted keys and component ids delta-encoded too; the
 #: children plain (they hardly compress, and are copied straight from the file on load).
-_SPLIT_LZ4 = ("inner_", "outer_", "tree_post")
+_SPLIT_LZ4 = ("inner_", "outer_", "tree_post", "rtree_post")
 _DICTIONARY_LZ4 = ("hub_",)
-_DELTA = ("level", "tree_size", "component")
+_DELTA = ("level", "tree_size", "rtree_size", "component")
+#: the file's columns of the two spanning trees: (size column, post column, the ``tree``
+#: matrix's lo and post columns: shared.TREE_COLUMNS)
+TREE_FILE_COLUMNS = (("tree_size", "tree_post", 0, 1), ("rtree_size", "rtree_post", 2, 3))
 #: zstd's level for string keys: its fastest
 ZSTD_LEVEL = 1
 
 
 def label_names(d: int, hub_words: int) -> list[str]:
     """The per-component columns, in file order."""
-    return (["level", "tree_size", "tree_post"]
+    return (["level"] + [c for size, post, *_ in TREE_FILE_COLUMNS for c in (size, post)]
             + [f"{side}_{j + 1}" for j in range(d) for side in ("inner", "outer")]
             + [f"hub_{side}_{w + 1}" for w in range(hub_words) for side in ("down", "up")])
 

@@ -1,4 +1,4 @@
-"""Reading an index file (format 4) on every core, straight into the arrays of a backend.
+"""Reading an index file (format 5) on every core, straight into the arrays of a backend.
 
 Each worker thread takes one row group: it hashes the group's bytes (the digest's leaf, from
 the memory-mapped file), decodes the group with pyarrow, checks it (component ids in range,
@@ -7,7 +7,7 @@ into the final arrays, which live on the device when the index is loaded onto a 
 group is one block of rows there (through per-thread pinned buffers, not waited for until
 the end), so no whole-index host copy is made and the copies overlap the other workers'
 decoding. The per-component label matrices
-(``inner``, ``outer``, hub bits: one file column per matrix column) are written column by
+(``inner``, ``outer``, the two tree intervals, hub bits: one file column per matrix column) are written column by
 column: in place on the host, into a transposed device array on a GPU (contiguous blocks;
 one device transpose at the end). The DAG's children go the same way: the metadata says
 how many edges each row group holds (``group_edges``), so a worker knows where its group's
@@ -29,7 +29,8 @@ from ..kernels import copy_into, upload_staging
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import blobs, digest_site, label_names, leaf_hash, root_digest, tree_lo
+from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, label_names, leaf_hash,
+                           root_digest, tree_lo)
 from .ingest import workers
 from .labels import Labels
 
@@ -67,7 +68,7 @@ class IndexReader:
                        for g in range(md.num_row_groups)]
         c, d, hw = self.c, self.d, self.hw
         self.comp = xp.empty(self.n, xp.int32)
-        self.flat = {name: xp.empty(c, xp.int32) for name in ("level", "tree_lo", "tree_post")}
+        self.level = xp.empty(c, xp.int32)
         self.ptr = np.empty(c + 1, np.int64)
         self.ptr[0] = 0
         self.idx = xp.empty(int(edges[-1]), xp.int32)
@@ -75,6 +76,7 @@ class IndexReader:
         self._staging = upload_staging(xp)
         shape = (lambda w: (c, w)) if self._device is None else (lambda w: (w, c))
         self.wide = {"inner": xp.empty(shape(d), xp.int32), "outer": xp.empty(shape(d), xp.int32),
+                     "tree": xp.empty(shape(4), xp.int32),
                      "hub_down": xp.empty(shape(hw), xp.uint64),
                      "hub_up": xp.empty(shape(hw), xp.uint64)}
 
@@ -131,10 +133,11 @@ class IndexReader:
             c0 = int(comp[take[0]]) if take.shape[0] else 0
             if not np.array_equal(comp[take], np.arange(c0, c0 + take.shape[0], dtype=np.int32)):
                 raise ValueError("component numbering does not follow the rows")
-        post = col["tree_post"].to_numpy()[take]
-        self._put(self.flat["level"], c0, col["level"].to_numpy()[take])
-        self._put(self.flat["tree_post"], c0, post)
-        self._put(self.flat["tree_lo"], c0, tree_lo(post, col["tree_size"].to_numpy()[take]))
+        self._put(self.level, c0, col["level"].to_numpy()[take])
+        for size, post_name, lo_j, post_j in TREE_FILE_COLUMNS:
+            post = col[post_name].to_numpy()[take]
+            self._put_column("tree", post_j, c0, post)
+            self._put_column("tree", lo_j, c0, tree_lo(post, col[size].to_numpy()[take]))
         for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
                             ("hub_up", self.hw)):
             for j in range(width):
@@ -171,9 +174,8 @@ class IndexReader:
         if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
             raise ValueError("content digest mismatch")
         wide = self._matrices()
-        lab = Labels(level=self.flat["level"], inner=wide["inner"], outer=wide["outer"],
-                     tree_post=self.flat["tree_post"], tree_lo=self.flat["tree_lo"],
-                     hub_down=wide["hub_down"], hub_up=wide["hub_up"])
+        lab = Labels(level=self.level, inner=wide["inner"], outer=wide["outer"],
+                     tree=wide["tree"], hub_down=wide["hub_down"], hub_up=wide["hub_up"])
         return dict(ids=_ids([k for _, k, *_ in got], self.meta["key_type"]), comp=self.comp,
                     n_components=self.c, dag=CSR(xp.asarray(self.ptr), self.idx), labels=lab,
                     seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),

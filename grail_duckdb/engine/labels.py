@@ -11,9 +11,18 @@ GRAIL GPU paper (grail-gpu-reachability-computation2020), Section 4, Algorithms 
    always the largest; ours is not, so the upper bound is propagated as well).
 
 Per component we also keep its topological level (a negative cut: an edge always goes one
-level down or more), the exact interval of its spanning-tree descendants (a positive cut), and
-its exact reachability to and from 64 * HUB_WORDS hub components (both cuts): on deep citation
+level down or more), the exact intervals of two spanning trees (positive cuts, below), and its
+exact reachability to and from 64 * HUB_WORDS hub components (both cuts): on deep citation
 DAGs most reachable pairs meet a hub, which settles them before any search.
+
+The two spanning trees. The tree of step 1 gives each vertex one *parent*; in its post order
+the vertices below u form an interval, so t in u's interval proves u -> t. The mirror image
+gives each vertex one *child* (its out-neighbour of smallest level, ties: smallest id) and
+numbers the tree of those links the same way, from the deepest level up: u in t's interval
+proves that u's chain of chosen children passes t. Either tree alone is exact on a forest of
+its own kind: the first on graphs where every vertex has one parent at most, the second where
+every vertex has one child at most, such as citeseer.scc and uniprotenc_22m.scc (every vertex
+of both cites one other at most), whose reachable pairs no other cut settles cheaply.
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.protocol import Kernels
+from ..kernels.protocol import Kernels, TopoOrder
 from ..kernels.shared import HUB_WORDS
 from .condensation import Condensation
 
@@ -31,8 +40,7 @@ class Labels:
     level: object  # int32[C]: longest path from a root
     inner: object  # int32[C, d]: min post rank over the vertex and its DAG descendants
     outer: object  # int32[C, d]: max post rank over the vertex and its DAG descendants
-    tree_post: object  # int32[C]: post rank in the spanning tree (label 0's sibling order)
-    tree_lo: object  # int32[C]: smallest tree_post in the vertex's tree subtree
+    tree: object  # int32[C, 4]: the two spanning-tree intervals, columns TREE_COLUMNS
     hub_down: object  # uint64[C, W]: bit h set when the vertex reaches hub h
     hub_up: object  # uint64[C, W]: bit h set when hub h reaches the vertex
 
@@ -42,7 +50,7 @@ class Labels:
 
     def arrays(self) -> dict:
         return {"level": self.level, "inner": self.inner, "outer": self.outer,
-                "tree_post": self.tree_post, "tree_lo": self.tree_lo,
+                "tree": self.tree,
                 "hub_down": self.hub_down, "hub_up": self.hub_up}
 
 
@@ -60,12 +68,43 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) 
     tick("labels: post orders (pass 3)")
     inner, outer = k.interval_bounds(cond.dag, topo, post)
     tick("labels: intervals (pass 4)")
-    tree_post = post[:, 0].copy()
-    tree_lo = (tree_post - size + 1).astype(post.dtype)
+    tree = spanning_trees(k, cond, topo, post[:, 0], size, seed)
+    tick("labels: tree of children")
     hub_of = hub_slots(k.xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
     down, up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, HUB_WORDS)
     tick("labels: hubs")
-    return Labels(topo.level, inner, outer, tree_post, tree_lo, down, up)
+    return Labels(topo.level, inner, outer, tree, down, up)
+
+
+def spanning_trees(k: Kernels, cond: Condensation, topo: TopoOrder, post, size, seed: int):
+    """int32[C, 4]: the intervals ``[lo, post]`` of the tree of parents (its post ranks and
+    subtree sizes given) and of the tree of chosen children (made here with the same two
+    passes, over the levels from the deepest up: a chosen child always lies deeper), columns
+    as :data:`~grail_duckdb.kernels.shared.TREE_COLUMNS` says."""
+    xp = k.xp
+    child = k.tree_children(cond.dag, topo.level)
+    up = reversed_levels(xp, topo)
+    rsize = k.subtree_sizes(child, up)
+    rpost = k.post_orders(child, up, rsize, 1, seed)[:, 0]
+    tree = xp.empty((post.shape[0], 4), xp.int32)
+    tree[:, 0] = post - size + 1
+    tree[:, 1] = post
+    tree[:, 2] = rpost - rsize + 1
+    tree[:, 3] = rpost
+    return tree
+
+
+def reversed_levels(xp, topo: TopoOrder) -> TopoOrder:
+    """``topo`` with its levels numbered from the deepest (level ``levels - 1`` becomes 0):
+    the order in which the tree of chosen children has every parent before its children.
+
+    >>> t = reversed_levels(np, TopoOrder(np.array([0, 1, 1]), np.array([0, 2, 1]), np.array([0, 1, 3])))
+    >>> t.level.tolist(), t.order.tolist(), t.offsets.tolist()
+    ([1, 0, 0], [1, 2, 0], [0, 2, 3])
+    """
+    n = topo.order.shape[0]
+    return TopoOrder(topo.levels - 1 - topo.level, xp.ascontiguousarray(topo.order[::-1]),
+                     (n - topo.offsets[::-1]).astype(topo.offsets.dtype))
 
 
 def hub_slots(xp, dag, dag_rev, count: int):

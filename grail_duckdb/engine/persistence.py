@@ -9,9 +9,11 @@ column         meaning
 key            the vertex key (BIGINT or VARCHAR, as in the edge table)
 component      id of the vertex's strongly connected component
 level          topological level of the component in the condensed DAG
-tree_size      size of the component's spanning-tree subtree (its first post rank is
-               ``tree_post - tree_size + 1``)
-tree_post      post rank of the component in the spanning tree
+tree_size      size of the component's subtree in the tree of parents (its first post rank
+               is ``tree_post - tree_size + 1``)
+tree_post      post rank of the component in the tree of parents
+rtree_size     the same two for the tree of chosen children (:mod:`.labels`)
+rtree_post
 inner_j        lower end of the component's j-th GRAIL interval (j = 1..d)
 outer_j        upper end of the component's j-th GRAIL interval
 hub_down_w     bits of the hubs the component reaches (UBIGINT, w = 1..hub words)
@@ -48,8 +50,9 @@ into the final arrays (on the device, for a GPU index) and hashes them as they a
 (:mod:`.index_reader`). The digest is a blake2b over the footer's bytes (its own
 digits read as zeros: the metadata, schema, offsets and encodings, hashed without decoding
 them) and a 128-bit hash of every row group's bytes (:mod:`grail_duckdb.kernels.cpu.digest`:
-it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Files of formats
-1 to 3 are refused with a message that says to rebuild.
+it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Format 5 adds the
+interval of the tree of chosen children (``rtree_size``, ``rtree_post``, encoded as their
+counterparts). Files of formats 1 to 4 are refused with a message that says to rebuild.
 """
 from __future__ import annotations
 
@@ -70,8 +73,8 @@ from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
 from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_VERSION,
-                           META_PREFIX, digest_site, label_names, leaf_hash, read_metadata,
-                           root_digest, tree_size, write_options)
+                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, label_names, leaf_hash,
+                           read_metadata, root_digest, tree_size, write_options)
 from .index_reader import IndexReader
 from .ingest import workers
 
@@ -79,6 +82,8 @@ from .ingest import workers
 PART_BYTES = 64 << 20
 #: bytes written between two flushes to disk while a save is under way
 _SYNC_BYTES = 256 << 20
+#: the size columns of the tree intervals -> the ``tree`` matrix's (lo, post) columns
+_SIZES = {size: (lo_j, post_j) for size, _, lo_j, post_j in TREE_FILE_COLUMNS}
 
 
 # --- save ---------------------------------------------------------------------------------
@@ -128,8 +133,9 @@ class _Rows:
             key = self.ids.keys.slice(lo, hi - lo)
         arrays = {"key": key, "component": pa.array(comp)}
         for name, (field, j) in self.cols.items():
-            if name == "tree_size":
-                values = tree_size(by_field["tree_post"], by_field["tree_lo"])
+            if name in _SIZES:  # the interval [lo, post] stored as its size
+                lo_j, post_j = _SIZES[name]
+                values = tree_size(by_field["tree"][post_j], by_field["tree"][lo_j])
             else:
                 values = by_field[field] if j is None else by_field[field][j]
             arrays[name] = pa.array(values)
@@ -180,8 +186,10 @@ def _rows(index) -> _Rows:
     fields = lab.arrays()
     d, hw = fields["inner"].shape[1], fields["hub_down"].shape[1]
     names = label_names(d, hw)
-    cols: dict = {"level": ("level", None), "tree_size": ("tree_lo", None),
-                  "tree_post": ("tree_post", None)}
+    cols: dict = {"level": ("level", None)}
+    for size, post, lo_j, post_j in TREE_FILE_COLUMNS:
+        cols[size] = ("tree", lo_j)
+        cols[post] = ("tree", post_j)
     for j in range(d):
         cols[f"inner_{j + 1}"] = ("inner", j)
         cols[f"outer_{j + 1}"] = ("outer", j)

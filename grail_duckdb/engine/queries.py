@@ -16,7 +16,7 @@ Each batch of pairs goes through one fused pass of the backend (``Kernels.answer
 
 Every call records how many pairs each step settled (:class:`QueryStats`).
 
-Long calls: pairs are answered in batches (``Kernels.query_batch`` pairs; the exact search
+Long calls: pairs are answered in batches (``Kernels.batch_pairs`` pairs; the exact search
 in blocks); between two batches or blocks the call reports progress
 (:class:`grail_duckdb.progress.Progress`, silent for calls under 2 s) and can stop:
 
@@ -119,7 +119,7 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     k = index.kernels
     qi = index.query_index(need_reverse=False)
     stop = _stopper(cancel)
-    batch = int(getattr(k, "query_batch", 1 << 20))
+    batch = int(k.batch_pairs(qi))
     bits = None
     counts = np.zeros(K.N_STATUS, np.int64)
     found_deep = 0

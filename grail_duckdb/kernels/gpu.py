@@ -42,6 +42,7 @@ _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidi
 
 
 _INT_MAX = np.iinfo(np.int32).max
+_U64_MAX = np.uint64(np.iinfo(np.uint64).max)
 #: the deep, narrow level sweeps (the label passes and trim)
 _NARROW = frozenset({"trim_kernel", "levels_kernel", "parents_kernel", "sizes_kernel",
                      "post_kernel", "bounds_kernel", "hubs_kernel"})
@@ -61,10 +62,12 @@ class GpuSettings:
     registers allow, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
     sweeps (fewer blocks, cheaper ``grid.sync()``; None: no cap); ``force_words``: fixes the
     search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass);
-    ``query_batch``: pairs per batch of a query call (the reusable buffers of a thread hold
-    one batch: about 45 bytes per pair on the device, 17 pinned on the host);
-    ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
-    fraction of the index's footprint, and at least ``min_search_scratch`` bytes;
+    ``query_scratch``: the device memory a query call may hold beyond the index, as a
+    fraction of the index's footprint: half of it for the reusable buffers of a thread, which
+    hold one batch (about 42 bytes per pair on the device, 17 pinned on the host), so that a
+    batch has that many pairs but at least ``min_query_batch`` and at most ``query_batch``;
+    the rest for the exact search of deferred pairs, at least ``min_search_scratch`` bytes
+    (taken only while such pairs are searched);
     ``bidir_rounds``: the rounds of the bidirectional search, ``(warps per pair, frontier
     capacity per side)``; a round's groups each take a hash set of 24 bytes per unit of
     capacity; a last round, one block per pair with a dense set of about 8.3 bytes per vertex,
@@ -78,7 +81,8 @@ class GpuSettings:
     force_words: int | None = None
     max_words: int = 64
     query_batch: int = 1 << 21
-    search_scratch: float = 0.1
+    min_query_batch: int = 1 << 17
+    query_scratch: float = 0.1
     min_search_scratch: int = 64 << 20
     bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18), (8, 1 << 21))
 
@@ -305,6 +309,18 @@ class GpuKernels(GpuQueries):
                          cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance, frontier=n)
         parent[parent == _INT_MAX] = -1
         return parent
+
+    @_out_of_memory
+    def tree_children(self, fwd, level):
+        n = level.shape[0]
+        best = cp.full(n, _U64_MAX, cp.uint64)
+        if n:
+            self._launch("children_kernel", np.int32(n), fwd.indptr, fwd.indices, level, best,
+                         cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance,
+                         frontier=n)
+        child = (best & np.uint64(0xFFFFFFFF)).astype(cp.int32)
+        child[best == _U64_MAX] = -1
+        return child
 
     @_out_of_memory
     def subtree_sizes(self, parent, topo: TopoOrder):

@@ -8,7 +8,7 @@ calling thread (narrowed to int32 when they fit) and uploaded in one copy; the c
 (every cut) and the bounded search are queued on the thread's own stream; the status counts
 and the answer bits come back in one copy and one sync. Pairs left over go to the
 bidirectional search (one warp or one block per pair, rounds of growing scratch within
-``search_scratch``); without the cuts, to the multi-query bitmask search.
+``query_scratch``); without the cuts, to the multi-query bitmask search.
 
 Thread safety: each thread has its own stream and buffers (:class:`_QueryBuffers`); nothing
 else is written between calls.
@@ -34,6 +34,11 @@ BLOCK = 256
 _COUNTS = 16
 #: batch shapes per thread whose captured CUDA graph is kept
 GRAPHS = 8
+#: device bytes of a thread's buffers per pair of a batch (keys 16, NULL flags 1, the lists of
+#: undecided and deferred pairs 24, answer bits and counts 1): see :class:`_QueryBuffers`
+BUFFER_BYTES = 42
+#: the buffers hold a whole number of this many pairs
+BUFFER_STEP = 1 << 15
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
 _H2D, _D2H = 1, 2
 
@@ -47,8 +52,16 @@ class GpuQueries:
 
     @property
     def query_batch(self) -> int:
-        """Pairs per batch of a query call (a multiple of 32: batches own whole answer words)."""
+        """The most pairs per batch of a query call (a multiple of 32: batches own whole
+        answer words)."""
         return max(32, self.settings.query_batch // 32 * 32)
+
+    def batch_pairs(self, qi) -> int:
+        """Pairs per batch of a call on ``qi``: as many as half the query scratch
+        (``settings.query_scratch`` of the index's footprint) holds in a thread's buffers
+        (:data:`BUFFER_BYTES` per pair), within ``min_query_batch`` and ``query_batch``."""
+        fit = int(self.settings.query_scratch / 2 * qi.footprint) // BUFFER_BYTES
+        return min(self.query_batch, max(32, max(self.settings.min_query_batch, fit) // 32 * 32))
 
     @staticmethod
     def _hubs(lab):
@@ -57,15 +70,19 @@ class GpuQueries:
 
     def _label_args(self, lab):
         down, up, hw = self._hubs(lab)
-        return (lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
+        return (lab.level, lab.inner, lab.outer, lab.tree, np.int32(lab.d),
                 down, up, np.int32(hw))
 
+    def release_buffers(self) -> None:
+        """Drop this thread's query buffers (its next call makes them anew)."""
+        self._local.query = None
+
     def _buffers(self, nq) -> "_QueryBuffers":
-        """This thread's reusable query buffers, large enough for a batch of nq pairs."""
+        """This thread's reusable query buffers, large enough for a batch of nq pairs (made
+        anew, for a whole number of BUFFER_STEP pairs, when a batch outgrows them)."""
         buf = getattr(self._local, "query", None)
         if buf is None or buf.capacity < nq:
-            cap = max(nq, min(self.query_batch, 1 << 20))
-            buf = self._local.query = _QueryBuffers(cap)
+            buf = self._local.query = _QueryBuffers(-(-max(nq, 1) // BUFFER_STEP) * BUFFER_STEP)
         return buf
 
     def _answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
@@ -134,8 +151,8 @@ class GpuQueries:
 
     def _search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
         """The deferred pairs, on this thread's stream: with ``prune``, the bidirectional
-        search (one warp per pair, rounds of growing scratch within ``search_scratch`` of the
-        footprint); without, the plain multi-source bitmask BFS, sorted by source (pairs of one
+        search (one warp per pair, rounds of growing scratch within the query scratch left by
+        the thread's buffers); without, the plain multi-source bitmask BFS, sorted by source (pairs of one
         source share a pass)."""
         n = int(u.shape[0])
         if n == 0:
@@ -163,7 +180,8 @@ class GpuQueries:
         groups, pairs in, pairs left, seconds)`` per round."""
         npairs, nv = int(u.shape[0]), qi.dag.n
         out = cp.zeros(npairs, cp.uint8)
-        budget = max(int(self.settings.search_scratch * qi.footprint),
+        held = self._buffers(1).device_bytes
+        budget = max(int(self.settings.query_scratch * qi.footprint) - held,
                      self.settings.min_search_scratch)
         dense = self._bidir_bytes(1, nv, nv)
         lists = cp.empty((2, npairs), cp.int32)
@@ -223,8 +241,8 @@ class GpuQueries:
                                                             for _ in range(4)]
         down, up, hw = self._hubs(lab)
         self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices, lab.level,
-                     lab.inner, lab.outer, lab.tree_lo, lab.tree_post, np.int32(lab.d),
-                     down, up, np.int32(hw), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
+                     lab.inner, lab.outer, lab.tree, np.int32(lab.d), down, up, np.int32(hw),
+                     np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
                      np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
                      cp.zeros(W, cp.uint64), *ints, self._ctr(),
                      balance=self.settings.search_balance, frontier=n)
@@ -251,6 +269,8 @@ class _QueryBuffers:
         self.result = cp.empty(_COUNTS + words, cp.int32)
         lists = cp.empty((6, cap), cp.int32)
         self.und_row, self.und_u, self.und_t, self.def_row, self.def_u, self.def_t = lists
+        self.device_bytes = int(self.keys.nbytes + self.valid.nbytes + self.result.nbytes
+                                + lists.nbytes)
         self._graphs: dict = {}  # batch shape -> (weak ref to its QueryIndex, graph or None)
 
     def replay(self, qi, shape, enqueue) -> bool:

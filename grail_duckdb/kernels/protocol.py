@@ -70,8 +70,7 @@ class LabelArrays(Protocol):
     level: Array
     inner: Array
     outer: Array
-    tree_lo: Array
-    tree_post: Array
+    tree: Array
     hub_down: Array
     hub_up: Array
 
@@ -174,7 +173,12 @@ class Kernels(Protocol):
         """int32[n]: the smallest-id in-neighbour one level above, or -1 (step 1)."""
 
     def subtree_sizes(self, parent: Array, topo: TopoOrder) -> Array:
-        """int32[n]: tree descendants of each vertex, itself included (step 2, Algorithm 4)."""
+        """int32[n]: tree descendants of each vertex, itself included (step 2, Algorithm 4);
+        ``topo`` lists every tree parent before its children."""
+
+    def tree_children(self, fwd: CSR, level: Array) -> Array:
+        """int32[n]: the out-neighbour of smallest level (ties: smallest id), or -1: each
+        vertex's link in the tree of chosen children (:mod:`grail_duckdb.engine.labels`)."""
 
     def post_orders(self, parent: Array, topo: TopoOrder, size: Array, d: int,
                     seed: int) -> Array:
@@ -189,6 +193,10 @@ class Kernels(Protocol):
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
 
     # --- queries (Section 5) -------------------------------------------------------------------
+    def batch_pairs(self, qi: QueryIndex) -> int:
+        """Pairs per batch of a query call on ``qi`` (a multiple of 32; the GPU sizes its
+        batches by the index's footprint, see ``GpuSettings.query_scratch``)."""
+
     def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
                      budget: int = 256) -> PairAnswers:
         """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte

@@ -49,6 +49,10 @@ PROBE_STACK = 32
 ORDER_BLOCK = 64
 #: 64-bit words of hub bits per component (64 hubs per word)
 HUB_WORDS = 2
+#: the columns of the labels' ``tree`` matrix, one 16-byte row per component (a query reads
+#: both trees of a vertex in one load): the interval ``[lo, post]`` of the vertex's subtree in
+#: the tree of parents, then in the tree of chosen children (:mod:`grail_duckdb.engine.labels`)
+TREE_COLUMNS = ("tree_lo", "tree_post", "rtree_lo", "rtree_post")
 
 #: splitmix64 constants (Steele et al.): a cheap, well-mixed 64-bit hash used to pick sibling
 #: orders and fingerprints identically on every backend

@@ -324,6 +324,7 @@ class PeakMemory:
         self.start = _rss_bytes()
         self.peak = self.start
         self.gpu_peak = 0
+        self.gpu_start = int(self.pool.total_bytes()) if self.pool is not None else 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -438,6 +439,18 @@ def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:
     return out, expected
 
 
+def query_memory(idx, mem: "PeakMemory") -> dict:
+    """What the query calls held on the device beyond the index: the peak of CuPy's pool
+    over them minus its size when they began (the index and what the build left in use),
+    less the reverse DAG that the first exact search makes and keeps (the index's, not a
+    call's); as bytes and as a fraction of the index's footprint."""
+    qi = idx.query_index()
+    rev = 0 if qi.rev is None else int(qi.rev.nbytes)
+    scratch = max(0, mem.gpu_peak - mem.gpu_start - rev)
+    return {"footprint_bytes": qi.footprint, "reverse_dag_bytes": rev, "scratch_bytes": scratch,
+            "scratch_fraction": scratch / max(qi.footprint, 1)}
+
+
 def bench_plain_bfs(idx, pairs: pa.Table, expected: np.ndarray, budget: float) -> dict:
     """The engine's search with every cut off (plain multi-source bitmask BFS), sampled."""
     def answer(s, d):
@@ -484,16 +497,26 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
             result["vertices"] = idx.n_vertices
         per_backend = {"build": build, "queries": {}}
         answers = {}
-        for name, pairs in sets.items():
-            eng, answers[name] = bench_engine(idx, pairs)
-            per_backend["queries"].setdefault("grail_duckdb", {})[name] = eng
-            say(f"  {b} {name}: {eng['seconds'] * 1e3:.1f} ms for {len(pairs):,} pairs "
-                f"({eng['reachable_fraction']:.1%} reachable, "
-                f"{eng['stats']['searched']:,} searched)")
-        if s.get("scale"):
-            rnd = per_backend["queries"]["grail_duckdb"]["random"]
-            per_backend["scale"] = bench_scale(idx, idx.ids.keys, sets["reachable"],
-                                               rnd["seconds"], rnd["total_pairs"], s, say)
+        release = getattr(idx.kernels, "release_buffers", None)
+        if release is not None:
+            release()  # the queries' own buffers are measured below
+        with PeakMemory(gpu=b == "gpu") as qmem:
+            for name, pairs in sets.items():
+                eng, answers[name] = bench_engine(idx, pairs)
+                per_backend["queries"].setdefault("grail_duckdb", {})[name] = eng
+                say(f"  {b} {name}: {eng['seconds'] * 1e3:.1f} ms for {len(pairs):,} pairs "
+                    f"({eng['reachable_fraction']:.1%} reachable, "
+                    f"{eng['stats']['searched']:,} searched)")
+            if s.get("scale"):
+                rnd = per_backend["queries"]["grail_duckdb"]["random"]
+                per_backend["scale"] = bench_scale(idx, idx.ids.keys, sets["reachable"],
+                                                   rnd["seconds"], rnd["total_pairs"], s, say)
+        if b == "gpu":
+            per_backend["query_memory"] = query_memory(idx, qmem)
+            q = per_backend["query_memory"]
+            say(f"  gpu query scratch: peak {q['scratch_bytes'] / 2**20:.1f} MiB beyond the "
+                f"index ({q['footprint_bytes'] / 2**20:.1f} MiB) and the reverse DAG "
+                f"({q['reverse_dag_bytes'] / 2**20:.1f} MiB): {q['scratch_fraction']:.1%}")
         if expected is None:
             expected = answers
         else:

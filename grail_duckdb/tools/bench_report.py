@@ -180,14 +180,19 @@ def _scale_table(report: dict) -> list[str]:
     if not rows:
         return []
     sizes = [k for k in rows[0][2]["scale"] if k != "fixed"]
+    scratch = any(per.get("query_memory") for *_, per in rows)
     out = ["### Queries at scale", "",
            "Fixed cost: one call of 100K pairs that the cuts settle (each reachable pair "
            "reversed), best of 25 calls. Random: one call of N uniform random pairs (`~`: run on "
            "a prefix that fits the budget and scaled). Growth: time of the largest call over the "
-           "smallest, over their size ratio (1 = linear).", "",
+           "smallest, over their size ratio (1 = linear)."
+           + (" Query scratch: the most device memory the query calls of the table held beyond "
+              "the index (CuPy's pool; the reverse DAG that the first exact search makes and keeps "
+              "counted apart), against the index's footprint." if scratch else ""), "",
            "| workload [backend] | fixed cost 100K (ms) | random 100K (ms) | "
-           + " | ".join(f"{k} (ms)" for k in sizes) + " | growth |",
-           "|---|" + "---:|" * (3 + len(sizes))]
+           + " | ".join(f"{k} (ms)" for k in sizes) + " | growth |"
+           + (" query scratch |" if scratch else ""),
+           "|---|" + "---:|" * (3 + len(sizes) + scratch)]
     for w, b, per in rows:
         sc = per["scale"]
         cells = [_ms(sc["fixed"]["seconds"]) + ("" if sc["fixed"]["all_settled_by_cuts"]
@@ -199,6 +204,11 @@ def _scale_table(report: dict) -> list[str]:
         if len(sizes) >= 2:
             a, z = sc[sizes[0]], sc[sizes[-1]]
             growth = f"{(z['seconds'] / a['seconds']) / (z['total_pairs'] / a['total_pairs']):.2f}"
+        if scratch:
+            q = per.get("query_memory")
+            growth += (" | –" if not q else
+                       f" | {q['scratch_bytes'] / 2**20:.1f} MiB = {q['scratch_fraction']:.1%} of "
+                       f"{q['footprint_bytes'] / 2**20:.0f} MiB")
         out.append(f"| {w['name']} [{b}] | " + " | ".join(cells) + f" | {growth} |")
     return out + [""]
 

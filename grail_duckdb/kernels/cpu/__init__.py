@@ -101,6 +101,10 @@ class CpuKernels:
     def synchronize(self) -> None:
         return None
 
+    def batch_pairs(self, qi) -> int:
+        """Pairs per batch of a query call (host memory: a fixed size)."""
+        return self.query_batch
+
     def _search_scratch(self, n, words):
         """Per-thread zeroed scratch for ``bitmask_search`` (which leaves it zeroed)."""
         cached = getattr(self._local, "scratch", None)
@@ -152,6 +156,9 @@ class CpuKernels:
 
     def subtree_sizes(self, parent, topo: TopoOrder):
         return labels.subtree_sizes(parent, topo.order)
+
+    def tree_children(self, fwd: CSR, level):
+        return labels.tree_children(fwd.indptr, fwd.indices, level)
 
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
         return labels.post_orders(parent, topo.order, size, d, seed)
@@ -230,8 +237,8 @@ class CpuKernels:
 
     def bitmask_search(self, dag: CSR, lab, cs, ct, words=1, prune=True):
         return search.bitmask_search(dag.indptr, dag.indices, lab.level, lab.inner, lab.outer,
-                                     lab.tree_lo, lab.tree_post, lab.hub_down, lab.hub_up, cs,
-                                     ct, words, prune, *self._search_scratch(dag.n, words))
+                                     lab.tree, lab.hub_down, lab.hub_up, cs, ct, words, prune,
+                                     *self._search_scratch(dag.n, words))
 
     # --- fingerprints ----------------------------------------------------------------------
     def edge_hash_sum(self, pairs):
@@ -256,7 +263,7 @@ def _chunk_rows(nq: int, threads: int) -> int:
 
 def _label_args(lab):
     """The label arrays in the order the query kernels take them."""
-    return (lab.level, lab.inner, lab.outer, lab.tree_lo, lab.tree_post, lab.hub_down, lab.hub_up)
+    return (lab.level, lab.inner, lab.outer, lab.tree, lab.hub_down, lab.hub_up)
 
 
 class _BlockWork:

@@ -24,8 +24,8 @@ _FWD, _BWD = 1, 2
 
 
 @njit(**_JIT)
-def _step(fwd, s, t, p, x, front, nf, nxt, mark, touched, nt, level, inner, outer, tree_lo,
-          tree_post, down, up, prune):
+def _step(fwd, s, t, p, x, front, nf, nxt, mark, touched, nt, level, inner, outer, tree, down,
+          up, prune):
     """Expand one side's frontier ``front[:nf]`` over the CSR (p, x) into ``nxt``: forward
     (children of the frontier that t may still be below) or backward (parents that s may
     still be above). Returns (found, next size, its edges, touched count)."""
@@ -39,7 +39,7 @@ def _step(fwd, s, t, p, x, front, nf, nxt, mark, touched, nt, level, inner, oute
             w = x[e]
             a = w if fwd else s  # the pair that w stands for
             b = t if fwd else w
-            if mark[w] == other or (prune and (_tree_reaches(a, b, tree_lo, tree_post)
+            if mark[w] == other or (prune and (_tree_reaches(a, b, tree)
                                                or _hub_reaches(a, b, down, up))):
                 return True, nn, en, nt
             if mark[w] != 0:
@@ -55,7 +55,7 @@ def _step(fwd, s, t, p, x, front, nf, nxt, mark, touched, nt, level, inner, oute
 
 
 @njit(**_JIT)
-def _bidir_one(s, t, ptr, idx, rptr, ridx, level, inner, outer, tree_lo, tree_post, down, up,
+def _bidir_one(s, t, ptr, idx, rptr, ridx, level, inner, outer, tree, down, up,
                prune, mark, fa, fb, ba, bb, touched):
     """Does s reach t (s != t, components)? Leaves ``mark`` zeroed."""
     mark[s] = _FWD
@@ -73,11 +73,11 @@ def _bidir_one(s, t, ptr, idx, rptr, ridx, level, inner, outer, tree_lo, tree_po
     while nf > 0 and nb > 0 and not found:
         if ef <= eb:
             found, nf, ef, nt = _step(True, s, t, ptr, idx, fa, nf, fb, mark, touched, nt,
-                                      level, inner, outer, tree_lo, tree_post, down, up, prune)
+                                      level, inner, outer, tree, down, up, prune)
             fa, fb = fb, fa
         else:
             found, nb, eb, nt = _step(False, s, t, rptr, ridx, ba, nb, bb, mark, touched, nt,
-                                      level, inner, outer, tree_lo, tree_post, down, up, prune)
+                                      level, inner, outer, tree, down, up, prune)
             ba, bb = bb, ba
     for i in range(nt):
         mark[touched[i]] = 0
@@ -85,10 +85,10 @@ def _bidir_one(s, t, ptr, idx, rptr, ridx, level, inner, outer, tree_lo, tree_po
 
 
 @njit(**_JIT)
-def bidir_block(us, ts, ptr, idx, rptr, ridx, level, inner, outer, tree_lo, tree_post, down, up,
+def bidir_block(us, ts, ptr, idx, rptr, ridx, level, inner, outer, tree, down, up,
                 prune, mark, fa, fb, ba, bb, touched, out):
     """Answers of the pairs us[i] -> ts[i] into ``out`` (one thread's block of pairs; the
     scratch arrays have one entry per vertex, ``mark`` handed back zeroed)."""
     for i in range(us.shape[0]):
-        out[i] = _bidir_one(us[i], ts[i], ptr, idx, rptr, ridx, level, inner, outer, tree_lo,
-                            tree_post, down, up, prune, mark, fa, fb, ba, bb, touched)
+        out[i] = _bidir_one(us[i], ts[i], ptr, idx, rptr, ridx, level, inner, outer, tree, down,
+                            up, prune, mark, fa, fb, ba, bb, touched)

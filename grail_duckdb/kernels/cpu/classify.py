@@ -64,7 +64,7 @@ def _search_sorted(sorted_keys, key):
 
 
 @njit(**_JIT)
-def _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, budget, stack):
+def _probe(u, t, ptr, idx, level, inner, outer, tree, down, up, budget, stack):
     """The bounded search of one undecided pair (probe_pair): depth first from u, stopping at
     the first vertex that meets t (t itself, t in its tree interval, a hub reaching t), entering
     only children that pass the negative cuts; DEFERRED after ``budget`` edges or when the
@@ -82,7 +82,7 @@ def _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, bu
                 return DEFERRED
             steps += 1
             w = idx[e]
-            if w == t or _tree_reaches(w, t, tree_lo, tree_post) or _hub_reaches(w, t, down, up):
+            if w == t or _tree_reaches(w, t, tree) or _hub_reaches(w, t, down, up):
                 return PROBE_REACHES
             if _may_reach(w, t, level, inner, outer, down, up):
                 if top == PROBE_STACK:
@@ -94,7 +94,7 @@ def _probe(u, t, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up, bu
 
 @njit(**_JIT)
 def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
-                 level, inner, outer, tree_lo, tree_post, down, up, prune, budget, bits, codes,
+                 level, inner, outer, tree, down, up, prune, budget, bits, codes,
                  counts):
     """Rows [lo, hi) of a batch (classify_kernel + probe_kernel): the status code of each pair
     in ``codes``, its answer bit in ``bits`` (Arrow's order: bit q % 8 of byte q // 8; lo a
@@ -150,20 +150,20 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
         for j in range(k):
             codes[lo + open_[j]] = DEFERRED
         k = 0
-    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree_lo, tree_post, level, inner,
+    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree, level, inner,
                 outer, down, up)
-    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree_lo, tree_post, level, inner,
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree, level, inner,
                 outer, down, up)
-    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree_lo, tree_post, level, inner,
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree, level, inner,
                 outer, down, up)
     counts[UNDECIDED] += k
     if k > 1:  # (a sum of post ranks, levels and bits is never negative: adds 0)
-        counts[UNDECIDED] += _warm(open_, k, cu, ptr, idx, level, inner, outer, tree_lo,
-                                   tree_post, down, up) < 0
+        counts[UNDECIDED] += _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down,
+                                   up) < 0
     stack = np.empty(PROBE_STACK, np.int64)
     for j in range(k):
         i = open_[j]
-        codes[lo + i] = _probe(cu[i], cv[i], ptr, idx, level, inner, outer, tree_lo, tree_post,
+        codes[lo + i] = _probe(cu[i], cv[i], ptr, idx, level, inner, outer, tree,
                                down, up, budget, stack)
     for i in range(lo >> 3, (hi + 7) >> 3):
         bits[i] = 0
@@ -175,7 +175,7 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
 
 
 @njit(**_JIT)
-def _warm(open_, k, cu, ptr, idx, level, inner, outer, tree_lo, tree_post, down, up):
+def _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down, up):
     """Touch what the bounded searches of the open pairs read first (u's row, its first
     child's labels), every pair independent of the others, so the processor overlaps their
     cache misses; each search then starts from cached lines instead of a chain of misses.
@@ -185,13 +185,13 @@ def _warm(open_, k, cu, ptr, idx, level, inner, outer, tree_lo, tree_post, down,
         u = cu[open_[j]]
         for e in range(ptr[u], min(ptr[u + 1], ptr[u] + WARM_CHILDREN)):
             w = idx[e]
-            acc += tree_lo[w] + tree_post[w] + level[w] + inner[w, 0] + outer[w, 0]
+            acc += tree[w, 0] + tree[w, 3] + level[w] + inner[w, 0] + outer[w, 0]
             acc += np.int64(down[w, 0] & up[w, 0] & np.uint64(1))
     return acc
 
 
 @njit(**_JIT)
-def _settle(open_, k, codes, lo, cu, cv, code, test, tree_lo, tree_post, level, inner, outer,
+def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
             down, up):
     """One cut over the open pairs open_[:k]: those it settles get ``code`` (test 0: the tree
     interval holds t, 1: a hub meets, 2: the label and hub tests exclude), the others stay
@@ -202,7 +202,7 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree_lo, tree_post, level, 
         u = cu[i]
         t = cv[i]
         if test == 0:
-            hit = _tree_reaches(u, t, tree_lo, tree_post)
+            hit = _tree_reaches(u, t, tree)
         elif test == 1:
             hit = _hub_reaches(u, t, down, up)
         else:
@@ -217,7 +217,7 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree_lo, tree_post, level, 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
-                    level, inner, outer, tree_lo, tree_post, down, up, prune, budget, bits,
+                    level, inner, outer, tree, down, up, prune, budget, bits,
                     codes, chunk):
     """:func:`answer_range` over the whole batch on every core: chunks of ``chunk`` rows (a
     multiple of 8, so no two chunks share an answer byte); returns the summed counts."""
@@ -227,7 +227,7 @@ def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp,
     for c in prange(nchunks):
         lo = c * chunk
         answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, size, table,
-                     sorted_keys, comp, ptr, idx, level, inner, outer, tree_lo, tree_post, down,
+                     sorted_keys, comp, ptr, idx, level, inner, outer, tree, down,
                      up, prune, budget, bits, codes, per[c])
     return per.sum(axis=0)
 

@@ -59,6 +59,22 @@ def tree_parents(rev_ptr, rev_idx, level):
 
 
 @njit(**_JIT)
+def tree_children(fwd_ptr, fwd_idx, level):
+    """The mirror of step 1: each vertex keeps, as its link in the tree of chosen children,
+    its out-neighbour of smallest level (ties: the smallest id); sinks get -1."""
+    n = level.shape[0]
+    child = np.full(n, -1, np.int32)
+    for v in range(n):
+        best = -1
+        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+            w = fwd_idx[e]
+            if best < 0 or level[w] < level[best] or (level[w] == level[best] and w < best):
+                best = w
+        child[v] = best
+    return child
+
+
+@njit(**_JIT)
 def subtree_sizes(parent, order):
     """Step 2 (Algorithm 4): size[v] = number of tree descendants of v, v included."""
     n = parent.shape[0]

@@ -27,9 +27,12 @@ def _may_reach(u, t, level, inner, outer, down, up):
 
 
 @njit(**_JIT)
-def _tree_reaches(u, t, tree_lo, tree_post):
-    """Positive cut: t lies in u's spanning-tree interval (label 0's post order)."""
-    return tree_contains(tree_lo[u], tree_post[u], tree_post[t])
+def _tree_reaches(u, t, tree):
+    """Positive cut, the two spanning trees (``tree``'s columns: shared.TREE_COLUMNS): t lies
+    in u's subtree of the tree of parents, or u in t's subtree of the tree of chosen children
+    (u's chain of chosen children passes t)."""
+    return (tree_contains(tree[u, 0], tree[u, 1], tree[t, 1])
+            or tree_contains(tree[t, 2], tree[t, 3], tree[u, 3]))
 
 
 @njit(**_JIT)
@@ -42,8 +45,8 @@ def _hub_reaches(u, t, down, up):
 
 
 @njit(**_JIT)
-def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, down, up, cs, ct,
-                   words, prune, seen, pend, queued, marked, touched, stack):
+def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree, down, up, cs, ct, words, prune,
+                   seen, pend, queued, marked, touched, stack):
     """Answer queries cs[i] ->? ct[i] with one bit per query, 64 * ``words`` queries a pass.
 
     Every vertex carries ``words`` 64-bit words: bit i of ``seen`` says query i has reached it,
@@ -105,7 +108,7 @@ def bitmask_search(fwd_ptr, fwd_idx, level, inner, outer, tree_lo, tree_post, do
                         bits ^= low
                         i = wd * 64 + _ctz(low)
                         t = ct[base + i]
-                        if w == t or (prune and (_tree_reaches(w, t, tree_lo, tree_post)
+                        if w == t or (prune and (_tree_reaches(w, t, tree)
                                                  or _hub_reaches(w, t, down, up))):
                             ans[base + i] = True
                             done[wd] |= low

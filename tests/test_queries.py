@@ -52,6 +52,37 @@ def _check(idx, qs, qt, want, **kw):
     return stats
 
 
+@pytest.mark.parametrize("one", ["child", "parent"])
+def test_forests_are_settled_by_the_tree_cuts_alone(backend, one):
+    """On a forest where every vertex has one child at most (each paper cites one other, as
+    in citeseer.scc and uniprot) the tree of chosen children answers every reachable pair; where
+    every vertex has one parent at most, the tree of parents does: no reachable pair is
+    searched, and the answers are the oracle's. Long chains and wide fans, so that both trees are deep."""
+    n = 20_000
+    rng = np.random.default_rng(4)
+    v = np.arange(1, n)
+    near = np.maximum(v - rng.integers(1, 40, n - 1), 0)  # chains
+    far = (v * rng.random(n - 1) ** 3).astype(np.int64)    # fans into early vertices
+    w = np.where(rng.random(n - 1) < 0.5, near, far)
+    keep = rng.random(n - 1) < 0.9
+    src, dst = (v[keep], w[keep]) if one == "child" else (w[keep], v[keep])
+    idx = gd.build_index(src, dst, backend=backend)
+    qs = np.concatenate([rng.integers(0, n, 20_000), src[:5_000]])
+    qt = np.concatenate([rng.integers(0, n, 20_000), dst[:5_000]])
+    walk = qs[20_000:].copy()
+    if one == "child":  # follow each source's one out-edge a few steps: reachable pairs
+        nxt = np.arange(n)
+        nxt[src] = dst
+        for _ in range(7):
+            walk = nxt[walk]
+        qs, qt = np.concatenate([qs, src[:5_000]]), np.concatenate([qt, walk])
+    want = _truth(src, dst, n, qs, qt)
+    stats = _check(idx, qs, qt, want)
+    assert stats.search_reachable == 0  # the unreachable ones may still take a search
+    assert stats.tree_cut + stats.hub_cut + stats.same_component == (want & (qs != qt)).sum()
+    assert stats.tree_cut > 5_000
+
+
 @pytest.mark.parametrize("budget", [0, 1, 3, 256])
 def test_budgets_that_defeat_the_bounded_search(backend, budget):
     """Deep narrow DAGs with many paths: small budgets defer most pairs to the exact search."""

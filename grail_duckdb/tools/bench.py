@@ -324,7 +324,6 @@ class PeakMemory:
         self.start = _rss_bytes()
         self.peak = self.start
         self.gpu_peak = 0
-        self.gpu_start = int(self.pool.total_bytes()) if self.pool is not None else 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -439,14 +438,37 @@ def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:
     return out, expected
 
 
-def query_memory(idx, mem: "PeakMemory") -> dict:
-    """What the query calls held on the device beyond the index: the peak of CuPy's pool
-    over them minus its size when they began (the index and what the build left in use),
-    less the reverse DAG that the first exact search makes and keeps (the index's, not a
-    call's); as bytes and as a fraction of the index's footprint."""
+class PoolGrowth:
+    """How much CuPy's memory pool grew over a block (``grown`` bytes): it keeps the blocks
+    freed inside the block, so its size at the end is its peak. Emptied of unused blocks at
+    the start; nothing is sampled (no thread beside timed calls). Without ``gpu``, 0."""
+
+    def __init__(self, gpu: bool):
+        self.pool = None
+        if gpu:
+            import cupy
+
+            self.pool = cupy.get_default_memory_pool()
+
+    def __enter__(self) -> "PoolGrowth":
+        self.start = self.grown = 0
+        if self.pool is not None:
+            self.pool.free_all_blocks()
+            self.start = int(self.pool.total_bytes())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.grown = int(self.pool.total_bytes()) - self.start
+
+
+def query_memory(idx, mem: PoolGrowth) -> dict:
+    """What the query calls held on the device beyond the index: how much CuPy's pool grew
+    over them, less the reverse DAG that the first exact search makes and keeps (the index's,
+    not a call's); as bytes and as a fraction of the index's footprint."""
     qi = idx.query_index()
     rev = 0 if qi.rev is None else int(qi.rev.nbytes)
-    scratch = max(0, mem.gpu_peak - mem.gpu_start - rev)
+    scratch = max(0, mem.grown - rev)
     return {"footprint_bytes": qi.footprint, "reverse_dag_bytes": rev, "scratch_bytes": scratch,
             "scratch_fraction": scratch / max(qi.footprint, 1)}
 
@@ -500,7 +522,7 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
         release = getattr(idx.kernels, "release_buffers", None)
         if release is not None:
             release()  # the queries' own buffers are measured below
-        with PeakMemory(gpu=b == "gpu") as qmem:
+        with PoolGrowth(b == "gpu") as qmem:
             for name, pairs in sets.items():
                 eng, answers[name] = bench_engine(idx, pairs)
                 per_backend["queries"].setdefault("grail_duckdb", {})[name] = eng

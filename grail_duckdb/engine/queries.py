@@ -10,13 +10,14 @@ Each batch of pairs goes through one fused pass of the backend (``Kernels.answer
   the d GRAIL label containments and the hub sets (false);
 * a pair no cut settles gets a bounded depth-first search (at most ``budget`` edges, pruned
   by the same cuts at every vertex): most pairs of shallow graphs end there;
-* the pairs left over go to the exact search (``Kernels.search_pairs``): a bidirectional,
+* the pairs left over go to the exact search (``Kernels.search_pairs``), those of several
+  batches together (up to ``SEARCH_TOGETHER``): a bidirectional,
   label-pruned search per pair on the CPU, the multi-query bitmask search (GRAIL GPU paper,
   Section 5, Algorithm 7) on the GPU.
 
 Every call records how many pairs each step settled (:class:`QueryStats`).
 
-Long calls: pairs are answered in batches (``Kernels.batch_pairs`` pairs; the exact search
+Long calls: pairs are answered in batches (``Kernels.query_batch`` pairs; the exact search
 in blocks); between two batches or blocks the call reports progress
 (:class:`grail_duckdb.progress.Progress`, silent for calls under 2 s) and can stop:
 
@@ -45,6 +46,8 @@ from .ingest import as_column
 SEARCH_WORDS = 1
 #: edges the bounded search of one undecided pair may cross before it is deferred
 PROBE_BUDGET = 256
+#: deferred pairs kept across batches before they are searched together
+SEARCH_TOGETHER = 1 << 20
 
 
 class QueryCancelled(GrailError):
@@ -119,10 +122,11 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     k = index.kernels
     qi = index.query_index(need_reverse=False)
     stop = _stopper(cancel)
-    batch = int(k.batch_pairs(qi))
+    batch = int(getattr(k, "query_batch", 1 << 20))
     bits = None
     counts = np.zeros(K.N_STATUS, np.int64)
     found_deep = 0
+    deferred = _Deferred(index, use_cuts, words, stop)
     progress = Progress("reaches", nq, unit="pairs")
     try:
         for lo in range(0, nq, batch):
@@ -131,17 +135,16 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
             part = k.answer_pairs(qi, ks[lo:hi], kt[lo:hi], None if valid is None else
                                   valid[lo:hi], use_cuts, budget if use_cuts else 0)
             counts += part.counts
-            deferred = int(part.counts[K.DEFERRED])
-            if deferred:
-                settled = hi - deferred  # every pair of the batch but the deferred ones
-                found_deep += _search_deferred(index, part, use_cuts, words, stop,
-                                               lambda done, s=settled: progress.update(s + done))
             if lo == 0 and hi == nq:
                 bits = part.bits
             else:
                 if bits is None:
                     bits = np.empty((nq + 7) >> 3, np.uint8)
                 bits[lo >> 3:(hi + 7) >> 3] = part.bits
+            deferred.add(part, lo)
+            if deferred.pairs >= SEARCH_TOGETHER or (hi == nq and deferred.pairs):
+                before = hi - deferred.pairs  # every pair so far but the deferred ones
+                found_deep += deferred.search(bits, lambda done, s=before: progress.update(s + done))
             if hi < nq:
                 progress.update(hi)
     finally:
@@ -150,19 +153,43 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     return _as_arrow(nq, bits, src, dst, valid), stats
 
 
-def _search_deferred(index, part, use_cuts, words, stop, report) -> int:
-    """Answer a batch's deferred pairs exactly and set their bits; returns how many reach."""
-    rows, u, t = part.deferred
-    qi = index.query_index(need_reverse=use_cuts)
+class _Deferred:
+    """The deferred pairs of a call's batches, kept (copied off the thread's reusable
+    buffers) until ``SEARCH_TOGETHER`` of them are waiting or the call ends, then searched
+    exactly in one go: the search's rounds run on as many pairs as possible, whatever the
+    batch size."""
 
-    def checkpoint(done):
-        stop()
-        report(done)
+    def __init__(self, index, use_cuts, words, stop):
+        self.index, self.use_cuts, self.words, self.stop = index, use_cuts, words, stop
+        self.parts: list = []
+        self.pairs = 0
 
-    found = index.kernels.search_pairs(qi, u, t, use_cuts, words, checkpoint)
-    hit = to_host(rows)[found].astype(np.int64)
-    np.bitwise_or.at(part.bits, hit >> 3, (1 << (hit & 7)).astype(np.uint8))
-    return int(hit.shape[0])
+    def add(self, part, lo: int) -> None:
+        """Keep a batch's deferred pairs (its rows moved by the batch's first row ``lo``)."""
+        n = int(part.counts[K.DEFERRED])
+        if n:
+            rows, u, t = part.deferred
+            self.parts.append((lo, to_host(rows[:n]), u[:n].copy(), t[:n].copy()))
+            self.index.kernels.synchronize()  # copied before the next batch reuses the lists
+            self.pairs += n
+
+    def search(self, bits, report) -> int:
+        """Search the kept pairs, set their answer bits; returns how many reach."""
+        k = self.index.kernels
+        qi = self.index.query_index(need_reverse=self.use_cuts)
+        los, rows, us, ts = zip(*self.parts)
+        rows = np.concatenate([r.astype(np.int64) + lo for lo, r in zip(los, rows)])
+        u, t = (us[0], ts[0]) if len(us) == 1 else (k.xp.concatenate(us), k.xp.concatenate(ts))
+        self.parts, self.pairs = [], 0
+
+        def checkpoint(done):
+            self.stop()
+            report(done)
+
+        found = k.search_pairs(qi, u, t, self.use_cuts, self.words, checkpoint)
+        hit = rows[found]
+        np.bitwise_or.at(bits, hit >> 3, (1 << (hit & 7)).astype(np.uint8))
+        return int(hit.shape[0])
 
 
 def _as_arrow(nq, bits, src, dst, valid) -> pa.BooleanArray:

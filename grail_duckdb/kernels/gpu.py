@@ -62,12 +62,11 @@ class GpuSettings:
     registers allow, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
     sweeps (fewer blocks, cheaper ``grid.sync()``; None: no cap); ``force_words``: fixes the
     search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass);
-    ``query_scratch``: the device memory a query call may hold beyond the index, as a
-    fraction of the index's footprint: half of it for the reusable buffers of a thread, which
-    hold one batch (about 42 bytes per pair on the device, 17 pinned on the host), so that a
-    batch has that many pairs but at least ``min_query_batch`` and at most ``query_batch``;
-    the rest for the exact search of deferred pairs, at least ``min_search_scratch`` bytes
-    (taken only while such pairs are searched);
+    ``query_batch``: pairs per batch of a query call (the reusable buffers of a thread hold
+    its largest batch so far: about 42 bytes per pair on the device, 17 pinned on the host);
+    ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
+    fraction of the index's footprint, and at least ``min_search_scratch`` bytes (taken only
+    while such pairs are searched; README "Query engine" has the measured trade-off);
     ``bidir_rounds``: the rounds of the bidirectional search, ``(warps per pair, frontier
     capacity per side)``; a round's groups each take a hash set of 24 bytes per unit of
     capacity; a last round, one block per pair with a dense set of about 8.3 bytes per vertex,
@@ -81,8 +80,7 @@ class GpuSettings:
     force_words: int | None = None
     max_words: int = 64
     query_batch: int = 1 << 21
-    min_query_batch: int = 1 << 17
-    query_scratch: float = 0.1
+    search_scratch: float = 0.1
     min_search_scratch: int = 64 << 20
     bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18), (8, 1 << 21))
 

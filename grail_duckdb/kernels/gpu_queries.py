@@ -8,7 +8,7 @@ calling thread (narrowed to int32 when they fit) and uploaded in one copy; the c
 (every cut) and the bounded search are queued on the thread's own stream; the status counts
 and the answer bits come back in one copy and one sync. Pairs left over go to the
 bidirectional search (one warp or one block per pair, rounds of growing scratch within
-``query_scratch``); without the cuts, to the multi-query bitmask search.
+``search_scratch``); without the cuts, to the multi-query bitmask search.
 
 Thread safety: each thread has its own stream and buffers (:class:`_QueryBuffers`); nothing
 else is written between calls.
@@ -34,10 +34,7 @@ BLOCK = 256
 _COUNTS = 16
 #: batch shapes per thread whose captured CUDA graph is kept
 GRAPHS = 8
-#: device bytes of a thread's buffers per pair of a batch (keys 16, NULL flags 1, the lists of
-#: undecided and deferred pairs 24, answer bits and counts 1): see :class:`_QueryBuffers`
-BUFFER_BYTES = 42
-#: the buffers hold a whole number of this many pairs
+#: a thread's buffers hold a whole number of this many pairs (about 42 device bytes a pair)
 BUFFER_STEP = 1 << 15
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
 _H2D, _D2H = 1, 2
@@ -56,12 +53,6 @@ class GpuQueries:
         answer words)."""
         return max(32, self.settings.query_batch // 32 * 32)
 
-    def batch_pairs(self, qi) -> int:
-        """Pairs per batch of a call on ``qi``: as many as half the query scratch
-        (``settings.query_scratch`` of the index's footprint) holds in a thread's buffers
-        (:data:`BUFFER_BYTES` per pair), within ``min_query_batch`` and ``query_batch``."""
-        fit = int(self.settings.query_scratch / 2 * qi.footprint) // BUFFER_BYTES
-        return min(self.query_batch, max(32, max(self.settings.min_query_batch, fit) // 32 * 32))
 
     @staticmethod
     def _hubs(lab):
@@ -151,8 +142,8 @@ class GpuQueries:
 
     def _search_pairs(self, qi, u, t, prune=True, words=1, checkpoint=None):
         """The deferred pairs, on this thread's stream: with ``prune``, the bidirectional
-        search (one warp per pair, rounds of growing scratch within the query scratch left by
-        the thread's buffers); without, the plain multi-source bitmask BFS, sorted by source (pairs of one
+        search (one warp per pair, rounds of growing scratch within ``search_scratch`` of the
+        footprint); without, the plain multi-source bitmask BFS, sorted by source (pairs of one
         source share a pass)."""
         n = int(u.shape[0])
         if n == 0:
@@ -180,8 +171,7 @@ class GpuQueries:
         groups, pairs in, pairs left, seconds)`` per round."""
         npairs, nv = int(u.shape[0]), qi.dag.n
         out = cp.zeros(npairs, cp.uint8)
-        held = self._buffers(1).device_bytes
-        budget = max(int(self.settings.query_scratch * qi.footprint) - held,
+        budget = max(int(self.settings.search_scratch * qi.footprint),
                      self.settings.min_search_scratch)
         dense = self._bidir_bytes(1, nv, nv)
         lists = cp.empty((2, npairs), cp.int32)
@@ -269,8 +259,6 @@ class _QueryBuffers:
         self.result = cp.empty(_COUNTS + words, cp.int32)
         lists = cp.empty((6, cap), cp.int32)
         self.und_row, self.und_u, self.und_t, self.def_row, self.def_u, self.def_t = lists
-        self.device_bytes = int(self.keys.nbytes + self.valid.nbytes + self.result.nbytes
-                                + lists.nbytes)
         self._graphs: dict = {}  # batch shape -> (weak ref to its QueryIndex, graph or None)
 
     def replay(self, qi, shape, enqueue) -> bool:

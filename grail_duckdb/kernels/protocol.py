@@ -193,10 +193,6 @@ class Kernels(Protocol):
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
 
     # --- queries (Section 5) -------------------------------------------------------------------
-    def batch_pairs(self, qi: QueryIndex) -> int:
-        """Pairs per batch of a query call on ``qi`` (a multiple of 32; the GPU sizes its
-        batches by the index's footprint, see ``GpuSettings.query_scratch``)."""
-
     def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
                      budget: int = 256) -> PairAnswers:
         """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte

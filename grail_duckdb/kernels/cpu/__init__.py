@@ -101,10 +101,6 @@ class CpuKernels:
     def synchronize(self) -> None:
         return None
 
-    def batch_pairs(self, qi) -> int:
-        """Pairs per batch of a query call (host memory: a fixed size)."""
-        return self.query_batch
-
     def _search_scratch(self, n, words):
         """Per-thread zeroed scratch for ``bitmask_search`` (which leaves it zeroed)."""
         cached = getattr(self._local, "scratch", None)

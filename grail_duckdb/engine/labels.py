@@ -55,43 +55,47 @@ class Labels:
 
 
 def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) -> Labels:
-    """Compute the d label pairs, levels and tree intervals of a condensed DAG."""
+    """Compute the d label pairs, levels and tree intervals of a condensed DAG.
+
+    Memory (issue 12's budget of the build): each pass's inputs are dropped once no later
+    pass reads them, the tree of chosen children is made before the post orders exist, and
+    the post orders go once the intervals and the tree of parents hold what they need."""
     if d < 1:
         raise ValueError(f"labels must be >= 1, got {d}")
     tick = timer or (lambda name: None)
+    xp = k.xp
     topo = k.topological_levels(cond.dag, cond.dag_rev)
     parent = k.tree_parents(cond.dag_rev, topo.level)
     tick("labels: levels and tree (pass 1)")
+    tree = xp.empty((cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
+    tree[:, 2], tree[:, 3] = tree_of_children(k, cond, topo, seed)
+    tick("labels: tree of children")
     size = k.subtree_sizes(parent, topo)
     tick("labels: subtree sizes (pass 2)")
     post = k.post_orders(parent, topo, size, d, seed)
+    del parent
+    tree[:, 0] = post[:, 0] - size + 1
+    tree[:, 1] = post[:, 0]
+    del size
     tick("labels: post orders (pass 3)")
     inner, outer = k.interval_bounds(cond.dag, topo, post)
+    del post
     tick("labels: intervals (pass 4)")
-    tree = spanning_trees(k, cond, topo, post[:, 0], size, seed)
-    tick("labels: tree of children")
-    hub_of = hub_slots(k.xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
+    hub_of = hub_slots(xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
     down, up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, HUB_WORDS)
     tick("labels: hubs")
     return Labels(topo.level, inner, outer, tree, down, up)
 
 
-def spanning_trees(k: Kernels, cond: Condensation, topo: TopoOrder, post, size, seed: int):
-    """int32[C, 4]: the intervals ``[lo, post]`` of the tree of parents (its post ranks and
-    subtree sizes given) and of the tree of chosen children (made here with the same two
-    passes, over the levels from the deepest up: a chosen child always lies deeper), columns
-    as :data:`~grail_duckdb.kernels.shared.TREE_COLUMNS` says."""
-    xp = k.xp
+def tree_of_children(k: Kernels, cond: Condensation, topo: TopoOrder, seed: int):
+    """``(lo, post)``: the interval of each vertex's subtree in the tree of chosen children,
+    made with the passes of the tree of parents (subtree sizes, post order with label 0's
+    sibling order) over the levels from the deepest up: a chosen child always lies deeper."""
     child = k.tree_children(cond.dag, topo.level)
-    up = reversed_levels(xp, topo)
-    rsize = k.subtree_sizes(child, up)
-    rpost = k.post_orders(child, up, rsize, 1, seed)[:, 0]
-    tree = xp.empty((post.shape[0], 4), xp.int32)
-    tree[:, 0] = post - size + 1
-    tree[:, 1] = post
-    tree[:, 2] = rpost - rsize + 1
-    tree[:, 3] = rpost
-    return tree
+    up = reversed_levels(k.xp, topo)
+    size = k.subtree_sizes(child, up)
+    post = k.post_orders(child, up, size, 1, seed)[:, 0]
+    return post - size + 1, post
 
 
 def reversed_levels(xp, topo: TopoOrder) -> TopoOrder:

@@ -78,6 +78,22 @@ def test_few_distinct_keys_answer_like_the_engine(flip):
     assert traversal.few_keys_answers(entry, a.slice(0, 100), b.slice(0, 100)) is None  # too few rows
 
 
+def test_few_keys_of_a_large_graph_are_asked_pair_by_pair():
+    """Traversals may visit every vertex for each key: with fewer rows than the vertices they
+    may visit (over VERTICES_PER_ROW), the engine answers pair by pair; the answers agree."""
+    n = 20_000
+    idx = gd.build_index(np.arange(1, n), np.arange(n - 1), backend="cpu")  # a chain to 0
+    entry = Entry("g", idx, "t", "s", "d", 5, None, {}, None)
+    per = traversal.VERTICES_PER_ROW
+    for rows, taken in ((n // per - 1, False), (n // per + 1, True)):
+        a = pa.array(np.arange(rows, dtype=np.int64) * 7 % n)
+        b = pa.array(np.zeros(rows, np.int64))
+        got = traversal.few_keys_answers(entry, a, b)
+        assert (got is not None) == taken
+        if taken:
+            assert got.equals(idx.reaches(a, b)) and got.to_numpy(zero_copy_only=False).all()
+
+
 def test_a_grid_against_few_candidates_takes_the_traversals():
     con = connection([(i, i // 2) for i in range(1, 400)])
     q = ("SELECT c.k, count(*) FILTER (WHERE reaches(p.range, c.k)) FROM range(400) AS p "

@@ -6,9 +6,9 @@ the representatives' components consecutive, children BLOBs whole int32) and cop
 into the final arrays, which live on the device when the index is loaded onto a GPU: every
 group is one block of rows there (through per-thread pinned buffers, not waited for until
 the end), so no whole-index host copy is made and the copies overlap the other workers'
-decoding. The per-component label matrices
-(``inner``, ``outer``, the two tree intervals, hub bits: one file column per matrix column) are written column by
-column: in place on the host, into a transposed device array on a GPU (contiguous blocks;
+decoding. The per-component label matrices (``inner``, ``outer``, the two tree intervals,
+hub bits: one file column per matrix column) are written column by column: in place on the
+host, into a transposed device array on a GPU (contiguous blocks;
 one device transpose at the end). The DAG's children go the same way: the metadata says
 how many edges each row group holds (``group_edges``), so a worker knows where its group's
 row pointers and children start and places them at once (no host copy of the children is

@@ -298,24 +298,27 @@ class GpuKernels(GpuQueries):
             raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
         return TopoOrder(level, order, offs[: levels + 1].copy())
 
+    def _pick(self, kernel, rows, level, best):
+        """One advance of ``kernel`` over every row of ``rows``, keeping each vertex's best
+        neighbour (the smallest value) in ``best`` (its initial values: none yet)."""
+        n = level.shape[0]
+        if n:
+            self._launch(kernel, np.int32(n), rows.indptr, rows.indices, level, best,
+                         cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance,
+                         frontier=n)
+        return best
+
     @_out_of_memory
     def tree_parents(self, rev, level):
-        n = level.shape[0]
-        parent = cp.full(n, _INT_MAX, cp.int32)
-        if n:
-            self._launch("parents_kernel", np.int32(n), rev.indptr, rev.indices, level, parent,
-                         cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance, frontier=n)
+        parent = self._pick("parents_kernel", rev, level, cp.full(level.shape[0], _INT_MAX,
+                                                                  cp.int32))
         parent[parent == _INT_MAX] = -1
         return parent
 
     @_out_of_memory
     def tree_children(self, fwd, level):
-        n = level.shape[0]
-        best = cp.full(n, _U64_MAX, cp.uint64)
-        if n:
-            self._launch("children_kernel", np.int32(n), fwd.indptr, fwd.indices, level, best,
-                         cp.empty(n, cp.int32), self._ctr(), balance=self.settings.balance,
-                         frontier=n)
+        best = self._pick("children_kernel", fwd, level, cp.full(level.shape[0], _U64_MAX,
+                                                                 cp.uint64))
         child = (best & np.uint64(0xFFFFFFFF)).astype(cp.int32)
         child[best == _U64_MAX] = -1
         return child

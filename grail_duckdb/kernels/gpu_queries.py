@@ -49,10 +49,8 @@ class GpuQueries:
 
     @property
     def query_batch(self) -> int:
-        """The most pairs per batch of a query call (a multiple of 32: batches own whole
-        answer words)."""
+        """Pairs per batch of a query call (a multiple of 32: batches own whole answer words)."""
         return max(32, self.settings.query_batch // 32 * 32)
-
 
     @staticmethod
     def _hubs(lab):

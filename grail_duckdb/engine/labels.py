@@ -50,8 +50,7 @@ class Labels:
 
     def arrays(self) -> dict:
         return {"level": self.level, "inner": self.inner, "outer": self.outer,
-                "tree": self.tree,
-                "hub_down": self.hub_down, "hub_up": self.hub_up}
+                "tree": self.tree, "hub_down": self.hub_down, "hub_up": self.hub_up}
 
 
 def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) -> Labels:

@@ -120,9 +120,9 @@ extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
 }
 
 // The bounded search of one pair u -> t that no cut settled (cpu/classify._probe): a
-// depth-first walk from u that stops at the first vertex meeting t (t itself, t in its tree
-// interval or t's tree of chosen children, or a hub reaching t), enters only children that pass the negative cuts for t, and
-// gives up (DEFERRED) after `budget` edges or when its stack of PROBE_STACK entries is full.
+// depth-first walk from u that stops at the first vertex meeting t (t itself, either tree cut,
+// or a hub reaching t), enters only children that pass the negative cuts for t, and gives up
+// (DEFERRED) after `budget` edges or when its stack of PROBE_STACK entries is full.
 __device__ int probe_pair(int u, int t, const i64* ptr, const int* idx, const LabelView& lab,
                           int budget) {
     if (budget <= 0) return DEFERRED;
@@ -153,7 +153,8 @@ extern "C" __global__ void probe_kernel(const int* und_row, const int* und_u, co
                                         const i64* ptr, const int* idx, const int* level,
                                         const int* inner, const int* outer, const int* tree,
                                         int d, const u64* down, const u64* up, int hw,
-                                        int budget, unsigned* bits, int* counts, int* def_row, int* def_u, int* def_t) {
+                                        int budget, unsigned* bits, int* counts,
+                                        int* def_row, int* def_u, int* def_t) {
     __shared__ int hist[2];
     if (threadIdx.x < 2) hist[threadIdx.x] = 0;
     __syncthreads();

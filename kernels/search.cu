@@ -51,11 +51,11 @@ struct LabelView {
 // ctr[0..2]: frontier counts, ctr[3..5]: huge-row counts, ctr[6]: touched count.
 extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, const int* level,
                                          const int* inner, const int* outer, const int* tree,
-                                         int d, const u64* down, const u64* up, int hw, int nq, const int* cs,
-                                         const int* ct, int W, int prune, bool* ans, u64* seen,
-                                         u64* pend0, u64* pend1, u64* done, int* stamp,
-                                         int* tmark, int* q0, int* q1, int* touched, int* huge,
-                                         int* ctr,
+                                         int d, const u64* down, const u64* up, int hw,
+                                         int nq, const int* cs, const int* ct, int W, int prune,
+                                         bool* ans, u64* seen, u64* pend0, u64* pend1,
+                                         u64* done, int* stamp, int* tmark, int* q0, int* q1,
+                                         int* touched, int* huge, int* ctr,
         int balance, i64* scan) {
     const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();

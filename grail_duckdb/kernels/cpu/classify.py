@@ -66,7 +66,7 @@ def _search_sorted(sorted_keys, key):
 @njit(**_JIT)
 def _probe(u, t, ptr, idx, level, inner, outer, tree, down, up, budget, stack):
     """The bounded search of one undecided pair (probe_pair): depth first from u, stopping at
-    the first vertex that meets t (t itself, t in its tree interval, a hub reaching t), entering
+    the first vertex that meets t (t itself, either tree cut, a hub reaching t), entering
     only children that pass the negative cuts; DEFERRED after ``budget`` edges or when the
     stack (PROBE_STACK entries) is full."""
     if budget <= 0:
@@ -150,12 +150,9 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
         for j in range(k):
             codes[lo + open_[j]] = DEFERRED
         k = 0
-    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree, level, inner,
-                outer, down, up)
-    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree, level, inner,
-                outer, down, up)
-    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree, level, inner,
-                outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree, level, inner, outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree, level, inner, outer, down, up)
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree, level, inner, outer, down, up)
     counts[UNDECIDED] += k
     if k > 1:  # (a sum of post ranks, levels and bits is never negative: adds 0)
         counts[UNDECIDED] += _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down,

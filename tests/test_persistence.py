@@ -168,6 +168,23 @@ def test_tampered_content_with_valid_parquet_is_refused(saved):
         gd.load_index(path)
 
 
+def test_dag_edges_out_of_range_under_a_valid_digest_are_refused(backend, tmp_path):
+    """A file our own writer sealed whose DAG edges point past the last component (a writer
+    defect, not damage: the digest holds) is refused by every backend's reader (a GPU load
+    checks the ranges on the device, a CPU load per row group)."""
+    import dataclasses
+
+    from grail_duckdb.engine.csr import CSR
+
+    idx = gd.build_index([1, 2, 3], [2, 3, 4], backend="cpu")  # a path: four components
+    bad = idx.dag.indices.copy()
+    bad[1] = idx.n_components
+    path = dataclasses.replace(idx, dag=CSR(idx.dag.indptr, bad)).save(tmp_path / "bad.parquet")
+    with pytest.raises(gd.IndexFileError, match="DAG edges out of range"):
+        gd.load_index(path, backend=backend)
+    gd.load_index(idx.save(tmp_path / "good.parquet"), backend=backend)  # the sound one loads
+
+
 def test_foreign_and_newer_files_are_refused(saved, tmp_path):
     _, path = saved
     foreign = tmp_path / "foreign.parquet"

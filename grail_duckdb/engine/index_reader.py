@@ -129,18 +129,17 @@ class IndexReader:
         self._put(self.comp, lo, comp)
         children = col["dag_children"]
         if self.identity:  # row i is component i (on a GPU checked at the end, on the device)
-            if children.null_count or (self._device is None and not np.array_equal(
-                    comp, np.arange(lo, hi, dtype=np.int32))):
+            if children.null_count or (self._device is None and not _is_identity(np, comp, lo)):
                 raise ValueError("representative rows do not match the component count")
             take, c0 = slice(None), lo
         else:
             take = np.flatnonzero(children.is_valid().to_numpy(zero_copy_only=False))
             c0 = int(comp[take[0]]) if take.shape[0] else 0
-            if not np.array_equal(comp[take], np.arange(c0, c0 + take.shape[0], dtype=np.int32)):
+            if not _is_identity(np, comp[take], c0):
                 raise ValueError("component numbering does not follow the rows")
         self._put(self.level, c0, col["level"].to_numpy()[take])
-        for size, post_name, lo_j, post_j in TREE_FILE_COLUMNS:
-            post, size = col[post_name].to_numpy()[take], col[size].to_numpy()[take]
+        for size_name, post_name, lo_j, post_j in TREE_FILE_COLUMNS:
+            post, size = col[post_name].to_numpy()[take], col[size_name].to_numpy()[take]
             self._put_column("tree", post_j, c0, post)
             # a GPU load keeps the sizes until _matrices turns them into first ranks there
             self._put_column("tree", lo_j, c0, size if self._device else tree_lo(post, size))
@@ -183,7 +182,7 @@ class IndexReader:
             with self._device:
                 _check_range(self.comp, self.c, "component ids")
                 _check_range(self.idx, self.c, "DAG edges")
-                if self.identity and not _is_identity(self.comp):
+                if self.identity and not _is_identity(self.xp, self.comp):
                     raise ValueError("representative rows do not match the component count")
         wide = self._matrices()
         lab = Labels(level=self.level, inner=wide["inner"], outer=wide["outer"],
@@ -192,6 +191,15 @@ class IndexReader:
                     n_components=self.c, dag=CSR(xp.asarray(self.ptr), self.idx), labels=lab,
                     seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),
                     fingerprint=self.meta["fingerprint"])
+
+
+#: elements per reduction of the whole-array checks (a few GB, whatever a library's index width)
+_CHUNK = 1 << 30
+
+
+def _chunks(values):
+    """``(first index, slice)`` over ``values`` in pieces of ``_CHUNK`` elements."""
+    return ((i, values[i:i + _CHUNK]) for i in range(0, values.shape[0], _CHUNK))
 
 
 def _check_range(values, c: int, what: str) -> None:
@@ -204,21 +212,19 @@ def _check_range(values, c: int, what: str) -> None:
     Traceback (most recent call last):
     ValueError: ids out of range
     """
-    step = 1 << 30  # reductions over a few GB at a time, whatever the library's index width
-    for i in range(0, values.shape[0], step):
-        part = values[i:i + step]
+    for _, part in _chunks(values):
         if int(part.min()) < 0 or int(part.max()) >= c:
             raise ValueError(f"{what} out of range")
 
 
-def _is_identity(comp) -> bool:
-    """``comp[i] == i`` for every i (a device array, a few GB at a time)."""
-    import cupy as cp
+def _is_identity(xp, comp, first: int = 0) -> bool:
+    """``comp[i] == first + i`` for every i (an array of ``xp``: NumPy or CuPy).
 
-    step = 1 << 30
-    return all(bool((comp[i:i + step] == cp.arange(i, min(i + step, comp.shape[0]),
-                                                   dtype=comp.dtype)).all())
-               for i in range(0, comp.shape[0], step))
+    >>> _is_identity(np, np.array([4, 5, 6], np.int32), 4), _is_identity(np, np.array([0, 2]))
+    (True, False)
+    """
+    return all(bool((part == xp.arange(first + i, first + i + part.shape[0],
+                                       dtype=comp.dtype)).all()) for i, part in _chunks(comp))
 
 
 def _ids(keys: list, kind: str) -> VertexIds:

@@ -140,9 +140,10 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
                 if (e < total) {
                     const int w = x[ob + (e - oe)];
                     const int a = fwd ? w : s, b = fwd ? t : w;  // the pair w stands for
-                    if (lab.tree_reaches(a, b) || lab.hub_reaches(a, b)) {
+                    const int cut = lab.test(a, b);
+                    if (cut == TEST_REACHES) {
                         atomicMax(&st->flag, 1);
-                    } else if (lab.may_reach(a, b)) {
+                    } else if (cut == TEST_OPEN) {
                         const int r = seen.insert(w, side);
                         if (r == 2) {
                             atomicMax(&st->flag, 1);
@@ -231,13 +232,12 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
 
 #define BIDIR_PARAMS                                                                         \
     int npairs, const int *ids, const int *pu, const int *pt, int n, const i64 *ptr,          \
-        const int *idx, const i64 *rptr, const int *ridx, const int *level, const int *inner, \
-        const int *outer, const int *tree, int d, const u64 *down, const u64 *up, int hw,    \
+        const int *idx, const i64 *rptr, const int *ridx, LABEL_PARAMS,                       \
         int mode, int cap, char *scratch, i64 per_group, int ngroups,                         \
         unsigned char *out, int *next, int *n_overflow, int *overflow
 #define BIDIR_ARGS                                                                           \
     npairs, ids, pu, pt, n, ptr, idx, rptr, ridx,                                            \
-        LabelView{level, inner, outer, tree, d, down, up, hw}, mode, cap,                    \
+        LABEL_VIEW, mode, cap,                                                               \
         scratch, per_group, ngroups, out, next, n_overflow, overflow
 
 // A round with one warp per pair (many small searches at once).

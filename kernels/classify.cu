@@ -47,7 +47,7 @@ __device__ __forceinline__ int classify_pair(const KeyLookup& look, i64 ka, i64 
     t = comp ? comp[b] : b;
     if (u == t) return SAME_COMPONENT;
     if (!prune) return UNDECIDED;
-    if (level_excludes(lab.level[u], lab.level[t])) return LEVEL_CUT;
+    if (level_excludes(lab.level(u), lab.level(t))) return LEVEL_CUT;
     if (lab.tree_reaches(u, t)) return TREE_CUT;  // positive cuts first: cheap, and a
     if (lab.hub_reaches(u, t)) return HUB_CUT;    // reachable pair passes every test
     if (!lab.may_reach(u, t)) return LABEL_CUT;
@@ -82,10 +82,8 @@ __device__ __forceinline__ void warp_append(bool want, int row, int u, int t, in
 extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
                                            const unsigned char* valid,
                                            int mode, i64 offset, i64 size, const int* table,
-                                           const i64* sorted, const int* comp, const int* level,
-                                           const int* inner, const int* outer,
-                                           const int* tree, int d, const u64* down,
-                                           const u64* up, int hw, int prune,
+                                           const i64* sorted, const int* comp, LABEL_PARAMS,
+                                           int prune,
                                            unsigned* bits, int* counts, int* und_row,
                                            int* und_u, int* und_t, int* def_row, int* def_u,
                                            int* def_t) {
@@ -93,7 +91,7 @@ extern "C" __global__ void classify_kernel(int nq, const void* keys, int wide,
     for (int i = threadIdx.x; i < N_STATUS; i += blockDim.x) hist[i] = 0;
     __syncthreads();
     const KeyLookup look{mode, offset, size, table, sorted};
-    const LabelView lab{level, inner, outer, tree, d, down, up, hw};
+    const LabelView lab = LABEL_VIEW;
     const int lane = threadIdx.x & 31;
     const int nwarps = thread_count() >> 5;
     for (int base = (thread_rank() >> 5) * 32; base < nq; base += nwarps * 32) {
@@ -136,8 +134,9 @@ __device__ int probe_pair(int u, int t, const i64* ptr, const int* idx, const La
             if (steps == budget) return DEFERRED;
             ++steps;
             const int w = idx[e];
-            if (w == t || lab.tree_reaches(w, t) || lab.hub_reaches(w, t)) return PROBE_REACHES;
-            if (lab.may_reach(w, t)) {
+            const int r = lab.test(w, t);
+            if (r == TEST_REACHES) return PROBE_REACHES;
+            if (r == TEST_OPEN) {
                 if (top == PROBE_STACK) return DEFERRED;
                 stack[top++] = w;
             }
@@ -150,15 +149,13 @@ __device__ int probe_pair(int u, int t, const i64* ptr, const int* idx, const La
 // the bounded search; true answers set their bit, the pairs it gives up on are appended to
 // def_* (length counts[DEFERRED]) for the multi-query search.
 extern "C" __global__ void probe_kernel(const int* und_row, const int* und_u, const int* und_t,
-                                        const i64* ptr, const int* idx, const int* level,
-                                        const int* inner, const int* outer, const int* tree,
-                                        int d, const u64* down, const u64* up, int hw,
+                                        const i64* ptr, const int* idx, LABEL_PARAMS,
                                         int budget, unsigned* bits, int* counts,
                                         int* def_row, int* def_u, int* def_t) {
     __shared__ int hist[2];
     if (threadIdx.x < 2) hist[threadIdx.x] = 0;
     __syncthreads();
-    const LabelView lab{level, inner, outer, tree, d, down, up, hw};
+    const LabelView lab = LABEL_VIEW;
     const int n = counts[UNDECIDED];  // written by classify_kernel, earlier on this stream
     for (int i = thread_rank(); i < n; i += thread_count()) {
         const int row = und_row[i], u = und_u[i], t = und_t[i];

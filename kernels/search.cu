@@ -5,53 +5,88 @@
 #include "common.cuh"
 
 
+// What LabelView::test says of a pair.
+#define TEST_EXCLUDES 0
+#define TEST_REACHES 1
+#define TEST_OPEN 2
+
+// The labels of each component as one record of `stride` ints (grail_duckdb/kernels/records.py):
+// the two tree intervals (one int4), the level and the d GRAIL intervals first, the hub words
+// (hw per side) from int hub_at on. A tested vertex costs the sectors of its record that the
+// tests reach: one when the level cut settles it, at most stride / 8.
 struct LabelView {
-    const int* level;
-    const int* inner;
-    const int* outer;
-    const int* tree;  // the two spanning-tree intervals, 4 ints per vertex (shared.TREE_COLUMNS)
-    int d;
-    const u64* down;  // hub bits: hubs each vertex reaches (hw words per vertex)
-    const u64* up;    // hub bits: hubs that reach each vertex
-    int hw;
+    const int* rec;
+    int stride, hub_at, d, hw;
+
+    __device__ __forceinline__ const int* at(int v) const { return rec + (i64)v * stride; }
+    __device__ __forceinline__ int level(int v) const { return at(v)[RECORD_LEVEL]; }
+    __device__ __forceinline__ const u64* hubs(int v) const {
+        return reinterpret_cast<const u64*>(at(v) + hub_at);  // down[0:hw], then up[0:hw]
+    }
 
     // The negative cuts: false when u certainly does not reach t (u != t). The predicates are
     // the shared ones (grail_duckdb/kernels/shared.py), as in the CPU twin.
     __device__ __forceinline__ bool may_reach(int u, int t) const {
-        if (level_excludes(level[u], level[t])) return false;
+        const int* a = at(u);
+        const int* b = at(t);
+        if (level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL])) return false;
         for (int j = 0; j < d; ++j)
-            if (label_excludes(inner[(i64)u * d + j], outer[(i64)u * d + j],
-                               inner[(i64)t * d + j], outer[(i64)t * d + j]))
+            if (label_excludes(a[RECORD_LABELS + 2 * j], a[RECORD_LABELS + 2 * j + 1],
+                               b[RECORD_LABELS + 2 * j], b[RECORD_LABELS + 2 * j + 1]))
                 return false;
+        const u64* ha = hubs(u);
+        const u64* hb = hubs(t);
         for (int k = 0; k < hw; ++k)
-            if (hubs_exclude(down[(i64)u * hw + k], up[(i64)u * hw + k], down[(i64)t * hw + k],
-                             up[(i64)t * hw + k]))
-                return false;
+            if (hubs_exclude(ha[k], ha[hw + k], hb[k], hb[hw + k])) return false;
         return true;
     }
     // The positive cut of the two spanning trees, one 16-byte load per vertex: t lies in u's
     // subtree of the tree of parents, or u in t's subtree of the tree of chosen children.
     __device__ __forceinline__ bool tree_reaches(int u, int t) const {
-        const int4 a = reinterpret_cast<const int4*>(tree)[u];
-        const int4 b = reinterpret_cast<const int4*>(tree)[t];
+        const int4 a = *reinterpret_cast<const int4*>(at(u) + RECORD_TREE);
+        const int4 b = *reinterpret_cast<const int4*>(at(t) + RECORD_TREE);
         return tree_contains(a.x, a.y, b.y) || tree_contains(b.z, b.w, a.w);
     }
     // The positive hub cut: u reaches a hub that reaches t.
     __device__ __forceinline__ bool hub_reaches(int u, int t) const {
+        const u64* ha = hubs(u);
+        const u64* hb = hubs(t);
         for (int k = 0; k < hw; ++k)
-            if (hubs_meet(down[(i64)u * hw + k], up[(i64)t * hw + k])) return true;
+            if (hubs_meet(ha[k], hb[hw + k])) return true;
         return false;
     }
+    // Every cut of one pair, in the order of the record's sectors (the level and the trees,
+    // the GRAIL intervals, the hubs): TEST_REACHES (u == t included), TEST_EXCLUDES or
+    // TEST_OPEN. The order changes no answer: a positive and a negative cut never both hold.
+    __device__ __forceinline__ int test(int u, int t) const {
+        if (u == t) return TEST_REACHES;
+        const int* a = at(u);
+        const int* b = at(t);
+        if (level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL])) return TEST_EXCLUDES;
+        if (tree_reaches(u, t)) return TEST_REACHES;
+        for (int j = 0; j < d; ++j)
+            if (label_excludes(a[RECORD_LABELS + 2 * j], a[RECORD_LABELS + 2 * j + 1],
+                               b[RECORD_LABELS + 2 * j], b[RECORD_LABELS + 2 * j + 1]))
+                return TEST_EXCLUDES;
+        const u64* ha = hubs(u);
+        const u64* hb = hubs(t);
+        for (int k = 0; k < hw; ++k)
+            if (hubs_meet(ha[k], hb[hw + k])) return TEST_REACHES;
+        for (int k = 0; k < hw; ++k)
+            if (hubs_exclude(ha[k], ha[hw + k], hb[k], hb[hw + k])) return TEST_EXCLUDES;
+        return TEST_OPEN;
+    }
 };
+// The label arguments of every query kernel, and the view made of them.
+#define LABEL_PARAMS const int *rec, int stride, int hub_at, int d, int hw
+#define LABEL_VIEW LabelView{rec, stride, hub_at, d, hw}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in
 // W words per vertex. seen[v]: bits that reached v; pend0 / pend1[v]: bits v expands at the
 // current / next level (ping-pong); done[W]: answered bits (dropped everywhere). Vertices whose
 // words changed are listed in `touched` and cleared after the pass.
 // ctr[0..2]: frontier counts, ctr[3..5]: huge-row counts, ctr[6]: touched count.
-extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, const int* level,
-                                         const int* inner, const int* outer, const int* tree,
-                                         int d, const u64* down, const u64* up, int hw,
+extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, LABEL_PARAMS,
                                          int nq, const int* cs, const int* ct, int W, int prune,
                                          bool* ans, u64* seen, u64* pend0, u64* pend1,
                                          u64* done, int* stamp, int* tmark, int* q0, int* q1,
@@ -60,7 +95,7 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
     const Balance bal{balance, scan};
     cg::grid_group g = cg::this_grid();
     const int t = thread_rank(), T = thread_count();
-    const LabelView lab{level, inner, outer, tree, d, down, up, hw};
+    const LabelView lab = LABEL_VIEW;
     const int per = 64 * W;
     int* cnt = ctr;
     int* tcnt = &ctr[6];
@@ -108,10 +143,11 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
                         bits ^= low;
                         const int q = base + wd * 64 + (__ffsll((long long)low) - 1);
                         const int tq = ct[q];
-                        if (w == tq || (prune && (lab.tree_reaches(w, tq) || lab.hub_reaches(w, tq)))) {
+                        const int r = w == tq ? TEST_REACHES : prune ? lab.test(w, tq) : TEST_OPEN;
+                        if (r == TEST_REACHES) {
                             ans[q] = true;
                             atomicOr(&done[wd], low);
-                        } else if (!prune || lab.may_reach(w, tq)) {
+                        } else if (r == TEST_OPEN) {
                             keep |= low;
                         }
                     }

@@ -26,6 +26,7 @@ import numpy as np
 from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
 from .protocol import PairAnswers
+from .records import label_record, record_layout
 from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, N_STATUS
 
 #: threads per block of every launch
@@ -46,21 +47,34 @@ class GpuQueries:
     ``_function(name)``, ``_grid(name, fn)`` and ``_launch(...)``."""
 
     _local: threading.local
+    _records: dict  # id of a Labels -> its record matrix (see _label_args)
+    _records_lock: threading.Lock
 
     @property
     def query_batch(self) -> int:
         """Pairs per batch of a query call (a multiple of 32: batches own whole answer words)."""
         return max(32, self.settings.query_batch // 32 * 32)
 
-    @staticmethod
-    def _hubs(lab):
-        """(down, up, words) of the labels' hub bits."""
-        return lab.hub_down, lab.hub_up, int(lab.hub_down.shape[1])
-
     def _label_args(self, lab):
-        down, up, hw = self._hubs(lab)
-        return (lab.level, lab.inner, lab.outer, lab.tree, np.int32(lab.d),
-                down, up, np.int32(hw))
+        """The label arguments of every query kernel (``LABEL_PARAMS`` in kernels/search.cu):
+        the labels as one record per component (:mod:`.records`), its stride in ints, the
+        offset of its hub words, d and the hub words per side. The record is made on the
+        device the first time a ``Labels`` is queried and kept as long as it lives (as much
+        device memory again as the labels: the search's random reads touch half as many
+        sectors)."""
+        key = id(lab)
+        rec = self._records.get(key)
+        if rec is None:
+            with self._records_lock:
+                rec = self._records.get(key)
+                if rec is None:
+                    rec = label_record(cp, lab)
+                    cp.cuda.runtime.deviceSynchronize()  # made before other streams read it
+                    self._records[key] = rec
+                    weakref.finalize(lab, self._records.pop, key, None)
+        hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
+        return (rec, np.int32(stride), np.int32(hub_at), np.int32(lab.d),
+                np.int32(lab.hub_down.shape[1]))
 
     def release_buffers(self) -> None:
         """Drop this thread's query buffers (its next call makes them anew)."""
@@ -83,6 +97,7 @@ class GpuQueries:
         nq = int(ks.shape[0])
         buf = self._buffers(nq)
         words = (nq + 31) >> 5
+        self._label_args(qi.labels)  # the record is made here, never in a captured graph
         narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_RANGE: qi.lookup_offset,
                        LOOKUP_IDS: 0}.get(qi.lookup_mode)
         wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
@@ -227,10 +242,8 @@ class GpuQueries:
         pend1 = cp.zeros(n * W, cp.uint64)
         ints = [cp.zeros(n, cp.int32) for _ in range(2)] + [cp.empty(n, cp.int32)
                                                             for _ in range(4)]
-        down, up, hw = self._hubs(lab)
-        self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices, lab.level,
-                     lab.inner, lab.outer, lab.tree, np.int32(lab.d), down, up, np.int32(hw),
-                     np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
+        self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices,
+                     *self._label_args(lab), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
                      np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
                      cp.zeros(W, cp.uint64), *ints, self._ctr(),
                      balance=self.settings.search_balance, frontier=n)

@@ -1,0 +1,61 @@
+"""The GPU backend's label records (grail_duckdb/kernels/records.py): every field of every
+component comes back from its record, the layout's fields never overlap, and the record a GPU
+index queries holds the labels of the index (its answers are compared with the CPU backend's
+in test_queries and test_kernels)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import grail_duckdb as gd
+from grail_duckdb.kernels.records import (RECORD_LABELS, RECORD_LEVEL, RECORD_TREE,
+                                          SECTOR_INTS, label_record, record_layout)
+from grail_duckdb.tools.generators import citation_dag
+
+
+@given(st.integers(1, 12), st.integers(0, 4))
+def test_layout_fields_are_disjoint_and_aligned(d, hw):
+    hub_at, stride = record_layout(d, hw)
+    used = np.zeros(stride, np.int32)
+    used[RECORD_TREE:RECORD_TREE + 4] += 1
+    used[RECORD_LEVEL] += 1
+    used[RECORD_LABELS:RECORD_LABELS + 2 * d] += 1
+    used[hub_at:hub_at + 4 * hw] += 1
+    assert used.max() == 1 and hub_at + 4 * hw <= stride
+    assert hub_at % 2 == 0 and stride % SECTOR_INTS == 0 and RECORD_TREE % 4 == 0
+    assert stride - (hub_at + 4 * hw) < SECTOR_INTS  # no whole sector of padding
+
+
+@pytest.mark.parametrize("d", [1, 5])
+def test_record_holds_every_label_of_an_index(d):
+    edges = citation_dag(3000, seed=3)
+    lab = gd.build_index(edges, labels=d, backend="cpu", progress=False).labels
+    rec = label_record(np, lab)
+    hw = lab.hub_down.shape[1]
+    hub_at, stride = record_layout(d, hw)
+    assert rec.shape == (lab.level.shape[0], stride) and rec.dtype == np.int32
+    np.testing.assert_array_equal(rec[:, RECORD_TREE:RECORD_TREE + 4], lab.tree)
+    np.testing.assert_array_equal(rec[:, RECORD_LEVEL], lab.level)
+    np.testing.assert_array_equal(rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2], lab.inner)
+    np.testing.assert_array_equal(rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2], lab.outer)
+    hubs = np.ascontiguousarray(rec[:, hub_at:hub_at + 4 * hw]).view(np.uint64)
+    np.testing.assert_array_equal(hubs[:, :hw], lab.hub_down)
+    np.testing.assert_array_equal(hubs[:, hw:], lab.hub_up)
+    assert lab.hub_down.any() and lab.hub_up.any()  # the hub fields were really compared
+
+
+@pytest.mark.gpu
+def test_gpu_index_queries_one_record_of_its_labels():
+    from grail_duckdb.kernels import gpu_available
+    if not gpu_available():
+        pytest.skip("no CUDA device visible to CuPy")
+    import cupy as cp
+    edges = citation_dag(3000, seed=3)
+    idx = gd.build_index(edges, backend="gpu", progress=False)
+    k = idx.kernels
+    first = k._label_args(idx.labels)
+    again = k._label_args(idx.labels)
+    assert first[0] is again[0]  # made once per Labels
+    np.testing.assert_array_equal(cp.asnumpy(first[0]), label_record(np, idx.host_copy().labels))

@@ -11,12 +11,13 @@
 #define TEST_OPEN 2
 
 // The labels of each component as one record of `stride` ints (grail_duckdb/kernels/records.py):
-// the two tree intervals (one int4), the level and the d GRAIL intervals first, the hub words
-// (hw per side) from int hub_at on. A tested vertex costs the sectors of its record that the
-// tests reach: one when the level cut settles it, at most stride / 8.
+// the level and the d GRAIL intervals first, the two tree intervals (one int4) from int tree_at,
+// the hub words (hw per side) from int hub_at. A tested vertex costs the sectors of its record
+// that the tests reach: one when the level or the first intervals settle it, at most
+// stride / 8.
 struct LabelView {
     const int* rec;
-    int stride, hub_at, d, hw;
+    int stride, tree_at, hub_at, d, hw;
 
     __device__ __forceinline__ const int* at(int v) const { return rec + (i64)v * stride; }
     __device__ __forceinline__ int level(int v) const { return at(v)[RECORD_LEVEL]; }
@@ -43,8 +44,8 @@ struct LabelView {
     // The positive cut of the two spanning trees, one 16-byte load per vertex: t lies in u's
     // subtree of the tree of parents, or u in t's subtree of the tree of chosen children.
     __device__ __forceinline__ bool tree_reaches(int u, int t) const {
-        const int4 a = *reinterpret_cast<const int4*>(at(u) + RECORD_TREE);
-        const int4 b = *reinterpret_cast<const int4*>(at(t) + RECORD_TREE);
+        const int4 a = *reinterpret_cast<const int4*>(at(u) + tree_at);
+        const int4 b = *reinterpret_cast<const int4*>(at(t) + tree_at);
         return tree_contains(a.x, a.y, b.y) || tree_contains(b.z, b.w, a.w);
     }
     // The positive hub cut: u reaches a hub that reaches t.
@@ -55,19 +56,19 @@ struct LabelView {
             if (hubs_meet(ha[k], hb[hw + k])) return true;
         return false;
     }
-    // Every cut of one pair, in the order of the record's sectors (the level and the trees,
-    // the GRAIL intervals, the hubs): TEST_REACHES (u == t included), TEST_EXCLUDES or
+    // Every cut of one pair, in the order of the record's sectors (the level, the GRAIL
+    // intervals, the trees, the hubs): TEST_REACHES (u == t included), TEST_EXCLUDES or
     // TEST_OPEN. The order changes no answer: a positive and a negative cut never both hold.
     __device__ __forceinline__ int test(int u, int t) const {
         if (u == t) return TEST_REACHES;
         const int* a = at(u);
         const int* b = at(t);
         if (level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL])) return TEST_EXCLUDES;
-        if (tree_reaches(u, t)) return TEST_REACHES;
         for (int j = 0; j < d; ++j)
             if (label_excludes(a[RECORD_LABELS + 2 * j], a[RECORD_LABELS + 2 * j + 1],
                                b[RECORD_LABELS + 2 * j], b[RECORD_LABELS + 2 * j + 1]))
                 return TEST_EXCLUDES;
+        if (tree_reaches(u, t)) return TEST_REACHES;
         const u64* ha = hubs(u);
         const u64* hb = hubs(t);
         for (int k = 0; k < hw; ++k)
@@ -78,8 +79,8 @@ struct LabelView {
     }
 };
 // The label arguments of every query kernel, and the view made of them.
-#define LABEL_PARAMS const int *rec, int stride, int hub_at, int d, int hw
-#define LABEL_VIEW LabelView{rec, stride, hub_at, d, hw}
+#define LABEL_PARAMS const int *rec, int stride, int tree_at, int hub_at, int d, int hw
+#define LABEL_VIEW LabelView{rec, stride, tree_at, hub_at, d, hw}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in
 // W words per vertex. seen[v]: bits that reached v; pend0 / pend1[v]: bits v expands at the

@@ -10,21 +10,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb.kernels.records import (RECORD_LABELS, RECORD_LEVEL, RECORD_TREE,
-                                          SECTOR_INTS, label_record, record_layout)
+from grail_duckdb.kernels.records import (RECORD_LABELS, RECORD_LEVEL, SECTOR_INTS,
+                                          label_record, record_layout)
 from grail_duckdb.tools.generators import citation_dag
 
 
 @given(st.integers(1, 12), st.integers(0, 4))
 def test_layout_fields_are_disjoint_and_aligned(d, hw):
-    hub_at, stride = record_layout(d, hw)
+    tree_at, hub_at, stride = record_layout(d, hw)
     used = np.zeros(stride, np.int32)
-    used[RECORD_TREE:RECORD_TREE + 4] += 1
+    used[tree_at:tree_at + 4] += 1
     used[RECORD_LEVEL] += 1
     used[RECORD_LABELS:RECORD_LABELS + 2 * d] += 1
     used[hub_at:hub_at + 4 * hw] += 1
     assert used.max() == 1 and hub_at + 4 * hw <= stride
-    assert hub_at % 2 == 0 and stride % SECTOR_INTS == 0 and RECORD_TREE % 4 == 0
+    assert hub_at % 2 == 0 and stride % SECTOR_INTS == 0 and tree_at % 4 == 0
     assert stride - (hub_at + 4 * hw) < SECTOR_INTS  # no whole sector of padding
 
 
@@ -34,9 +34,9 @@ def test_record_holds_every_label_of_an_index(d):
     lab = gd.build_index(edges, labels=d, backend="cpu", progress=False).labels
     rec = label_record(np, lab)
     hw = lab.hub_down.shape[1]
-    hub_at, stride = record_layout(d, hw)
+    tree_at, hub_at, stride = record_layout(d, hw)
     assert rec.shape == (lab.level.shape[0], stride) and rec.dtype == np.int32
-    np.testing.assert_array_equal(rec[:, RECORD_TREE:RECORD_TREE + 4], lab.tree)
+    np.testing.assert_array_equal(rec[:, tree_at:tree_at + 4], lab.tree)
     np.testing.assert_array_equal(rec[:, RECORD_LEVEL], lab.level)
     np.testing.assert_array_equal(rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2], lab.inner)
     np.testing.assert_array_equal(rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2], lab.outer)
@@ -47,15 +47,29 @@ def test_record_holds_every_label_of_an_index(d):
 
 
 @pytest.mark.gpu
-def test_gpu_index_queries_one_record_of_its_labels():
+@pytest.mark.parametrize("how", ["built", "loaded", "moved"])
+def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
+    """A GPU index's labels (built, loaded or moved from the CPU) are views of one record
+    matrix, the one its query kernels read, holding the CPU index's labels."""
     from grail_duckdb.kernels import gpu_available
     if not gpu_available():
         pytest.skip("no CUDA device visible to CuPy")
     import cupy as cp
     edges = citation_dag(3000, seed=3)
-    idx = gd.build_index(edges, backend="gpu", progress=False)
-    k = idx.kernels
-    first = k._label_args(idx.labels)
-    again = k._label_args(idx.labels)
-    assert first[0] is again[0]  # made once per Labels
-    np.testing.assert_array_equal(cp.asnumpy(first[0]), label_record(np, idx.host_copy().labels))
+    cpu = gd.build_index(edges, backend="cpu", progress=False)
+    if how == "built":
+        idx = gd.build_index(edges, backend="gpu", progress=False)
+    elif how == "loaded":
+        cpu.save(tmp_path / "g.grail.parquet")
+        idx = gd.load_index(tmp_path / "g.grail.parquet", backend="gpu")
+    else:
+        idx = cpu.to_backend("gpu")
+    lab = idx.labels
+    rec = lab.record
+    assert rec is not None and idx.kernels._label_args(lab)[0] is rec
+    lo, hi = rec.data.ptr, rec.data.ptr + rec.nbytes
+    for a in lab.arrays().values():
+        assert lo <= a.data.ptr < hi  # a view of the record, not a copy
+    np.testing.assert_array_equal(cp.asnumpy(rec), label_record(np, cpu.labels))
+    for name, a in lab.arrays().items():
+        np.testing.assert_array_equal(cp.asnumpy(a), getattr(cpu.labels, name), err_msg=name)

@@ -202,7 +202,7 @@ class GrailIndex:
 def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
     """A :class:`GrailIndex` of the given fields, its arrays moved to the backend of ``k``."""
     move = k.xp.asarray if k.xp is not np else to_host
-    lab = Labels(**{name: move(a) for name, a in labels.arrays().items()})
+    lab = k.query_labels(Labels(**{name: move(a) for name, a in labels.arrays().items()}))
     return GrailIndex(comp=move(comp), dag=CSR(move(dag.indptr), move(dag.indices)), labels=lab,
                       kernels=k, **fields)
 

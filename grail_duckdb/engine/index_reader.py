@@ -104,14 +104,15 @@ class IndexReader:
             self._put(self.wide[base][j], lo, values)
 
     def _matrices(self) -> dict:
-        """The label matrices, one row per component (transposed on the device once)."""
+        """The label matrices, one row per component (on the device transposed views: the
+        backend's ``query_labels`` packs them into its own layout)."""
         if self._device is None:
             return self.wide
         with self._device:
             tree = self.wide["tree"]
             for _, _, lo_j, post_j in TREE_FILE_COLUMNS:
                 tree[lo_j] = tree_lo(tree[post_j], tree[lo_j])
-            return {k: self.xp.ascontiguousarray(v.T) for k, v in self.wide.items()}
+            return {k: v.T for k, v in self.wide.items()}
 
     def group(self, g: int, lo: int, hi: int, e0: int, e1: int):
         """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``, DAG edges ``[e0, e1)``),

@@ -43,6 +43,9 @@ class Labels:
     tree: object  # int32[C, 4]: the two spanning-tree intervals, columns TREE_COLUMNS
     hub_down: object  # uint64[C, W]: bit h set when the vertex reaches hub h
     hub_up: object  # uint64[C, W]: bit h set when hub h reaches the vertex
+    #: on the GPU: the one int32 matrix of a record per component whose views the six arrays
+    #: are (:mod:`grail_duckdb.kernels.records`, made by ``Kernels.query_labels``); else None
+    record: object = None
 
     @property
     def d(self) -> int:
@@ -83,7 +86,7 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) 
     hub_of = hub_slots(xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
     down, up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, HUB_WORDS)
     tick("labels: hubs")
-    return Labels(topo.level, inner, outer, tree, down, up)
+    return k.query_labels(Labels(topo.level, inner, outer, tree, down, up))
 
 
 def tree_of_children(k: Kernels, cond: Condensation, topo: TopoOrder, seed: int):

@@ -26,7 +26,7 @@ import numpy as np
 from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
 from .protocol import PairAnswers
-from .records import label_record, record_layout
+from .records import label_record, record_labels, record_layout
 from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, N_STATUS
 
 #: threads per block of every launch
@@ -55,15 +55,22 @@ class GpuQueries:
         """Pairs per batch of a query call (a multiple of 32: batches own whole answer words)."""
         return max(32, self.settings.query_batch // 32 * 32)
 
+    def query_labels(self, lab):
+        if lab.record is not None:
+            return lab
+        packed = record_labels(cp, lab)
+        cp.cuda.runtime.deviceSynchronize()  # made before other streams read it
+        return packed
+
     def _label_args(self, lab):
         """The label arguments of every query kernel (``LABEL_PARAMS`` in kernels/search.cu):
         the labels as one record per component (:mod:`.records`), its stride in ints, the
-        offset of its hub words, d and the hub words per side. The record is made on the
-        device the first time a ``Labels`` is queried and kept as long as it lives (as much
-        device memory again as the labels: the search's random reads touch half as many
-        sectors)."""
+        offsets of its trees and of its hub words, d and the hub words per side. Labels
+        packed by :meth:`query_labels` (those of every index) carry their record; for others
+        (a test's arrays) one is made the first time they are queried and kept as long as
+        they live."""
         key = id(lab)
-        rec = self._records.get(key)
+        rec = lab.record if lab.record is not None else self._records.get(key)
         if rec is None:
             with self._records_lock:
                 rec = self._records.get(key)
@@ -72,8 +79,8 @@ class GpuQueries:
                     cp.cuda.runtime.deviceSynchronize()  # made before other streams read it
                     self._records[key] = rec
                     weakref.finalize(lab, self._records.pop, key, None)
-        hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
-        return (rec, np.int32(stride), np.int32(hub_at), np.int32(lab.d),
+        tree_at, hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
+        return (rec, np.int32(stride), np.int32(tree_at), np.int32(hub_at), np.int32(lab.d),
                 np.int32(lab.hub_down.shape[1]))
 
     def release_buffers(self) -> None:

@@ -193,6 +193,11 @@ class Kernels(Protocol):
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
 
     # --- queries (Section 5) -------------------------------------------------------------------
+    def query_labels(self, lab: LabelArrays) -> LabelArrays:
+        """The labels as this backend's query kernels read them, the same values: on the GPU
+        packed into one record per component (:mod:`.records`; the arrays become views of it,
+        and ``lab``'s own arrays can go), on the CPU ``lab`` itself."""
+
     def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
                      budget: int = 256) -> PairAnswers:
         """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte

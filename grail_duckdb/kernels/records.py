@@ -5,22 +5,26 @@ seen, so each test is a random read of device memory, paid per 32-byte sector. K
 separate arrays (levels, the two trees, the d GRAIL intervals as two matrices, the hub words
 of either side) the labels of one component lie in six or more sectors; the record puts them
 in ``stride / 8`` consecutive ones (three for d = 5 and two hub words), the fields a test
-reads first in the first sector:
+reads first in the first sector (a search tests a vertex's level, then its GRAIL intervals,
+which settle most vertices it meets, then the trees and the hubs):
 
 ====================== ================================================================
 ints                   field
 ====================== ================================================================
-0 .. 3                 the two spanning-tree intervals (``shared.TREE_COLUMNS``, one int4)
-4                      the topological level
-5 .. 5 + 2d - 1        the GRAIL intervals, ``inner_j, outer_j`` side by side
+0                      the topological level
+1 .. 2d                the GRAIL intervals, ``inner_j, outer_j`` side by side
+``tree_at`` .. + 3     the two spanning-tree intervals (``shared.TREE_COLUMNS``, one int4,
+                       16-byte aligned)
 ``hub_at`` ..          the hub words the component reaches, then those that reach it
                        (uint64, ``hw`` each, 8-byte aligned)
 ====================== ================================================================
 
 A record is padded to whole sectors, so with a 32-byte aligned base (every CuPy allocation
 is) no record straddles more sectors than it fills. The CPU backend reads the label arrays
-themselves (their rows sit in the host's caches); the record is built from them once per
-index by the GPU backend, on the device, and the predicates of both are the shared ones.
+themselves (their rows sit in the host's caches). On the GPU the record is the labels'
+storage: :func:`record_labels` packs them once (after a build, a load, a move to the device)
+and hands back ``Labels`` whose six arrays are strided views of it, so the device holds the
+labels once; the predicates of both backends are the shared ones.
 
 >>> import numpy as np
 >>> from grail_duckdb.engine.labels import Labels
@@ -28,25 +32,32 @@ index by the GPU backend, on the device, and the predicates of both are the shar
 ...              np.array([[0, 3, 1, 2], [4, 4, 0, 0]]), np.array([[7], [8]], np.uint64),
 ...              np.array([[9], [10]], np.uint64))
 >>> record_layout(1, 1)
-(8, 16)
+(4, 8, 16)
 >>> r = label_record(np, lab)
 >>> r[1, :8].tolist(), r[1, 8:12].view(np.uint64).tolist()
-([4, 4, 0, 0, 1, 2, 6, 0], [8, 10])
+([1, 2, 6, 0, 4, 4, 0, 0], [8, 10])
+>>> v = record_labels(np, lab)
+>>> v.record is not None and np.shares_memory(v.hub_up, v.record), v.hub_up.tolist()
+(True, [[9], [10]])
 """
 from __future__ import annotations
 
+import dataclasses
+
 #: int32 offsets of the record's fixed fields (the CUDA header defines them too)
-RECORD_TREE, RECORD_LEVEL, RECORD_LABELS = 0, 4, 5
+RECORD_LEVEL, RECORD_LABELS = 0, 1
 #: int32 per 32-byte sector of device memory
 SECTOR_INTS = 8
 
 
-def record_layout(d: int, hub_words: int) -> tuple[int, int]:
-    """``(hub_at, stride)``: the int32 offset of the hub words in a record and the record's
-    length in int32 (whole sectors) for d labels and ``hub_words`` words per side."""
-    hub_at = (RECORD_LABELS + 2 * d + 1) & ~1
+def record_layout(d: int, hub_words: int) -> tuple[int, int, int]:
+    """``(tree_at, hub_at, stride)``: the int32 offsets of the trees and of the hub words in
+    a record, and the record's length in int32 (whole sectors), for d labels and
+    ``hub_words`` words per side."""
+    tree_at = (RECORD_LABELS + 2 * d + 3) & ~3
+    hub_at = tree_at + 4
     end = hub_at + 4 * hub_words
-    return hub_at, -(-end // SECTOR_INTS) * SECTOR_INTS
+    return tree_at, hub_at, -(-end // SECTOR_INTS) * SECTOR_INTS
 
 
 def label_record(xp, lab):
@@ -54,13 +65,37 @@ def label_record(xp, lab):
     of a record per component (layout: the module's notes), on the backend of ``xp``."""
     n, d = int(lab.level.shape[0]), int(lab.inner.shape[1])
     hw = int(lab.hub_down.shape[1])
-    hub_at, stride = record_layout(d, hw)
+    tree_at, hub_at, stride = record_layout(d, hw)
     rec = xp.zeros((n, stride), xp.int32)
-    rec[:, RECORD_TREE:RECORD_TREE + 4] = lab.tree
+    rec[:, tree_at:tree_at + 4] = lab.tree
     rec[:, RECORD_LEVEL] = lab.level
     rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2] = lab.inner
     rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2] = lab.outer
-    hubs = rec[:, hub_at:hub_at + 4 * hw]
-    hubs[:, :2 * hw] = xp.ascontiguousarray(lab.hub_down).view(xp.int32)
-    hubs[:, 2 * hw:] = xp.ascontiguousarray(lab.hub_up).view(xp.int32)
+    hubs = _as_u64(xp, rec[:, hub_at:hub_at + 4 * hw])
+    hubs[:, :hw] = lab.hub_down
+    hubs[:, hw:] = lab.hub_up
     return rec
+
+
+def record_labels(xp, lab):
+    """``lab`` packed into one record matrix (:func:`label_record`) and given back as a
+    ``Labels`` of the same values whose arrays are views of it (its ``record`` field set).
+    The caller drops ``lab``'s own arrays: the labels then take the device's memory once."""
+    d, hw = int(lab.inner.shape[1]), int(lab.hub_down.shape[1])
+    tree_at, hub_at, _ = record_layout(d, hw)
+    rec = label_record(xp, lab)
+    hubs = _as_u64(xp, rec[:, hub_at:hub_at + 4 * hw])
+    return dataclasses.replace(
+        lab, record=rec, level=rec[:, RECORD_LEVEL],
+        inner=rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2],
+        outer=rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2],
+        tree=rec[:, tree_at:tree_at + 4], hub_down=hubs[:, :hw], hub_up=hubs[:, hw:])
+
+
+def _as_u64(xp, a):
+    """The int32 matrix ``a`` (rows of an even number of contiguous ints, 8-byte aligned)
+    seen as a uint64 matrix of half its width: a view, no copy."""
+    if xp.__name__ == "numpy":
+        return a.view(xp.uint64)  # NumPy allows it when the last axis is contiguous
+    rows, width = a.shape
+    return xp.ndarray((rows, width // 2), xp.uint64, memptr=a.data, strides=(a.strides[0], 8))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .records import RECORD_LABELS, RECORD_LEVEL, RECORD_TREE
+from .records import RECORD_LABELS, RECORD_LEVEL
 
 # --- status codes of the query classification (index = code) --------------------------------------
 #: how each pair of a query call was settled; the kernels count every code (the call's statistics)
@@ -147,8 +147,7 @@ def cuda_header() -> str:
     out += [f"#define N_STATUS {N_STATUS}", f"#define SETTLED_TRUE_MASK {SETTLED_TRUE_MASK}u",
             f"#define PROBE_STACK {PROBE_STACK}"]
     out += [f"#define ORDER_BLOCK {ORDER_BLOCK}", f"#define HUB_WORDS {HUB_WORDS}"]
-    out += [f"#define RECORD_TREE {RECORD_TREE}", f"#define RECORD_LEVEL {RECORD_LEVEL}",
-            f"#define RECORD_LABELS {RECORD_LABELS}"]
+    out += [f"#define RECORD_LEVEL {RECORD_LEVEL}", f"#define RECORD_LABELS {RECORD_LABELS}"]
     out += [f"#define {k} {v:#x}ull" for k, v in SPLITMIX.items()]
     for name, (ret, args, steps, result) in FUNCTIONS.items():
         params = ", ".join(f"{'unsigned long long' if t == 'u64' else t} {a}" for t, a in args)

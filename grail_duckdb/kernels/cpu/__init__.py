@@ -101,6 +101,9 @@ class CpuKernels:
     def synchronize(self) -> None:
         return None
 
+    def query_labels(self, lab):
+        return lab
+
     def _search_scratch(self, n, words):
         """Per-thread zeroed scratch for ``bitmask_search`` (which leaves it zeroed)."""
         cached = getattr(self._local, "scratch", None)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb.kernels.records import (RECORD_LABELS, RECORD_LEVEL, SECTOR_INTS,
+from grail_duckdb.kernels.records import (LINE_INTS, RECORD_LABELS, RECORD_LEVEL, SECTOR_INTS,
                                           label_record, record_layout)
 from grail_duckdb.tools.generators import citation_dag
 
@@ -25,7 +25,11 @@ def test_layout_fields_are_disjoint_and_aligned(d, hw):
     used[hub_at:hub_at + 4 * hw] += 1
     assert used.max() == 1 and hub_at + 4 * hw <= stride
     assert hub_at % 2 == 0 and stride % SECTOR_INTS == 0 and tree_at % 4 == 0
-    assert stride - (hub_at + 4 * hw) < SECTOR_INTS  # no whole sector of padding
+    end = hub_at + 4 * hw
+    if end <= LINE_INTS:  # the smallest power of two that holds it: no record straddles lines
+        assert LINE_INTS % stride == 0 and (stride == SECTOR_INTS or stride < 2 * end)
+    else:
+        assert stride % LINE_INTS == 0 and stride - end < LINE_INTS
 
 
 @pytest.mark.parametrize("d", [1, 5])
@@ -73,3 +77,25 @@ def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
     np.testing.assert_array_equal(cp.asnumpy(rec), label_record(np, cpu.labels))
     for name, a in lab.arrays().items():
         np.testing.assert_array_equal(cp.asnumpy(a), getattr(cpu.labels, name), err_msg=name)
+
+
+@pytest.mark.gpu
+def test_the_search_sets_whole_line_fetches_and_gives_the_limit_back():
+    """The exact search runs with 128-byte L2 fetches (nested searches included) and leaves
+    the device's limit as it found it."""
+    from grail_duckdb.kernels import gpu_available
+    if not gpu_available():
+        pytest.skip("no CUDA device visible to CuPy")
+    import cupy as cp
+    from grail_duckdb.kernels.gpu_queries import _L2_FETCH, whole_line_fetches
+    rt = cp.cuda.runtime
+    before = rt.deviceGetLimit(_L2_FETCH)
+    with whole_line_fetches():
+        assert rt.deviceGetLimit(_L2_FETCH) == 128
+        with whole_line_fetches():
+            pass
+        assert rt.deviceGetLimit(_L2_FETCH) == 128  # the outer search still runs
+    assert rt.deviceGetLimit(_L2_FETCH) == before
+    idx = gd.build_index(citation_dag(3000, seed=3), backend="gpu", progress=False)
+    _, stats = idx.reaches_with_stats(np.arange(3000), np.arange(3000)[::-1])
+    assert stats.deep_search > 0 and rt.deviceGetLimit(_L2_FETCH) == before

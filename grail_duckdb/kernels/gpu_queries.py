@@ -15,6 +15,7 @@ else is written between calls.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import weakref
@@ -39,6 +40,35 @@ GRAPHS = 8
 BUFFER_STEP = 1 << 15
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
 _H2D, _D2H = 1, 2
+#: cudaLimitMaxL2FetchGranularity (cudaDeviceSetLimit)
+_L2_FETCH = 0x05
+#: device id -> [searches running, the limit before the first]; guarded by _FETCH_LOCK
+_FETCH_USERS: dict = {}
+_FETCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def whole_line_fetches():
+    """The current device's L2 fetch granularity (``cudaLimitMaxL2FetchGranularity``, a
+    hint: how much an L2 miss brings) at a whole 128-byte line while exact searches run on
+    it, the value before back once the last one ends. The search's reads are random: a label
+    record is one line, and a row's edges, its pointers and a group's scratch lie near each
+    other (10M random pairs 7% faster on the 2.5B-edge citation graph than at the default 64
+    bytes, 1-3% at 250M edges, H200; 32 bytes was 12% slower)."""
+    dev = cp.cuda.Device().id
+    with _FETCH_LOCK:
+        users = _FETCH_USERS.setdefault(dev, [0, None])
+        if users[0] == 0:
+            users[1] = cp.cuda.runtime.deviceGetLimit(_L2_FETCH)
+            cp.cuda.runtime.deviceSetLimit(_L2_FETCH, 128)
+        users[0] += 1
+    try:
+        yield
+    finally:
+        with _FETCH_LOCK:
+            users[0] -= 1
+            if users[0] == 0:
+                cp.cuda.runtime.deviceSetLimit(_L2_FETCH, users[1])
 
 
 class GpuQueries:
@@ -170,7 +200,8 @@ class GpuQueries:
             return np.zeros(0, np.bool_)
         with self._buffers(1).stream:
             if prune:
-                return self._bidir(qi, u, t)
+                with whole_line_fetches():
+                    return self._bidir(qi, u, t)
             order = cp.argsort(u)
             found = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, False)
             out = cp.empty(n, cp.bool_)

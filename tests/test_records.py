@@ -97,5 +97,5 @@ def test_the_search_sets_whole_line_fetches_and_gives_the_limit_back():
         assert rt.deviceGetLimit(_L2_FETCH) == 128  # the outer search still runs
     assert rt.deviceGetLimit(_L2_FETCH) == before
     idx = gd.build_index(citation_dag(3000, seed=3), backend="gpu", progress=False)
-    _, stats = idx.reaches_with_stats(np.arange(3000), np.arange(3000)[::-1])
+    _, stats = idx.reaches_with_stats(np.arange(3000), np.arange(3000)[::-1], budget=0)
     assert stats.deep_search > 0 and rt.deviceGetLimit(_L2_FETCH) == before

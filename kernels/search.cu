@@ -17,10 +17,10 @@
 // stride / 8.
 struct LabelView {
     const int* rec;
+    const int* levels;  // the levels alone, 4 bytes per vertex: the first cut of a query pair
     int stride, tree_at, hub_at, d, hw;
 
     __device__ __forceinline__ const int* at(int v) const { return rec + (i64)v * stride; }
-    __device__ __forceinline__ int level(int v) const { return at(v)[RECORD_LEVEL]; }
     __device__ __forceinline__ const u64* hubs(int v) const {
         return reinterpret_cast<const u64*>(at(v) + hub_at);  // down[0:hw], then up[0:hw]
     }
@@ -79,8 +79,8 @@ struct LabelView {
     }
 };
 // The label arguments of every query kernel, and the view made of them.
-#define LABEL_PARAMS const int *rec, int stride, int tree_at, int hub_at, int d, int hw
-#define LABEL_VIEW LabelView{rec, stride, tree_at, hub_at, d, hw}
+#define LABEL_PARAMS const int *rec, const int *levels, int stride, int tree_at, int hub_at, int d, int hw
+#define LABEL_VIEW LabelView{rec, levels, stride, tree_at, hub_at, d, hw}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in
 // W words per vertex. seen[v]: bits that reached v; pend0 / pend1[v]: bits v expands at the

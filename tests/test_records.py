@@ -72,8 +72,9 @@ def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
     rec = lab.record
     assert rec is not None and idx.kernels._label_args(lab)[0] is rec
     lo, hi = rec.data.ptr, rec.data.ptr + rec.nbytes
-    for a in lab.arrays().values():
-        assert lo <= a.data.ptr < hi  # a view of the record, not a copy
+    for name, a in lab.arrays().items():  # views of the record, not copies; the levels apart
+        assert (lo <= a.data.ptr < hi) == (name != "level"), name
+    assert idx.kernels._label_args(lab)[1] is lab.level
     np.testing.assert_array_equal(cp.asnumpy(rec), label_record(np, cpu.labels))
     for name, a in lab.arrays().items():
         np.testing.assert_array_equal(cp.asnumpy(a), getattr(cpu.labels, name), err_msg=name)

@@ -94,7 +94,8 @@ class GpuQueries:
 
     def _label_args(self, lab):
         """The label arguments of every query kernel (``LABEL_PARAMS`` in kernels/search.cu):
-        the labels as one record per component (:mod:`.records`), its stride in ints, the
+        the labels as one record per component (:mod:`.records`), the levels alone (the
+        classification's first cut), the record's stride in ints, the
         offsets of its trees and of its hub words, d and the hub words per side. Labels
         packed by :meth:`query_labels` (those of every index) carry their record; for others
         (a test's arrays) one is made the first time they are queried and kept as long as
@@ -110,7 +111,7 @@ class GpuQueries:
                     self._records[key] = rec
                     weakref.finalize(lab, self._records.pop, key, None)
         tree_at, hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
-        return (rec, np.int32(stride), np.int32(tree_at), np.int32(hub_at), np.int32(lab.d),
+        return (rec, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at), np.int32(lab.d),
                 np.int32(lab.hub_down.shape[1]))
 
     def release_buffers(self) -> None:

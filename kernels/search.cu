@@ -79,7 +79,8 @@ struct LabelView {
     }
 };
 // The label arguments of every query kernel, and the view made of them.
-#define LABEL_PARAMS const int *rec, const int *levels, int stride, int tree_at, int hub_at, int d, int hw
+#define LABEL_PARAMS \
+    const int *rec, const int *levels, int stride, int tree_at, int hub_at, int d, int hw
 #define LABEL_VIEW LabelView{rec, levels, stride, tree_at, hub_at, d, hw}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in

@@ -43,8 +43,9 @@ class Labels:
     tree: object  # int32[C, 4]: the two spanning-tree intervals, columns TREE_COLUMNS
     hub_down: object  # uint64[C, W]: bit h set when the vertex reaches hub h
     hub_up: object  # uint64[C, W]: bit h set when hub h reaches the vertex
-    #: on the GPU: the one int32 matrix of a record per component whose views the six arrays
-    #: are (:mod:`grail_duckdb.kernels.records`, made by ``Kernels.query_labels``); else None
+    #: on the GPU: the one int32 matrix of a record per component whose views the arrays but
+    #: ``level`` are (:mod:`grail_duckdb.kernels.records`, made by ``Kernels.query_labels``);
+    #: else None
     record: object = None
 
     @property

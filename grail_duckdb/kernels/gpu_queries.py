@@ -86,6 +86,7 @@ class GpuQueries:
         return max(32, self.settings.query_batch // 32 * 32)
 
     def query_labels(self, lab):
+        """``lab`` packed into one record per component on the device (:mod:`.records`)."""
         if lab.record is not None:
             return lab
         packed = record_labels(cp, lab)
@@ -95,8 +96,8 @@ class GpuQueries:
     def _label_args(self, lab):
         """The label arguments of every query kernel (``LABEL_PARAMS`` in kernels/search.cu):
         the labels as one record per component (:mod:`.records`), the levels alone (the
-        classification's first cut), the record's stride in ints, the
-        offsets of its trees and of its hub words, d and the hub words per side. Labels
+        classification's first cut), the record's stride in ints, the offsets of its trees
+        and of its hub words, d and the hub words per side. Labels
         packed by :meth:`query_labels` (those of every index) carry their record; for others
         (a test's arrays) one is made the first time they are queried and kept as long as
         they live."""
@@ -111,8 +112,8 @@ class GpuQueries:
                     self._records[key] = rec
                     weakref.finalize(lab, self._records.pop, key, None)
         tree_at, hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
-        return (rec, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at), np.int32(lab.d),
-                np.int32(lab.hub_down.shape[1]))
+        return (rec, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at),
+                np.int32(lab.d), np.int32(lab.hub_down.shape[1]))
 
     def release_buffers(self) -> None:
         """Drop this thread's query buffers (its next call makes them anew)."""
@@ -282,8 +283,9 @@ class GpuQueries:
         ints = [cp.zeros(n, cp.int32) for _ in range(2)] + [cp.empty(n, cp.int32)
                                                             for _ in range(4)]
         self._launch("search_kernel", np.int32(n), dag.indptr, dag.indices,
-                     *self._label_args(lab), np.int32(nq), cp.asarray(cs, cp.int32), cp.asarray(ct, cp.int32),
-                     np.int32(W), np.int32(bool(prune)), ans, seen, pend0, pend1,
+                     *self._label_args(lab), np.int32(nq), cp.asarray(cs, cp.int32),
+                     cp.asarray(ct, cp.int32), np.int32(W), np.int32(bool(prune)), ans, seen,
+                     pend0, pend1,
                      cp.zeros(W, cp.uint64), *ints, self._ctr(),
                      balance=self.settings.search_balance, frontier=n)
         return ans

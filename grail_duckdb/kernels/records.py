@@ -87,8 +87,9 @@ def label_record(xp, lab):
 
 def record_labels(xp, lab):
     """``lab`` packed into one record matrix (:func:`label_record`) and given back as a
-    ``Labels`` of the same values whose arrays are views of it (its ``record`` field set).
-    The caller drops ``lab``'s own arrays: the labels then take the device's memory once."""
+    ``Labels`` of the same values whose arrays are views of it (its ``record`` field set),
+    but for ``level``, kept contiguous beside it. The caller drops ``lab``'s other arrays:
+    the labels then take the device's memory once."""
     d, hw = int(lab.inner.shape[1]), int(lab.hub_down.shape[1])
     tree_at, hub_at, _ = record_layout(d, hw)
     rec = label_record(xp, lab)

@@ -21,25 +21,33 @@ struct LabelView {
     int stride, tree_at, hub_at, d, hw;
 
     __device__ __forceinline__ const int* at(int v) const { return rec + (i64)v * stride; }
-    __device__ __forceinline__ const u64* hubs(int v) const {
-        return reinterpret_cast<const u64*>(at(v) + hub_at);  // down[0:hw], then up[0:hw]
+    __device__ __forceinline__ const u64* hubs(const int* r) const {
+        return reinterpret_cast<const u64*>(r + hub_at);  // down[0:hw], then up[0:hw]
     }
 
-    // The negative cuts: false when u certainly does not reach t (u != t). The predicates are
+    // The negative cuts of the GRAIL intervals and of the hub words: true when one of them
+    // shows that the vertex of record a does not reach that of record b. The predicates are
     // the shared ones (grail_duckdb/kernels/shared.py), as in the CPU twin.
-    __device__ __forceinline__ bool may_reach(int u, int t) const {
-        const int* a = at(u);
-        const int* b = at(t);
-        if (level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL])) return false;
+    __device__ __forceinline__ bool intervals_exclude(const int* a, const int* b) const {
         for (int j = 0; j < d; ++j)
             if (label_excludes(a[RECORD_LABELS + 2 * j], a[RECORD_LABELS + 2 * j + 1],
                                b[RECORD_LABELS + 2 * j], b[RECORD_LABELS + 2 * j + 1]))
-                return false;
-        const u64* ha = hubs(u);
-        const u64* hb = hubs(t);
+                return true;
+        return false;
+    }
+    __device__ __forceinline__ bool hub_words_exclude(const int* a, const int* b) const {
+        const u64* ha = hubs(a);
+        const u64* hb = hubs(b);
         for (int k = 0; k < hw; ++k)
-            if (hubs_exclude(ha[k], ha[hw + k], hb[k], hb[hw + k])) return false;
-        return true;
+            if (hubs_exclude(ha[k], ha[hw + k], hb[k], hb[hw + k])) return true;
+        return false;
+    }
+    // Every negative cut: false when u certainly does not reach t (u != t).
+    __device__ __forceinline__ bool may_reach(int u, int t) const {
+        const int* a = at(u);
+        const int* b = at(t);
+        return !level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL]) && !intervals_exclude(a, b) &&
+               !hub_words_exclude(a, b);
     }
     // The positive cut of the two spanning trees, one 16-byte load per vertex: t lies in u's
     // subtree of the tree of parents, or u in t's subtree of the tree of chosen children.
@@ -50,32 +58,23 @@ struct LabelView {
     }
     // The positive hub cut: u reaches a hub that reaches t.
     __device__ __forceinline__ bool hub_reaches(int u, int t) const {
-        const u64* ha = hubs(u);
-        const u64* hb = hubs(t);
+        const u64* ha = hubs(at(u));
+        const u64* hb = hubs(at(t));
         for (int k = 0; k < hw; ++k)
             if (hubs_meet(ha[k], hb[hw + k])) return true;
         return false;
     }
-    // Every cut of one pair, in the order of the record's sectors (the level, the GRAIL
+    // Every cut of one pair, in the order of the record's fields (the level, the GRAIL
     // intervals, the trees, the hubs): TEST_REACHES (u == t included), TEST_EXCLUDES or
     // TEST_OPEN. The order changes no answer: a positive and a negative cut never both hold.
     __device__ __forceinline__ int test(int u, int t) const {
         if (u == t) return TEST_REACHES;
         const int* a = at(u);
         const int* b = at(t);
-        if (level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL])) return TEST_EXCLUDES;
-        for (int j = 0; j < d; ++j)
-            if (label_excludes(a[RECORD_LABELS + 2 * j], a[RECORD_LABELS + 2 * j + 1],
-                               b[RECORD_LABELS + 2 * j], b[RECORD_LABELS + 2 * j + 1]))
-                return TEST_EXCLUDES;
-        if (tree_reaches(u, t)) return TEST_REACHES;
-        const u64* ha = hubs(u);
-        const u64* hb = hubs(t);
-        for (int k = 0; k < hw; ++k)
-            if (hubs_meet(ha[k], hb[hw + k])) return TEST_REACHES;
-        for (int k = 0; k < hw; ++k)
-            if (hubs_exclude(ha[k], ha[hw + k], hb[k], hb[hw + k])) return TEST_EXCLUDES;
-        return TEST_OPEN;
+        if (level_excludes(a[RECORD_LEVEL], b[RECORD_LEVEL]) || intervals_exclude(a, b))
+            return TEST_EXCLUDES;
+        if (tree_reaches(u, t) || hub_reaches(u, t)) return TEST_REACHES;
+        return hub_words_exclude(a, b) ? TEST_EXCLUDES : TEST_OPEN;
     }
 };
 // The label arguments of every query kernel, and the view made of them.

@@ -129,8 +129,6 @@ class GpuKernels(GpuQueries):
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self._functions: dict[str, object] = {}
         self._local = threading.local()
-        self._records: dict = {}
-        self._records_lock = threading.Lock()
 
     def _function(self, name):
         fn = self._functions.get(name)

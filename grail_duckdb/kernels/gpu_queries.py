@@ -27,7 +27,7 @@ import numpy as np
 from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
 from .protocol import PairAnswers
-from .records import label_record, record_labels, record_layout
+from .records import record_labels, record_layout
 from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, N_STATUS
 
 #: threads per block of every launch
@@ -77,8 +77,6 @@ class GpuQueries:
     ``_function(name)``, ``_grid(name, fn)`` and ``_launch(...)``."""
 
     _local: threading.local
-    _records: dict  # id of a Labels -> its record matrix (see _label_args)
-    _records_lock: threading.Lock
 
     @property
     def query_batch(self) -> int:
@@ -97,22 +95,12 @@ class GpuQueries:
         """The label arguments of every query kernel (``LABEL_PARAMS`` in kernels/search.cu):
         the labels as one record per component (:mod:`.records`), the levels alone (the
         classification's first cut), the record's stride in ints, the offsets of its trees
-        and of its hub words, d and the hub words per side. Labels
-        packed by :meth:`query_labels` (those of every index) carry their record; for others
-        (a test's arrays) one is made the first time they are queried and kept as long as
-        they live."""
-        key = id(lab)
-        rec = lab.record if lab.record is not None else self._records.get(key)
-        if rec is None:
-            with self._records_lock:
-                rec = self._records.get(key)
-                if rec is None:
-                    rec = label_record(cp, lab)
-                    cp.cuda.runtime.deviceSynchronize()  # made before other streams read it
-                    self._records[key] = rec
-                    weakref.finalize(lab, self._records.pop, key, None)
+        and of its hub words, d and the hub words per side. An index's labels carry their
+        record (:meth:`query_labels`); others, a direct caller's, are packed for the call."""
+        if lab.record is None:
+            lab = self.query_labels(lab)
         tree_at, hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
-        return (rec, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at),
+        return (lab.record, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at),
                 np.int32(lab.d), np.int32(lab.hub_down.shape[1]))
 
     def release_buffers(self) -> None:
@@ -136,7 +124,8 @@ class GpuQueries:
         nq = int(ks.shape[0])
         buf = self._buffers(nq)
         words = (nq + 31) >> 5
-        self._label_args(qi.labels)  # the record is made here, never in a captured graph
+        if qi.labels.record is None:  # packed once, here: never inside a captured graph
+            qi.labels = self.query_labels(qi.labels)
         narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_RANGE: qi.lookup_offset,
                        LOOKUP_IDS: 0}.get(qi.lookup_mode)
         wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)

@@ -70,10 +70,19 @@ struct StepState {
     int spill[SPILL];   // (each warp stops after the round of 32 edges that overflowed)
 };
 
-// Barrier of a group of G warps: the warp itself, or the whole block (G = WARPS_PER_BLOCK).
+// Barrier of a group of G warps: the warp itself, the whole block (G = WARPS_PER_BLOCK), or
+// else the group's own named barrier (1 + its index in the block; 0 is __syncthreads'), as the
+// block's groups work on different pairs and reach their barriers at different times.
 template <int G>
 __device__ __forceinline__ void group_sync() {
-    if (G == 1) __syncwarp(); else __syncthreads();
+    if (G == 1) {
+        __syncwarp();
+    } else if (G == WARPS_PER_BLOCK) {
+        __syncthreads();
+    } else {
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)(threadIdx.x >> 5) / G), "r"(32 * G)
+                     : "memory");
+    }
 }
 
 // One pair on one group of G warps: 1 (s reaches t), 0 (it does not) or 2 (the queues
@@ -240,14 +249,14 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
         LABEL_VIEW, mode, cap,                                                               \
         scratch, per_group, ngroups, out, next, n_overflow, overflow
 
-// A round with one warp per pair (many small searches at once).
-extern "C" __global__ void bidir_warp_kernel(BIDIR_PARAMS) {
-    __shared__ StepState steps[WARPS_PER_BLOCK];
-    bidir_round<1>(BIDIR_ARGS, steps);
-}
-
-// A round with one block (WARPS_PER_BLOCK warps) per pair (the large searches).
-extern "C" __global__ void bidir_block_kernel(BIDIR_PARAMS) {
-    __shared__ StepState steps[1];
-    bidir_round<WARPS_PER_BLOCK>(BIDIR_ARGS, steps);
-}
+// A round with groups of G warps per pair, WARPS_PER_BLOCK / G groups per block: one warp for
+// many small searches at once, more for the large ones (bidir_g1_kernel ... bidir_g8_kernel).
+#define BIDIR_KERNEL(G)                                                                      \
+    extern "C" __global__ void bidir_g##G##_kernel(BIDIR_PARAMS) {                             \
+        __shared__ StepState steps[WARPS_PER_BLOCK / G];                                     \
+        bidir_round<G>(BIDIR_ARGS, steps);                                                   \
+    }
+BIDIR_KERNEL(1)
+BIDIR_KERNEL(2)
+BIDIR_KERNEL(4)
+BIDIR_KERNEL(8)

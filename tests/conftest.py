@@ -30,10 +30,14 @@ settings.load_profile("grail")
 #: shared instance, ``kernels_for("gpu")``)
 GPU_CONFIGS = {
     "gpu": None,
-    "gpu-binned": {"balance": "binned", "search_balance": "binned"},
-    "gpu-edges": {"balance": "edges", "search_balance": "edges"},
+    "gpu-binned": {"balance": "binned", "search_balance": "binned",
+                   "bidir_rounds": ((1, 32), (2, 64), (4, 128))},
+    "gpu-edges": {"balance": "edges", "search_balance": "edges",
+                  "bidir_rounds": ((4, 32), (8, 64))},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
+# (the tiny search rounds hand pairs on from round to round, down to the dense last one, on
+# every group size of kernels/bidir.cu)
 
 _GPU_MARKS = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")]

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import BackendError
 from ..resources import cuda_dir
 from .gpu_queries import _D2H, _H2D, BLOCK as _BLOCK
-from .gpu_queries import GpuQueries
+from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
@@ -85,8 +85,9 @@ class GpuSettings:
     bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18), (8, 1 << 21))
 
     def __post_init__(self):
-        if any(g not in (1, 8) or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
-            raise ValueError("bidir_rounds: (1 or 8 warps, a power of two >= 32) each, got "
+        if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
+            raise ValueError(f"bidir_rounds: (warps per pair in {BIDIR_GROUPS}, a power of "
+                             "two >= 32) each, got "
                              f"{self.bidir_rounds}")
         for knob in (self.balance, self.search_balance):
             if knob not in _BALANCE_MODES:

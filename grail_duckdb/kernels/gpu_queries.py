@@ -32,6 +32,8 @@ from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SOR
 
 #: threads per block of every launch
 BLOCK = 256
+#: warps per pair that the bidirectional search's rounds may take (kernels/bidir.cu)
+BIDIR_GROUPS = (1, 2, 4, 8)
 #: int32 slots before the answer bits in a batch's result buffer (the status counts)
 _COUNTS = 16
 #: batch shapes per thread whose captured CUDA graph is kept
@@ -225,7 +227,7 @@ class GpuQueries:
             per = self._bidir_bytes(mode, cap, nv)
             if mode == 0 and per >= dense:
                 continue  # the dense set is no larger: go straight to it
-            name = "bidir_warp_kernel" if g == 1 else "bidir_block_kernel"
+            name = f"bidir_g{g}_kernel"
             fn = self._function(name)
             groups_per_block = BLOCK // 32 // g
             groups = max(1, min(budget // per, self._grid(name, fn) * groups_per_block, pending))

@@ -2,8 +2,10 @@
 // one group of threads per pair (a warp, or a whole block for the large pairs of later rounds),
 // from both ends (twin of grail_duckdb/kernels/cpu/bidir.py). The forward side grows from s
 // over children that may still reach t, the backward side from t over parents that s may still
-// reach; each step expands the side whose frontier has fewer edges, the whole group sharing
-// its edges. s reaches t as soon as a vertex is on both sides or meets a positive cut; it does
+// reach; each step expands the side whose frontier has fewer vertices, the whole group sharing
+// its edges. (The CPU twin weighs the frontiers by their edges: on the device the degree of
+// each queued vertex is one more random read, and counting vertices made 10M random pairs on
+// the 250M-edge citation graph 11% faster, H100.) s reaches t as soon as a vertex is on both sides or meets a positive cut; it does
 // not once either side runs dry. No grid barrier: each group takes pairs from a counter.
 //
 // A group's scratch is bounded and owned by it: two frontier queues of `cap` vertices and a set
@@ -62,7 +64,6 @@ struct Reached {
 
 // Per-warp state of one step, in shared memory.
 struct StepState {
-    u64 edges;          // edges leaving the vertices queued for the next step
     int tail;           // next free queue slot of the side being expanded
     int flag;           // 0 = go on, 1 = met (s reaches t), 2 = a queue overflowed
     int nspill;         // vertices inserted into `seen` that found no queue slot (overflow)
@@ -103,10 +104,9 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
     }
     group_sync<G>();
     int hf = 0, tf = 1, hb = 0, tb = 1;
-    u64 ef = ptr[s + 1] - ptr[s], eb = rptr[t + 1] - rptr[t];
     int result = 0;
     while (hf < tf && hb < tb) {
-        const bool fwd = ef <= eb;
+        const bool fwd = tf - hf <= tb - hb;
         const int head = fwd ? hf : hb, end = fwd ? tf : tb;
         int* q = fwd ? qf : qb;
         const i64* p = fwd ? ptr : rptr;
@@ -115,7 +115,6 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
         if (gt == 0) {
             st->tail = end;
             st->flag = 0;
-            st->edges = 0ull;
         }
         group_sync<G>();
         // Edge-parallel over the frontier, each warp 32 vertices at a time: a warp scan of
@@ -160,7 +159,6 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
                             const int slot = atomicAdd(&st->tail, 1);
                             if (slot < cap) {
                                 q[slot] = w;
-                                atomicAdd(&st->edges, (u64)(p[w + 1] - p[w]));
                             } else {  // in `seen` but in no queue: cleared from the spill list
                                 const int k = atomicAdd(&st->nspill, 1);
                                 if (k < SPILL) st->spill[k] = w;
@@ -177,9 +175,8 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
         group_sync<G>();
         const int flag = *((volatile int*)&st->flag);
         const int tail = min(*((volatile int*)&st->tail), cap);
-        const u64 edges = *((volatile u64*)&st->edges);
         group_sync<G>();
-        if (fwd) { hf = end; tf = tail; ef = edges; } else { hb = end; tb = tail; eb = edges; }
+        if (fwd) { hf = end; tf = tail; } else { hb = end; tb = tail; }
         if (flag) {
             result = flag == 1 ? 1 : 2;
             break;

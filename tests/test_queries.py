@@ -13,6 +13,7 @@ import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.engine import queries
+from grail_duckdb.engine.index import GPU_MIN_QUERIES
 from grail_duckdb.kernels import gpu_available
 from grail_duckdb.kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 from oracle import reaches_by_dfs
@@ -87,12 +88,12 @@ def test_forests_are_settled_by_the_tree_cuts_alone(backend, one):
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
 @pytest.mark.parametrize("rounds", [((1, 32), (2, 64), (4, 128), (8, 256)),
-                                    ((8, 32), (4, 64), (2, 128), (1, 256))])
+                                    ((8, 32), (4, 64), (2, 128), (1, 64))])
 def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monkeypatch):
     """The GPU's exact search in rounds of 1, 2, 4 and 8 warps per pair (kernels/bidir.cu:
     groups of 2 and 4 share a block and sync on their own barriers), with capacities so small
-    that every round hands pairs on to the next, down to the dense last round: the oracle's
-    answers, and the CPU backend's statistics."""
+    that each round hands pairs on to the next (and a last round smaller than the one before
+    on to the dense round): the oracle's answers, and the CPU backend's statistics."""
     from dataclasses import replace
 
     n = 20_000
@@ -104,12 +105,14 @@ def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monke
     monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None: real(
         self, qi, u, t, traces.append([]) or traces[-1]))
     rng = np.random.default_rng(6)
-    qs = rng.integers(0, n, 20_000)
-    qt = np.minimum(qs + rng.integers(1, 3_000, 20_000), n - 1)
+    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)  # answered on the device, not its host copy
+    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
     stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
-    rows = [r for tr in traces for r in tr]
-    assert [r[0] for r in rows[:len(rounds) + 1]] == [g for g, _ in rounds] + [8]
-    assert all(r[5] > 0 for r in rows[:len(rounds)])  # each round handed some pairs on
+    rows = [r for tr in traces for r in tr]  # (warps, mode, cap, groups, in, left, seconds)
+    assert [r[:3] for r in rows[:len(rounds)]] == [(g, 0, c) for g, c in rounds]
+    assert all(r[5] > 0 for r in rows[:len(rounds) - 1])  # each round handed pairs on
+    if rounds[-1][1] < rounds[-2][1]:
+        assert rows[len(rounds)][:3] == (8, 1, idx.n_components) and rows[len(rounds)][4] > 0
     assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
 
 

@@ -68,9 +68,10 @@ class GpuSettings:
     fraction of the index's footprint, and at least ``min_search_scratch`` bytes (taken only
     while such pairs are searched; README "Query engine" has the measured trade-off);
     ``bidir_rounds``: the rounds of the bidirectional search, ``(warps per pair, frontier
-    capacity per side)``; a round's groups each take a hash set of 24 bytes per unit of
-    capacity; a last round, one block per pair with a dense set of about 8.3 bytes per vertex,
-    never overflows.
+    capacity per side)``; the warps are the fewest a round takes (one whose scratch budget
+    holds too few groups to fill the device takes more); a round's groups each take a hash
+    set of 24 bytes per unit of capacity; a last round, one block per pair with a dense set
+    of about 8.3 bytes per vertex, never overflows.
     """
 
     balance: str = "binned"
@@ -82,7 +83,7 @@ class GpuSettings:
     query_batch: int = 1 << 21
     search_scratch: float = 0.1
     min_search_scratch: int = 64 << 20
-    bidir_rounds: tuple = ((1, 1 << 11), (8, 1 << 15), (8, 1 << 18), (8, 1 << 21))
+    bidir_rounds: tuple = ((1, 1 << 11), (4, 1 << 15), (8, 1 << 18), (8, 1 << 21))
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):

@@ -227,6 +227,7 @@ class GpuQueries:
             per = self._bidir_bytes(mode, cap, nv)
             if mode == 0 and per >= dense:
                 continue  # the dense set is no larger: go straight to it
+            g = self._group_warps(g, budget // per)
             name = f"bidir_g{g}_kernel"
             fn = self._function(name)
             groups_per_block = BLOCK // 32 // g
@@ -249,6 +250,20 @@ class GpuQueries:
                 break
             ids = over[:pending]
         return out.get().astype(np.bool_)
+
+    def _group_warps(self, g, fit):
+        """The warps per pair of a round asked for ``g``, when the scratch budget holds
+        ``fit`` groups: g, doubled (up to a block) while ``fit`` is short of the groups the
+        device runs at once at that size, so that a round whose memory limits its groups
+        gives each more warps rather than leaving warps idle. (10M random pairs, H200: on the
+        2.5B-edge citation graph 4 warps per pair made the 32K round 6% faster than 8, as the
+        budget holds 5,800 groups; at 250M edges it holds 585 and 4 warps were 34% slower.)"""
+        while g < BLOCK // 32:
+            name = f"bidir_g{g}_kernel"
+            if fit >= self._grid(name, self._function(name)) * (BLOCK // 32 // g):
+                break
+            g *= 2
+        return g
 
     def search_words(self, n, nq, words, budget):
         """Words per vertex for the search: as many as the memory budget allows (three arrays

@@ -182,9 +182,19 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
             break;
         }
     }
-    for (int i = gt; i < tf; i += G * 32) seen.remove(qf[i]);
-    for (int i = gt; i < tb; i += G * 32) seen.remove(qb[i]);
-    for (int i = gt; i < min(st->nspill, SPILL); i += G * 32) seen.remove(st->spill[i]);
+    // Leave the set empty: each vertex the pair put in it removed (a random probe each), or,
+    // once those outnumber a 32nd of the table's slots, the whole table zeroed with
+    // coalesced 16-byte stores.
+    const int nspill = min(st->nspill, SPILL);
+    if (seen.mode == 0 && (i64)(tf + tb + nspill) * 32 > (i64)seen.mask + 1) {
+        uint4* slots = reinterpret_cast<uint4*>(seen.table);
+        const int n4 = (int)((seen.mask + 1u) >> 2);
+        for (int i = gt; i < n4; i += G * 32) slots[i] = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+        for (int i = gt; i < tf; i += G * 32) seen.remove(qf[i]);
+        for (int i = gt; i < tb; i += G * 32) seen.remove(qb[i]);
+        for (int i = gt; i < nspill; i += G * 32) seen.remove(st->spill[i]);
+    }
     group_sync<G>();
     return result;
 }

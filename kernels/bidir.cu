@@ -1,12 +1,13 @@
 // Queries, last stage: the exact search of the pairs that the cuts and the bounded search left,
-// one group of threads per pair (a warp, or a whole block for the large pairs of later rounds),
-// from both ends (twin of grail_duckdb/kernels/cpu/bidir.py). The forward side grows from s
-// over children that may still reach t, the backward side from t over parents that s may still
-// reach; each step expands the side whose frontier has fewer vertices, the whole group sharing
-// its edges. (The CPU twin weighs the frontiers by their edges: on the device the degree of
-// each queued vertex is one more random read, and counting vertices made 10M random pairs on
-// the 250M-edge citation graph 11% faster, H100.) s reaches t as soon as a vertex is on both sides or meets a positive cut; it does
-// not once either side runs dry. No grid barrier: each group takes pairs from a counter.
+// one group of 1, 2, 4 or 8 warps per pair (more for the large pairs of later rounds), from
+// both ends (twin of grail_duckdb/kernels/cpu/bidir.py). The forward side grows from s over
+// children that may still reach t, the backward side from t over parents that s may still
+// reach; each step expands the side whose frontier has fewer vertices, the whole group
+// sharing its edges. (The CPU twin weighs the frontiers by their edges: on the device the
+// degree of each queued vertex is one more random read, and counting vertices made 10M random
+// pairs on the 250M-edge citation graph 11% faster, H100.) s reaches t as soon as a vertex is
+// on both sides or meets a positive cut; it does not once either side runs dry. No grid
+// barrier: each group takes pairs from a counter.
 //
 // A group's scratch is bounded and owned by it: two frontier queues of `cap` vertices and a set
 // of the vertices on either side, a hash table of 4 * cap slots (mode 0) or two bits per vertex

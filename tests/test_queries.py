@@ -116,6 +116,27 @@ def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monke
     assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_a_round_short_of_scratch_takes_more_warps_per_pair():
+    """A round whose scratch budget holds fewer groups than the device runs at once at the
+    warps asked for doubles them (up to a block); one that holds enough keeps them."""
+    from grail_duckdb.kernels import kernels_for
+
+    k = kernels_for("gpu")
+
+    def capacity(g):  # groups of g warps the device runs at once
+        name = f"bidir_g{g}_kernel"
+        return k._grid(name, k._function(name)) * (8 // g)
+
+    for g in (1, 2, 4, 8):
+        assert k._group_warps(g, capacity(g)) == g
+        assert k._group_warps(g, 10**9) == g
+    assert k._group_warps(1, 0) == 8
+    assert k._group_warps(1, capacity(1) - 1) > 1
+    assert k._group_warps(4, capacity(4) - 1) == 8
+
+
 @pytest.mark.parametrize("budget", [0, 1, 3, 256])
 def test_budgets_that_defeat_the_bounded_search(backend, budget):
     """Deep narrow DAGs with many paths: small budgets defer most pairs to the exact search."""

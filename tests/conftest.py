@@ -27,7 +27,8 @@ settings.register_profile(
 settings.load_profile("grail")
 
 #: GpuSettings keyword arguments of each GPU configuration under test (None: the default
-#: shared instance, ``kernels_for("gpu")``)
+#: shared instance, ``kernels_for("gpu")``); the tiny search rounds hand pairs on from round
+#: to round, down to the dense last one, on every group size of kernels/bidir.cu
 GPU_CONFIGS = {
     "gpu": None,
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
@@ -36,8 +37,6 @@ GPU_CONFIGS = {
                   "bidir_rounds": ((4, 32), (8, 64))},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
-# (the tiny search rounds hand pairs on from round to round, down to the dense last one, on
-# every group size of kernels/bidir.cu)
 
 _GPU_MARKS = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")]

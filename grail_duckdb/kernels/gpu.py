@@ -88,8 +88,7 @@ class GpuSettings:
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
             raise ValueError(f"bidir_rounds: (warps per pair in {BIDIR_GROUPS}, a power of "
-                             "two >= 32) each, got "
-                             f"{self.bidir_rounds}")
+                             f"two >= 32) each, got {self.bidir_rounds}")
         for knob in (self.balance, self.search_balance):
             if knob not in _BALANCE_MODES:
                 raise ValueError(f"load balance must be one of {sorted(_BALANCE_MODES)}, "

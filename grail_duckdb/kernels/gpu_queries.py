@@ -99,11 +99,11 @@ class GpuQueries:
         classification's first cut), the record's stride in ints, the offsets of its trees
         and of its hub words, d and the hub words per side. An index's labels carry their
         record (:meth:`query_labels`); others, a direct caller's, are packed for the call."""
-        if lab.record is None:
-            lab = self.query_labels(lab)
-        tree_at, hub_at, stride = record_layout(lab.d, int(lab.hub_down.shape[1]))
+        lab = self.query_labels(lab)
+        hw = int(lab.hub_down.shape[1])
+        tree_at, hub_at, stride = record_layout(lab.d, hw)
         return (lab.record, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at),
-                np.int32(lab.d), np.int32(lab.hub_down.shape[1]))
+                np.int32(lab.d), np.int32(hw))
 
     def release_buffers(self) -> None:
         """Drop this thread's query buffers (its next call makes them anew)."""

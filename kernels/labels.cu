@@ -122,8 +122,8 @@ extern "C" __global__ void post_kernel(int levels, int d, const int* order, cons
     const int t = thread_rank(), T = thread_count();
     for (int L = 0; L < levels; ++L) {
         const int lo = offs[L], hi = offs[L + 1];
-        for (int k = lo * d + t; k < hi * d; k += T) {
-            const int v = order[k / d], j = k % d;
+        for (i64 k = (i64)lo * d + t; k < (i64)hi * d; k += T) {  // n * d may pass 2^31
+            const int v = order[k / d], j = (int)(k % d);
             const int p = parent[v];
             const int start = excl[(i64)v * d + j] + (p >= 0 ? post[(i64)p * d + j] - size[p] : 0);
             post[(i64)v * d + j] = start + size[v];

@@ -159,7 +159,7 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
                 }
             };
             advance_level(g, bal, gl, in, count, ptr, idx, huge, ctr + 3, expand);
-            for (int i = t; i < count * W; i += T) pin[(i64)in[i / W] * W + (i % W)] = 0ull;
+            for (i64 i = t; i < (i64)count * W; i += T) pin[(i64)in[i / W] * W + (i % W)] = 0ull;
             int answered = 0;
             for (int wd = 0; wd < W; ++wd) answered += __popcll(*((volatile u64*)&done[wd]));
             count = answered >= nb ? 0 : *((volatile int*)out_cnt);
@@ -167,7 +167,7 @@ extern "C" __global__ void search_kernel(int n, const i64* ptr, const int* idx, 
         }
         ++gl;
         const int nt = *((volatile int*)tcnt);
-        for (int i = t; i < nt * W; i += T) {
+        for (i64 i = t; i < (i64)nt * W; i += T) {  // n * W may pass 2^31
             const i64 k = (i64)touched[i / W] * W + (i % W);
             seen[k] = 0ull;
             pend0[k] = 0ull;

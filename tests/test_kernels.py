@@ -396,3 +396,25 @@ def test_out_of_memory_is_a_backend_error():
     huge = cp.zeros(1, cp.int32)
     with pytest.raises(BackendError, match="bytes"):
         k.csr(huge, huge, int(free))  # an indptr of the whole free memory in int64
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_post_orders_index_past_two_billion_label_entries():
+    """n * d above 2^31 (250M components and 9 labels do it): every label's post ranks still
+    a permutation of 1..n. A forest of singletons keeps the graph trivial and the reference
+    exact: each vertex is its own subtree."""
+    import cupy as cp
+
+    from grail_duckdb.kernels import kernels_for
+    from grail_duckdb.kernels.protocol import TopoOrder
+
+    k = kernels_for("gpu")
+    d = 64
+    n = (1 << 31) // d + 4096
+    topo = TopoOrder(cp.zeros(n, cp.int32), cp.arange(n, dtype=cp.int32),
+                     cp.asarray(np.array([0, n], np.int32)))
+    post = k.post_orders(cp.full(n, -1, cp.int32), topo, cp.ones(n, cp.int32), d, 7)
+    for j in (0, d - 1):
+        col = cp.sort(post[:, j])
+        assert bool((col == cp.arange(1, n + 1, dtype=cp.int32)).all()), f"label {j}"

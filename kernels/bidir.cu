@@ -72,18 +72,31 @@ struct StepState {
     int spill[SPILL];   // (each warp stops after the round of 32 edges that overflowed)
 };
 
+// Named barrier `id` of `threads` threads (bar.sync with immediates: ptxas then reserves the
+// barriers the kernel names, where an id in a register reserves all 16 of the block, and the
+// driver fits only 4 blocks of 16 barriers on an SM).
+template <int ID, int THREADS>
+__device__ __forceinline__ void named_barrier() {
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
 // Barrier of a group of G warps: the warp itself, the whole block (G = WARPS_PER_BLOCK), or
 // else the group's own named barrier (1 + its index in the block; 0 is __syncthreads'), as the
 // block's groups work on different pairs and reach their barriers at different times.
 template <int G>
 __device__ __forceinline__ void group_sync() {
+    constexpr int groups = WARPS_PER_BLOCK / G;
+    static_assert(G == 1 || groups <= 4, "named barriers for up to 4 groups per block");
     if (G == 1) {
         __syncwarp();
     } else if (G == WARPS_PER_BLOCK) {
         __syncthreads();
     } else {
-        asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)(threadIdx.x >> 5) / G), "r"(32 * G)
-                     : "memory");
+        const int group = (int)(threadIdx.x >> 5) / G;
+        if (group == 0) named_barrier<1, 32 * G>();
+        else if (group == 1) named_barrier<2, 32 * G>();
+        else if (groups > 2 && group == 2) named_barrier<3, 32 * G>();
+        else if (groups > 3) named_barrier<4, 32 * G>();
     }
 }
 

@@ -59,7 +59,7 @@ class GpuSettings:
     ``balance`` / ``search_balance``: load balance of the build's traversals / of the query
     search, "binned" (thread / warp / grid by degree) or "edges" (prefix sum + binary search);
     ``blocks_per_sm``: cooperative blocks per SM for every kernel (None: as many as the
-    registers allow, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
+    device fits at once, at most 8); ``narrow_blocks_per_sm``: the cap for the deep, narrow level
     sweeps (fewer blocks, cheaper ``grid.sync()``; None: no cap); ``force_words``: fixes the
     search's words per vertex; ``max_words``: upper bound on them (64 * W queries per pass);
     ``query_batch``: pairs per batch of a query call (the reusable buffers of a thread hold
@@ -143,8 +143,9 @@ class GpuKernels(GpuQueries):
         (within the settings' caps), or what a launch found to fit."""
         grid = self._grids.get(name)
         if grid is None:
-            regs = max(int(fn.num_regs), 16)
-            per_sm = min(2048 // _BLOCK, 65536 // (((regs + 7) // 8) * 8 * _BLOCK), 8)
+            # the driver's count weighs every limit (registers, shared memory, barriers)
+            per_sm = min(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                fn.kernel.ptr, _BLOCK, 0), 8)
             if self.settings.blocks_per_sm:
                 per_sm = min(per_sm, self.settings.blocks_per_sm)
             elif self.settings.narrow_blocks_per_sm and name in _NARROW:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..engine.index import build_index, load_index
+from ..engine.index import DEFAULT_LABELS, build_index, load_index
 from ..kernels import resolve
 from .bench import _rss_bytes
 from .generators import write_citation_parquet
@@ -127,7 +127,8 @@ def _check(index, folder: Path, seed: int) -> dict:
     return {k: bool(v) for k, v in ok.items()}
 
 
-def warm_up(backend: str, workdir: Path, papers: int = 200_000) -> float:
+def warm_up(backend: str, workdir: Path, papers: int = 200_000,
+            labels: int = DEFAULT_LABELS) -> float:
     """One small run of every path the timed run takes (generate, build from Parquet, save,
     load), so that first-use compiles (Numba's, CUDA's) are not timed; its seconds."""
     t0 = time.perf_counter()
@@ -135,7 +136,7 @@ def warm_up(backend: str, workdir: Path, papers: int = 200_000) -> float:
     if folder.exists():
         shutil.rmtree(folder)
     write_citation_parquet(folder / "edges", papers, mean_citations=10, seed=1)
-    idx = build_index(folder / "edges", backend=backend)
+    idx = build_index(folder / "edges", labels=labels, backend=backend)
     some = np.arange(min(papers, 100_000))
     idx.reaches(some, some[::-1].copy())
     load_index(idx.save(folder / "edges.grail.parquet"), backend=backend)
@@ -353,7 +354,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1, help="also answer on replicas of 1..G GPUs")
     p.add_argument("--dask", type=int, default=0, metavar="PAIRS",
                    help="also answer this many of the pairs on a local Dask cluster")
-    p.add_argument("--labels", type=int, default=5)
+    p.add_argument("--labels", type=int, default=DEFAULT_LABELS,
+                   help=f"GRAIL label pairs d (default {DEFAULT_LABELS}, as a build's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     p.add_argument("--workdir", default="scale-work", help="where the Parquet files go")
@@ -375,7 +377,8 @@ def run(args) -> int:
         (out / "scale.md").write_text(report(done))
 
     if not args.no_warm_up:
-        seconds = warm_up(resolve(args.backend), Path(args.workdir), min(200_000, *args.papers))
+        seconds = warm_up(resolve(args.backend), Path(args.workdir), min(200_000, *args.papers),
+                            args.labels)
         _say(f"warm-up (first-use compiles, not timed below): {seconds:.1f} s")
     for papers in args.papers:
         results.append(run_size(papers, args.citations, args, partial=write))

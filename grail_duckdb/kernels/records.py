@@ -4,8 +4,9 @@ The exact search tests every edge it crosses against the labels of a vertex it h
 seen, so each test is a random read of device memory. Kept as separate arrays (levels, the
 two trees, the d GRAIL intervals as two matrices, the hub words of either side) the labels of
 one component lie in six or more cache lines; the record puts them in one (128 bytes for the
-default d = 9 and two hub words, 92 padded to 128 for d = 5), in the order a search tests them (the level, the GRAIL
-intervals, which settle most vertices it meets, the trees, the hubs):
+default d = 9 and two hub words; 92, padded to 128, for d = 5), in the order a search tests
+them (the level, the GRAIL intervals, which settle most vertices it meets, the trees, the
+hubs):
 
 ====================== ================================================================
 ints                   field

@@ -126,8 +126,7 @@ class GpuQueries:
         nq = int(ks.shape[0])
         buf = self._buffers(nq)
         words = (nq + 31) >> 5
-        if qi.labels.record is None:  # packed once, here: never inside a captured graph
-            qi.labels = self.query_labels(qi.labels)
+        qi.labels = self.query_labels(qi.labels)  # packed here once: never in a captured graph
         narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_RANGE: qi.lookup_offset,
                        LOOKUP_IDS: 0}.get(qi.lookup_mode)
         wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)

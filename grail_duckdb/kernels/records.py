@@ -74,15 +74,10 @@ def label_record(xp, lab):
     of a record per component (layout: the module's notes), on the backend of ``xp``."""
     n, d = int(lab.level.shape[0]), int(lab.inner.shape[1])
     hw = int(lab.hub_down.shape[1])
-    tree_at, hub_at, stride = record_layout(d, hw)
-    rec = xp.zeros((n, stride), xp.int32)
-    rec[:, tree_at:tree_at + 4] = lab.tree
+    rec = xp.zeros((n, record_layout(d, hw)[2]), xp.int32)
     rec[:, RECORD_LEVEL] = lab.level
-    rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2] = lab.inner
-    rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2] = lab.outer
-    hubs = _as_u64(xp, rec[:, hub_at:hub_at + 4 * hw])
-    hubs[:, :hw] = lab.hub_down
-    hubs[:, hw:] = lab.hub_up
+    for name, field in _fields(xp, rec, d, hw).items():
+        field[...] = getattr(lab, name)
     return rec
 
 
@@ -92,14 +87,19 @@ def record_labels(xp, lab):
     but for ``level``, kept contiguous beside it. The caller drops ``lab``'s other arrays:
     the labels then take the device's memory once."""
     d, hw = int(lab.inner.shape[1]), int(lab.hub_down.shape[1])
-    tree_at, hub_at, _ = record_layout(d, hw)
     rec = label_record(xp, lab)
+    return dataclasses.replace(lab, record=rec, level=xp.ascontiguousarray(lab.level),
+                               **_fields(xp, rec, d, hw))
+
+
+def _fields(xp, rec, d, hw):
+    """The record matrix's fields but the level, as views of it named like ``Labels``'s
+    arrays: the one place that maps the layout onto the labels."""
+    tree_at, hub_at, _ = record_layout(d, hw)
     hubs = _as_u64(xp, rec[:, hub_at:hub_at + 4 * hw])
-    return dataclasses.replace(
-        lab, record=rec, level=xp.ascontiguousarray(lab.level),
-        inner=rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2],
-        outer=rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2],
-        tree=rec[:, tree_at:tree_at + 4], hub_down=hubs[:, :hw], hub_up=hubs[:, hw:])
+    return dict(inner=rec[:, RECORD_LABELS:RECORD_LABELS + 2 * d:2],
+                outer=rec[:, RECORD_LABELS + 1:RECORD_LABELS + 2 * d:2],
+                tree=rec[:, tree_at:tree_at + 4], hub_down=hubs[:, :hw], hub_up=hubs[:, hw:])
 
 
 def _as_u64(xp, a):

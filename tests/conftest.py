@@ -32,9 +32,9 @@ settings.load_profile("grail")
 GPU_CONFIGS = {
     "gpu": None,
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
-                   "bidir_rounds": ((1, 32), (2, 64), (4, 128))},
+                   "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
-                  "bidir_rounds": ((4, 32), (8, 64))},
+                  "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
 

@@ -100,7 +100,8 @@ def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monke
     src, dst = _dag(n, 100_000, 5, span=300)
     idx = gd.build_index(src, dst, backend="gpu", labels=1)
     k = idx.kernels
-    monkeypatch.setattr(k, "settings", replace(k.settings, bidir_rounds=rounds))
+    monkeypatch.setattr(k, "settings", replace(k.settings, bidir_rounds=rounds,
+                                               fill_first_round=False))
     traces, real = [], type(k)._bidir
     monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None: real(
         self, qi, u, t, traces.append([]) or traces[-1]))
@@ -135,6 +136,51 @@ def test_a_round_short_of_scratch_takes_more_warps_per_pair():
     assert k._group_warps(1, 0) == 8
     assert k._group_warps(1, capacity(1) - 1) > 1
     assert k._group_warps(4, capacity(4) - 1) == 8
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_the_first_round_grows_while_the_scratch_holds_the_device_full_of_groups():
+    """``fill_first_round``: the first round's capacity doubles while the budget holds as
+    many of its groups as the device runs at once, up to the second round's, and takes the
+    place of the rounds it outgrew; a budget short of that leaves the rounds as they were."""
+    from grail_duckdb.kernels.gpu import GpuKernels, GpuSettings
+
+    rounds = ((1, 2048), (4, 32768), (8, 1 << 18))
+    k = GpuKernels(GpuSettings(bidir_rounds=rounds))
+    at_once = k._groups_at_once(1)
+    assert k._bidir_rounds(0) == list(rounds)
+    assert k._bidir_rounds(24 * 4096 * at_once - 1) == list(rounds)
+    assert k._bidir_rounds(24 * 4096 * at_once) == [(1, 4096), (4, 32768), (8, 1 << 18)]
+    assert k._bidir_rounds(24 * 32768 * at_once) == [(1, 32768), (8, 1 << 18)]
+    assert k._bidir_rounds(1 << 50) == [(1, 32768), (8, 1 << 18)]
+    fixed = GpuKernels(GpuSettings(bidir_rounds=rounds, fill_first_round=False))
+    assert fixed._bidir_rounds(1 << 50) == list(rounds)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_a_first_round_grown_by_the_scratch_answers_like_the_oracle(monkeypatch):
+    """With scratch enough to grow the first round (a 1 GB floor), the search runs one
+    wider first round and answers every pair as the oracle does, with the CPU backend's
+    statistics."""
+    from dataclasses import replace
+
+    n = 20_000
+    src, dst = _dag(n, 100_000, 5, span=300)
+    idx = gd.build_index(src, dst, backend="gpu", labels=1)
+    k = idx.kernels
+    monkeypatch.setattr(k, "settings", replace(k.settings, min_search_scratch=1 << 30))
+    traces, real = [], type(k)._bidir
+    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None: real(
+        self, qi, u, t, traces.append([]) or traces[-1]))
+    rng = np.random.default_rng(8)
+    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
+    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
+    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
+    first = [tr[0] for tr in traces if tr]
+    assert first and all(r[2] > k.settings.bidir_rounds[0][1] for r in first)
+    assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
 
 
 @pytest.mark.parametrize("budget", [0, 1, 3, 256])

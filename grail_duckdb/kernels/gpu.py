@@ -71,7 +71,9 @@ class GpuSettings:
     capacity per side)``; the warps are the fewest a round takes (one whose scratch budget
     holds too few groups to fill the device takes more); a round's groups each take a hash
     set of 24 bytes per unit of capacity; a last round, one block per pair with a dense set
-    of about 8.3 bytes per vertex, never overflows.
+    of about 8.3 bytes per vertex, never overflows; ``fill_first_round``: the first round's
+    capacity grows (in powers of two, up to the second round's) while the scratch budget
+    holds as many of its groups as the device runs at once.
     """
 
     balance: str = "binned"
@@ -82,8 +84,9 @@ class GpuSettings:
     max_words: int = 64
     query_batch: int = 1 << 21
     search_scratch: float = 0.1
-    min_search_scratch: int = 64 << 20
+    min_search_scratch: int = 256 << 20
     bidir_rounds: tuple = ((1, 1 << 11), (4, 1 << 15), (8, 1 << 18), (8, 1 << 21))
+    fill_first_round: bool = True
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):

@@ -221,18 +221,27 @@ class GpuQueries:
         ctr = cp.zeros(2, cp.int32)
         ids, pending, r = np.uint64(0), npairs, 0
         labs = self._label_args(qi.labels)
-        rounds = [(g, 0, c) for g, c in self._bidir_rounds(budget)] + [(8, 1, nv)]
-        for g, mode, cap in rounds:
+        plan = []  # (warps, mode, cap, bytes per group, groups at most)
+        for g, mode, cap in [(g, 0, c) for g, c in self._bidir_rounds(budget)] + [(8, 1, nv)]:
             per = self._bidir_bytes(mode, cap, nv)
             if mode == 0 and per >= dense:
                 continue  # the dense set is no larger: go straight to it
             g = self._group_warps(g, budget // per)
+            plan.append((g, mode, cap, per, max(1, min(budget // per, self._groups_at_once(g)))))
+        # one buffer for the hashed rounds, zeroed before each, so that the pool keeps one
+        # block rather than one per round size (the dense round may need a larger one)
+        scratch = cp.empty(max((min(most, npairs) * per for g, mode, cap, per, most in plan
+                                if mode == 0), default=0), cp.uint8)
+        for g, mode, cap, per, most in plan:
             name = f"bidir_g{g}_kernel"
             fn = self._function(name)
             groups_per_block = BLOCK // 32 // g
-            groups = max(1, min(budget // per, self._grid(name, fn) * groups_per_block, pending))
+            groups = min(most, pending)
             t0 = time.perf_counter()
-            scratch = cp.zeros(groups * per, cp.uint8)
+            if scratch.nbytes < groups * per:
+                scratch = None  # back to the pool before the larger one is taken
+                scratch = cp.empty(groups * per, cp.uint8)
+            scratch[:groups * per].fill(0)
             ctr.fill(0)
             over = lists[r % 2]  # the other list holds this round's ids
             r += 1
@@ -240,7 +249,6 @@ class GpuQueries:
                 np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
                 qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
                 np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over))
-            del scratch
             left = int(ctr[1])
             if trace is not None:
                 trace.append((g, mode, cap, groups, pending, left, time.perf_counter() - t0))

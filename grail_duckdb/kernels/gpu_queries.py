@@ -269,8 +269,8 @@ class GpuQueries:
         rounds = list(self.settings.bidir_rounds)
         if not self.settings.fill_first_round or len(rounds) < 2:
             return rounds
-        (g, first), cap = rounds[0], rounds[0][1]
-        at_once = self._groups_at_once(g)
+        g, first = rounds[0]
+        at_once, cap = self._groups_at_once(g), first
         while cap < rounds[1][1] and self._bidir_bytes(0, 2 * cap, 0) * at_once <= budget:
             cap *= 2
         if cap == first:

@@ -35,8 +35,8 @@ struct KeyLookup {
 };
 
 // Status code of one valid pair (cpu/classify._classify): unknown keys (equal: SAME_KEY), same
-// vertex, same component, then with prune the level cut, the positive tree and hub cuts, the
-// negative label and hub tests; UNDECIDED when none settles it. u and t: its components.
+// vertex, same component, then with prune the level cut, the positive tree and hub cuts (the
+// window hubs' counted as HUB_CUT), the negative label and hub tests; UNDECIDED when none settles it. u and t: its components.
 __device__ __forceinline__ int classify_pair(const KeyLookup& look, i64 ka, i64 kb,
                                              const int* comp, const LabelView& lab, int prune,
                                              int& u, int& t) {
@@ -52,6 +52,7 @@ __device__ __forceinline__ int classify_pair(const KeyLookup& look, i64 ka, i64 
     if (level_excludes(lab.levels[u], lab.levels[t])) return LEVEL_CUT;
     if (lab.tree_reaches(u, t)) return TREE_CUT;  // positive cuts first: cheap, and a
     if (lab.hub_reaches(u, t)) return HUB_CUT;    // reachable pair passes every test
+    if (lab.window_reaches(u, t)) return HUB_CUT;
     if (!lab.may_reach(u, t)) return LABEL_CUT;
     return UNDECIDED;
 }

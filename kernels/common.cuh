@@ -23,6 +23,16 @@ typedef unsigned long long u64;
 __device__ __forceinline__ int thread_rank() { return blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int thread_count() { return gridDim.x * blockDim.x; }
 
+// Word k of row w of a W-word bit matrix shifted sh bits towards the high end (sh < 0: the low
+// end), zeros shifted in: a row rebased from one hub window to another (cpu/labels.shifted_word).
+__device__ __forceinline__ u64 shifted_word(const u64* bits, int W, int w, int k, int sh) {
+    const int q = sh >> 6;  // floor division (arithmetic shift)
+    const int a = k - q;
+    const u64 hi = (a >= 0 && a < W) ? bits[(i64)w * W + a] : 0ull;
+    const u64 lo = (a - 1 >= 0 && a - 1 < W) ? bits[(i64)w * W + a - 1] : 0ull;
+    return funnel(lo, hi, (u64)(sh & 63));
+}
+
 // Append v to a frontier: out[base + (slot taken from *cnt)].
 __device__ __forceinline__ void push(int* out, int base, int* cnt, int v) {
     out[base + atomicAdd(cnt, 1)] = v;

@@ -185,9 +185,22 @@ extern "C" __global__ void bounds_kernel(int levels, int d, const i64* fptr, con
 
 // Hub bits (cpu/labels.hub_bits): down[v] = hubs v reaches, bottom-up pulling from every DAG child;
 // up[v] = hubs reaching v, top-down pulling from every DAG parent. W words per vertex; each
-// vertex is owned by one warp (OR-reduction over its row, one write).
+// vertex is owned by one warp (OR-reduction over its row, one write). With `first` (the window
+// hubs, numbered by level), each vertex keeps the window of 64 W hubs that Window::base says, and
+// a neighbour's row is rebased into it (cpu/labels.shifted_word); without, every base is 0.
+struct Window {
+    const int* level;
+    const int* first;  // nullptr: global hubs
+    int span;          // 64 W
+    bool up;
+    __device__ __forceinline__ int base(int v) const {
+        if (!first) return 0;
+        return up ? first[level[v] + 1] - span : first[level[v]];
+    }
+};
+
 __device__ __forceinline__ void pull_or(int v, const i64* ptr, const int* idx, int W, u64* bits,
-                                        int* huge, int* hcnt) {
+                                        const Window& win, int* huge, int* hcnt) {
     const int lane = threadIdx.x & 31;
     const i64 b = ptr[v], e = ptr[v + 1];
     if (b == e) return;
@@ -195,9 +208,14 @@ __device__ __forceinline__ void pull_or(int v, const i64* ptr, const int* idx, i
         if (lane == 0) huge[atomicAdd(hcnt, 1)] = v;
         return;
     }
+    const int base = win.base(v);
     for (int k = 0; k < W; ++k) {
         u64 acc = 0ull;
-        for (i64 x = b + lane; x < e; x += 32) acc |= bits[(i64)idx[x] * W + k];
+        for (i64 x = b + lane; x < e; x += 32) {
+            const int w = idx[x];
+            const int sh = win.base(w) - base;
+            if (sh > -win.span && sh < win.span) acc |= shifted_word(bits, W, w, k, sh);
+        }
         for (int o = 16; o > 0; o >>= 1) acc |= __shfl_xor_sync(FULL_MASK, acc, o);
         if (lane == 0) bits[(i64)v * W + k] |= acc;
     }
@@ -205,14 +223,16 @@ __device__ __forceinline__ void pull_or(int v, const i64* ptr, const int* idx, i
 
 // The deferred huge rows of one level, every thread of the grid taking a share (atomicOr).
 __device__ void pull_or_huge(cg::grid_group& g, int step, const i64* ptr, const int* idx, int W,
-                             u64* bits, int* huge, int* ctr) {
+                             u64* bits, const Window& win, int* huge, int* ctr) {
     if (thread_rank() == 0) ctr[3 + (step + 2) % 3] = 0;  // the slot of the previous step
     g.sync();
     const int nh = *((volatile int*)&ctr[3 + step % 3]);
     if (nh == 0) return;
     auto pull = [&](int v, int u) {
+        const int sh = win.base(u) - win.base(v);
+        if (sh <= -win.span || sh >= win.span) return;
         for (int k = 0; k < W; ++k) {
-            const u64 x = bits[(i64)u * W + k];
+            const u64 x = shifted_word(bits, W, u, k, sh);
             if (x & ~bits[(i64)v * W + k]) atomicOr(&bits[(i64)v * W + k], x);
         }
     };
@@ -223,26 +243,28 @@ __device__ void pull_or_huge(cg::grid_group& g, int step, const i64* ptr, const 
 extern "C" __global__ void hubs_kernel(int n, int levels, int W, const i64* fptr,
                                        const int* fidx, const i64* rptr, const int* ridx,
                                        const int* order, const int* offs, const int* hub_of,
+                                       const int* level, const int* first,
                                        u64* down, u64* up, int* huge, int* ctr) {
     cg::grid_group g = cg::this_grid();
     const int warp = thread_rank() >> 5, nwarps = thread_count() >> 5;
+    const Window wdown{level, first, 64 * W, false}, wup{level, first, 64 * W, true};
     for (int v = thread_rank(); v < n; v += thread_count()) {
         const int h = hub_of[v];
-        if (h >= 0) {
-            down[(i64)v * W + (h >> 6)] |= 1ull << (h & 63);
-            up[(i64)v * W + (h >> 6)] |= 1ull << (h & 63);
-        }
+        if (h < 0) continue;
+        const int hd = h - wdown.base(v), hu = h - wup.base(v);
+        if (hd >= 0 && hd < 64 * W) down[(i64)v * W + (hd >> 6)] |= 1ull << (hd & 63);
+        if (hu >= 0 && hu < 64 * W) up[(i64)v * W + (hu >> 6)] |= 1ull << (hu & 63);
     }
     g.sync();
     int step = 0;
     for (int L = levels - 1; L >= 0; --L, ++step) {
         for (int i = offs[L] + warp; i < offs[L + 1]; i += nwarps)
-            pull_or(order[i], fptr, fidx, W, down, huge, &ctr[3 + step % 3]);
-        pull_or_huge(g, step, fptr, fidx, W, down, huge, ctr);
+            pull_or(order[i], fptr, fidx, W, down, wdown, huge, &ctr[3 + step % 3]);
+        pull_or_huge(g, step, fptr, fidx, W, down, wdown, huge, ctr);
     }
     for (int L = 0; L < levels; ++L, ++step) {
         for (int i = offs[L] + warp; i < offs[L + 1]; i += nwarps)
-            pull_or(order[i], rptr, ridx, W, up, huge, &ctr[3 + step % 3]);
-        pull_or_huge(g, step, rptr, ridx, W, up, huge, ctr);
+            pull_or(order[i], rptr, ridx, W, up, wup, huge, &ctr[3 + step % 3]);
+        pull_or_huge(g, step, rptr, ridx, W, up, wup, huge, ctr);
     }
 }

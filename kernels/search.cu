@@ -19,6 +19,13 @@ struct LabelView {
     const int* rec;
     const int* levels;  // the levels alone, 4 bytes per vertex: the first cut of a query pair
     int stride, tree_at, hub_at, d, hw;
+    // the window hubs (grail_duckdb/engine/labels.window_hubs), read by the classification
+    // only: ww words per side and vertex, wfirst[L] the window hubs above level L; wfirst
+    // nullptr when the labels have none
+    const u64* wdown;
+    const u64* wup;
+    const int* wfirst;
+    int ww;
 
     __device__ __forceinline__ const int* at(int v) const { return rec + (i64)v * stride; }
     __device__ __forceinline__ const u64* hubs(const int* r) const {
@@ -64,6 +71,17 @@ struct LabelView {
             if (hubs_meet(ha[k], hb[hw + k])) return true;
         return false;
     }
+    // The positive cut of the window hubs (cpu/search._window_reaches): u's down window, rebased
+    // into t's up window, meets it.
+    __device__ __forceinline__ bool window_reaches(int u, int t) const {
+        if (!wfirst) return false;
+        const int span = 64 * ww;
+        const int sh = wfirst[levels[u]] - (wfirst[levels[t] + 1] - span);
+        if (sh <= -span || sh >= span) return false;
+        for (int k = 0; k < ww; ++k)
+            if (shifted_word(wdown, ww, u, k, sh) & wup[(i64)t * ww + k]) return true;
+        return false;
+    }
     // Every cut of one pair, in the order of the record's fields (the level, the GRAIL
     // intervals, the trees, the hubs): TEST_REACHES (u == t included), TEST_EXCLUDES or
     // TEST_OPEN. The order changes no answer: a positive and a negative cut never both hold.
@@ -79,8 +97,9 @@ struct LabelView {
 };
 // The label arguments of every query kernel, and the view made of them.
 #define LABEL_PARAMS \
-    const int *rec, const int *levels, int stride, int tree_at, int hub_at, int d, int hw
-#define LABEL_VIEW LabelView{rec, levels, stride, tree_at, hub_at, d, hw}
+    const int *rec, const int *levels, int stride, int tree_at, int hub_at, int d, int hw, \
+    const u64 *wdown, const u64 *wup, const int *wfirst, int ww
+#define LABEL_VIEW LabelView{rec, levels, stride, tree_at, hub_at, d, hw, wdown, wup, wfirst, ww}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in
 // W words per vertex. seen[v]: bits that reached v; pend0 / pend1[v]: bits v expands at the

@@ -6,8 +6,8 @@ over every edge repeated until nothing changes, one breadth-first search per sou
 worklist, no ordering trick and no code shared with the kernels, except the two specifications
 both backends read from :mod:`grail_duckdb.kernels.shared` (the splitmix64 constants and
 ``order_params``, the parameters of each label's sibling order) and, for the whole reference
-index, the engine's choice of hub vertices (``hub_slots``: a policy, not a kernel). Speed only
-matters as far as the adversarial graphs of ``tests/strategies.py`` (up to 10^5 edges, 5,000
+index, the engine's choice of hub vertices (``hub_slots``, ``window_hubs``: policies, not
+kernels). Speed only matters as far as the adversarial graphs of ``tests/strategies.py`` (up to 10^5 edges, 5,000
 levels) stay fast.
 
 The ``check_*`` functions assert what defines a result where more than one is right (a
@@ -22,7 +22,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from grail_duckdb.engine.labels import Labels, hub_slots
+from grail_duckdb.engine.labels import Labels, hub_slots, window_hubs
 from grail_duckdb.kernels import shared
 from grail_duckdb.kernels.protocol import CSR
 
@@ -303,6 +303,31 @@ def hub_bits(fwd, rev, hub_of, words):
     return down, up
 
 
+def window_bits(fwd, rev, hub_of, first, level, words):
+    """(down, up) uint64[n, words] of the window hubs: bit i of down[v] iff v reaches hub
+    ``first[level[v]] + i``, of up[v] iff hub ``first[level[v] + 1] - 64 words + i`` reaches
+    v; one breadth-first search each way per hub, its bit then placed in each vertex's window."""
+    n = np.asarray(hub_of).shape[0]
+    span = 64 * words
+    down = np.zeros((n, words), np.uint64)
+    up = np.zeros((n, words), np.uint64)
+    g_fwd, g_rev = _matrix(*fwd), _matrix(*rev)
+
+    def put(bits, vertices, h, base_of):
+        for v in vertices.tolist():
+            i = h - base_of(v)
+            if 0 <= i < span:
+                bits[v, i // 64] |= np.uint64(1 << (i % 64))
+
+    for v in np.flatnonzero(np.asarray(hub_of) >= 0):
+        h = int(hub_of[v])
+        put(up, breadth_first_order(g_fwd, int(v), return_predecessors=False), h,
+            lambda w: int(first[level[w] + 1]) - span)
+        put(down, breadth_first_order(g_rev, int(v), return_predecessors=False), h,
+            lambda w: int(first[level[w]]))
+    return down, up
+
+
 # --- queries -------------------------------------------------------------------------------------
 class LabelTests:
     """The cuts of one pair of components, each written out on Python integers."""
@@ -313,6 +338,11 @@ class LabelTests:
         self.rows = np.asarray(lab.tree).tolist()
         self.down = [[int(x) for x in r] for r in np.asarray(lab.hub_down)]
         self.up = [[int(x) for x in r] for r in np.asarray(lab.hub_up)]
+        self.first = None if lab.win_first is None else np.asarray(lab.win_first).tolist()
+        if self.first is not None:  # each window as one Python integer
+            self.wdown = [sum(int(x) << (64 * k) for k, x in enumerate(r)) for r in np.asarray(lab.win_down)]
+            self.wup = [sum(int(x) << (64 * k) for k, x in enumerate(r)) for r in np.asarray(lab.win_up)]
+            self.span = 64 * np.asarray(lab.win_down).shape[1]
 
     def level_cut(self, u, t):
         return self.level[u] >= self.level[t]
@@ -325,6 +355,16 @@ class LabelTests:
 
     def hub(self, u, t):
         return any(du & ut for du, ut in zip(self.down[u], self.up[t]))
+
+    def window(self, u, t):
+        """A window hub in u's down window and t's up window that u reaches and that reaches t:
+        both windows as sets of hub numbers."""
+        if self.first is None:
+            return False
+        du = {self.first[self.level[u]] + i for i in range(self.span) if self.wdown[u] >> i & 1}
+        ut = {self.first[self.level[t] + 1] - self.span + i for i in range(self.span)
+              if self.wup[t] >> i & 1}
+        return bool(du & ut)
 
     def excludes(self, u, t):
         """The negative tests: level, every GRAIL interval, the hub sets."""
@@ -357,7 +397,7 @@ def query_cuts(sid, did, comp, lab, prune=True):
             code = shared.LEVEL_CUT
         elif cuts.tree(u, t):
             code = shared.TREE_CUT
-        elif cuts.hub(u, t):
+        elif cuts.hub(u, t) or cuts.window(u, t):
             code = shared.HUB_CUT
         elif cuts.excludes(u, t):
             code = shared.LABEL_CUT
@@ -456,10 +496,13 @@ def reference_index(src, dst, n: int, d: int = 3, seed: int = 0) -> ReferenceInd
     inner, outer = interval_bounds(*dag, post)
     hub_of = hub_slots(np, CSR(*dag), CSR(*dag_rev), 64 * shared.HUB_WORDS)
     down, up = hub_bits(dag, dag_rev, hub_of, shared.HUB_WORDS)
+    levels_ = int(np.max(level)) + 1 if c else 0
+    win_of, first = window_hubs(np, CSR(*dag), np.asarray(level), levels_)
+    win_down, win_up = window_bits(dag, dag_rev, win_of, first, level, shared.WIN_WORDS)
     child = tree_children(*dag, level)
     rsize = subtree_sizes(child)
     rpost = post_orders(child, 1, seed)[:, 0]
     tree = np.stack([post[:, 0] - size + 1, post[:, 0], rpost - rsize + 1, rpost], axis=1)
     lab = Labels(level=level, inner=inner, outer=outer, tree=tree.astype(np.int32),
-                 hub_down=down, hub_up=up)
+                 hub_down=down, hub_up=up, win_down=win_down, win_up=win_up, win_first=first)
     return ReferenceIndex(comp, c, dag, dag_rev, lab)

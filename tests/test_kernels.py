@@ -244,6 +244,24 @@ def check_hub_bits(k, c, rng):
         np.testing.assert_array_equal(got[1], want[1])
 
 
+def check_window_bits(k, c, rng):
+    """Windows of 64 or 128 of many hubs (a random third of the vertices, or all of them: more
+    hubs on a level than a window holds), numbered by level as ``window_hubs`` numbers them."""
+    level = ref.levels(*c.dag[0], c.n) if c.n else np.zeros(0, np.int64)
+    levels = int(level.max()) + 1 if c.n else 0
+    for words, share in ((1, 1.0), (2, 0.3)):
+        hubs = np.flatnonzero(rng.random(c.n) < share)
+        hubs = hubs[np.lexsort((hubs, level[hubs]))]
+        hub_of = np.full(c.n, -1, np.int32)
+        hub_of[hubs] = np.arange(hubs.shape[0])
+        first = np.searchsorted(level[hubs], np.arange(levels + 1)).astype(np.int32)
+        got = host(*k.hub_bits(csr_on(k, c.dag[0]), csr_on(k, c.dag[1]), c.topo(k),
+                               put(k, hub_of), words, put(k, first)))
+        want = ref.window_bits(c.dag[0], c.dag[1], hub_of, first, level, words)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
 # --- queries -------------------------------------------------------------------------------------
 def answer_ids(k, sid, did, comp, lab, dag, rev=None, prune=True, budget=0):
     """``answer_pairs`` on vertex ids (the ids lookup; each unknown id -1 a distinct unknown key):
@@ -285,7 +303,8 @@ def check_answer_pairs(k, c, rng):
         got = answer_ids(k, sid, did, idx.comp, lab, idx.dag, prune=prune)
         assert_same_as_reference(*got[:3], want, prune)
         if idx.n_components == c.n:  # acyclic: components are vertices (comp None)
-            by_vertex = Labels(**{nm: a[idx.comp] for nm, a in idx.labels.arrays().items()})
+            by_vertex = Labels(**{nm: a if nm == "win_first" else a[idx.comp]
+                                  for nm, a in idx.labels.arrays().items()})
             alone = answer_ids(k, sid, did, None, labels_on(k, by_vertex), idx.dag, prune=prune)
             assert_same_as_reference(*alone[:3], want, prune)
     # the bounded search, pair for pair as the reference walks it, then the exact search
@@ -348,7 +367,8 @@ CHECKS = {f.__name__[len("check_"):]: f for f in (
     check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
     check_topological_levels, check_tree_parents, check_tree_children, check_subtree_sizes,
     check_post_orders,
-    check_interval_bounds, check_hub_bits, check_answer_pairs, check_bitmask_search,
+    check_interval_bounds, check_hub_bits, check_window_bits, check_answer_pairs,
+    check_bitmask_search,
     check_hash_sums)}
 
 

@@ -1,7 +1,8 @@
-"""The index file's format (5): names, metadata checks, the digest (see :mod:`.persistence`
+"""The index file's format (6): names, metadata checks, the digest (see :mod:`.persistence`
 for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from ..errors import IndexFileError
 from ..kernels.cpu.digest import hash_bytes
 
 FORMAT_NAME = "grail_duckdb-index"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 #: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,
@@ -26,6 +27,8 @@ META_PREFIX = "grail_duckdb."
 #: children plain (they hardly compress, and are copied straight from the file on load).
 _SPLIT_LZ4 = ("inner_", "outer_", "tree_post", "rtree_post")
 _DICTIONARY_LZ4 = ("hub_",)
+#: the window hubs' bits: LZ4 alone (their words differ from component to component)
+_LZ4 = ("win_",)
 _DELTA = ("level", "tree_size", "rtree_size", "component")
 #: the file's columns of the two spanning trees: (size column, post column, the ``tree``
 #: matrix's lo and post columns: shared.TREE_COLUMNS)
@@ -34,11 +37,27 @@ TREE_FILE_COLUMNS = (("tree_size", "tree_post", 0, 1), ("rtree_size", "rtree_pos
 ZSTD_LEVEL = 1
 
 
-def label_names(d: int, hub_words: int) -> list[str]:
+def label_names(d: int, hub_words: int, win_words: int) -> list[str]:
     """The per-component columns, in file order."""
     return (["level"] + [c for size, post, *_ in TREE_FILE_COLUMNS for c in (size, post)]
             + [f"{side}_{j + 1}" for j in range(d) for side in ("inner", "outer")]
-            + [f"hub_{side}_{w + 1}" for w in range(hub_words) for side in ("down", "up")])
+            + [f"hub_{side}_{w + 1}" for w in range(hub_words) for side in ("down", "up")]
+            + [f"win_{side}_{w + 1}" for w in range(win_words) for side in ("down", "up")])
+
+
+def first_text(first) -> str:
+    """The window hubs' table of levels (int32) as the metadata stores it: little-endian
+    bytes in base64 (:func:`first_array` undoes it).
+
+    >>> first_array(first_text(np.array([0, 2, 5], np.int32))).tolist()
+    [0, 2, 5]
+    """
+    return base64.b64encode(np.ascontiguousarray(first, "<i4").tobytes()).decode("ascii")
+
+
+def first_array(text: str) -> np.ndarray:
+    """The window hubs' table of levels back from :func:`first_text`."""
+    return np.frombuffer(base64.b64decode(text.encode("ascii")), "<i4").astype(np.int32)
 
 
 def tree_size(post: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -59,7 +78,8 @@ def write_options(names: list[str], key_kind: str, rows: int = 1) -> dict:
     delta = [n for n in names if n.startswith(_DELTA)] + (["key"] if key_kind == "int" else [])
     dictionary = [n for n in names if n.startswith(_DICTIONARY_LZ4)] if rows else []
     split = [n for n in names if n.startswith(_SPLIT_LZ4)]
-    compression = {n: "lz4" if n in dictionary or n in split else "none" for n in names}
+    compression = {n: "lz4" if n in dictionary or n in split or n.startswith(_LZ4) else "none"
+                   for n in names}
     if key_kind == "str":
         compression["key"] = "zstd"
     encoding = {**{n: "DELTA_BINARY_PACKED" for n in delta},

@@ -30,8 +30,8 @@ from ..kernels import copy_into, upload_staging
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, label_names, leaf_hash,
-                           root_digest, tree_lo)
+from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, first_array, label_names,
+                           leaf_hash, root_digest, tree_lo)
 from .ingest import workers
 from .labels import Labels
 
@@ -44,7 +44,8 @@ class IndexReader:
         self.path, self.meta, self.mapped, self.xp = path, meta, mapped, xp
         self.n, self.c = int(meta["vertices"]), int(meta["components"])
         self.d, self.hw = int(meta["labels"]), int(meta["hub_words"])
-        self.labels = label_names(self.d, self.hw)
+        self.ww = int(meta["win_words"])
+        self.labels = label_names(self.d, self.hw, self.ww)
         self.names = ["key", "component"] + self.labels + ["dag_children"]
         self.identity = self.n == self.c
         self._local = threading.local()
@@ -80,6 +81,9 @@ class IndexReader:
                      "tree": xp.empty(shape(4), xp.int32),
                      "hub_down": xp.empty(shape(hw), xp.uint64),
                      "hub_up": xp.empty(shape(hw), xp.uint64)}
+        if self.ww:
+            self.wide.update(win_down=xp.empty(shape(self.ww), xp.uint64),
+                             win_up=xp.empty(shape(self.ww), xp.uint64))
 
     def _file(self) -> pq.ParquetFile:
         pf = getattr(self._local, "pf", None)
@@ -145,7 +149,7 @@ class IndexReader:
             # a GPU load keeps the sizes until _matrices turns them into first ranks there
             self._put_column("tree", lo_j, c0, size if self._device else tree_lo(post, size))
         for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
-                            ("hub_up", self.hw)):
+                            ("hub_up", self.hw), ("win_down", self.ww), ("win_up", self.ww)):
             for j in range(width):
                 self._put_column(base, j, c0, col[f"{base}_{j + 1}"].to_numpy()[take])
         offsets, data = blobs(children)
@@ -186,8 +190,12 @@ class IndexReader:
                 if self.identity and not _is_identity(self.xp, self.comp):
                     raise ValueError("representative rows do not match the component count")
         wide = self._matrices()
+        windows = {} if not self.ww else dict(
+            win_down=wide["win_down"], win_up=wide["win_up"],
+            win_first=xp.asarray(first_array(self.meta["win_first"])))
         lab = Labels(level=self.level, inner=wide["inner"], outer=wide["outer"],
-                     tree=wide["tree"], hub_down=wide["hub_down"], hub_up=wide["hub_up"])
+                     tree=wide["tree"], hub_down=wide["hub_down"], hub_up=wide["hub_up"],
+                     **windows)
         return dict(ids=_ids([k for _, k, *_ in got], self.meta["key_type"]), comp=self.comp,
                     n_components=self.c, dag=CSR(xp.asarray(self.ptr), self.idx), labels=lab,
                     seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),

@@ -18,6 +18,8 @@ inner_j        lower end of the component's j-th GRAIL interval (j = 1..d)
 outer_j        upper end of the component's j-th GRAIL interval
 hub_down_w     bits of the hubs the component reaches (UBIGINT, w = 1..hub words)
 hub_up_w       bits of the hubs that reach the component
+win_down_w     bits of the window hubs the component reaches (its own window: :mod:`.labels`)
+win_up_w       bits of the window hubs that reach it
 dag_children   the component's children in the condensed DAG as a BLOB of little-endian
                int32 component ids, on the component's first vertex (its representative)
                and NULL on every other row
@@ -52,7 +54,9 @@ digits read as zeros: the metadata, schema, offsets and encodings, hashed withou
 them) and a 128-bit hash of every row group's bytes (:mod:`grail_duckdb.kernels.cpu.digest`:
 it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Format 5 adds the
 interval of the tree of chosen children (``rtree_size``, ``rtree_post``, encoded as their
-counterparts). Files of formats 1 to 4 are refused with a message that says to rebuild.
+counterparts). Format 6 adds the window hubs' bits (``win_*``, LZ4) and their table of levels
+(metadata ``win_first``). Files of formats 1 to 5 are refused with a message that says to
+rebuild.
 """
 from __future__ import annotations
 
@@ -73,7 +77,7 @@ from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
 from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_VERSION,
-                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, label_names, leaf_hash,
+                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, first_text, label_names, leaf_hash,
                            read_metadata, root_digest, tree_size, write_options)
 from .index_reader import IndexReader
 from .ingest import workers
@@ -183,9 +187,10 @@ def _rows(index) -> _Rows:
         comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a)),
                              [index.comp, index.dag.indptr])
     comp = comp.astype(np.int32, copy=False)
-    fields = lab.arrays()
+    fields = {name: a for name, a in lab.arrays().items() if name != "win_first"}
     d, hw = fields["inner"].shape[1], fields["hub_down"].shape[1]
-    names = label_names(d, hw)
+    ww = win_words(lab)
+    names = label_names(d, hw, ww)
     cols: dict = {"level": ("level", None)}
     for size, post, lo_j, post_j in TREE_FILE_COLUMNS:
         cols[size] = ("tree", lo_j)
@@ -196,9 +201,17 @@ def _rows(index) -> _Rows:
     for w in range(hw):
         cols[f"hub_down_{w + 1}"] = ("hub_down", w)
         cols[f"hub_up_{w + 1}"] = ("hub_up", w)
+    for w in range(ww):
+        cols[f"win_down_{w + 1}"] = ("win_down", w)
+        cols[f"win_up_{w + 1}"] = ("win_up", w)
     rep = None if index.n_components == comp.shape[0] else _representatives(comp)
     return _Rows(index.ids, comp, index.comp, fields, {n: cols[n] for n in names},
                  ptr.astype(np.int64, copy=False), index.dag.indices, rep, names)
+
+
+def win_words(lab) -> int:
+    """Words per side of the labels' window hubs (0: none)."""
+    return 0 if lab.win_down is None else int(lab.win_down.shape[1])
 
 
 def _representatives(comp: np.ndarray) -> np.ndarray:
@@ -219,7 +232,10 @@ def metadata(index, dag_edges: int, source: dict | None = None) -> dict[str, str
         "edge_rows": str(index.edge_rows), "vertices": str(index.n_vertices),
         "components": str(index.n_components), "dag_edges": str(dag_edges),
         "key_type": index.ids.kind, "hub_words": str(index.labels.hub_down.shape[1]),
+        "win_words": str(win_words(index.labels)),
     }
+    if index.labels.win_first is not None:
+        meta["win_first"] = first_text(to_host(index.labels.win_first))
     meta.update({f"source.{k}": str(v) for k, v in (source or {}).items()})
     return meta
 

@@ -376,7 +376,7 @@ class GpuKernels(GpuQueries):
         return inner, outer
 
     @_out_of_memory
-    def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words):
+    def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
         n = hub_of.shape[0]
         down = cp.zeros((n, words), cp.uint64)
         up = cp.zeros((n, words), cp.uint64)
@@ -384,8 +384,9 @@ class GpuKernels(GpuQueries):
         if n and words:
             self._launch("hubs_kernel", np.int32(n), np.int32(levels), np.int32(words),
                          fwd.indptr, fwd.indices, rev.indptr, rev.indices, order, offs,
-                         cp.asarray(hub_of, cp.int32), down, up, cp.empty(n, cp.int32),
-                         self._ctr())
+                         cp.asarray(hub_of, cp.int32), cp.asarray(topo.level, cp.int32),
+                         np.uint64(0) if first is None else cp.asarray(first, cp.int32), down, up,
+                         cp.empty(n, cp.int32), self._ctr())
         return down, up
 
     # --- queries (implemented in .gpu_queries; here they get the out-of-memory error) -------

@@ -189,8 +189,10 @@ class Kernels(Protocol):
         Algorithm 6)."""
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of: Array,
-                 words: int) -> tuple[Array, Array]:
-        """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it."""
+                 words: int, first: Array | None = None) -> tuple[Array, Array]:
+        """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it; with
+        ``first`` (int32[levels + 1], hubs above each level), each vertex's window of them
+        (cpu/labels.hub_bits)."""
 
     # --- queries (Section 5) -------------------------------------------------------------------
     def query_labels(self, lab: LabelArrays) -> LabelArrays:

@@ -84,12 +84,17 @@ def label_record(xp, lab):
 def record_labels(xp, lab):
     """``lab`` packed into one record matrix (:func:`label_record`) and given back as a
     ``Labels`` of the same values whose arrays are views of it (its ``record`` field set),
-    but for ``level``, kept contiguous beside it. The caller drops ``lab``'s other arrays:
+    but for ``level`` and the window hubs' arrays, kept contiguous beside it (only the
+    classification reads those). The caller drops ``lab``'s other arrays:
     the labels then take the device's memory once."""
     d, hw = int(lab.inner.shape[1]), int(lab.hub_down.shape[1])
     rec = label_record(xp, lab)
+    windows = {} if lab.win_down is None else {
+        name: xp.ascontiguousarray(getattr(lab, name)) for name in ("win_down", "win_up")}
+    if windows:
+        windows["win_first"] = xp.ascontiguousarray(xp.asarray(lab.win_first, xp.int32))
     return dataclasses.replace(lab, record=rec, level=xp.ascontiguousarray(lab.level),
-                               **_fields(xp, rec, d, hw))
+                               **_fields(xp, rec, d, hw), **windows)
 
 
 def _fields(xp, rec, d, hw):

@@ -51,6 +51,13 @@ PROBE_STACK = 32
 ORDER_BLOCK = 64
 #: 64-bit words of hub bits per component (64 hubs per word)
 HUB_WORDS = 2
+#: 64-bit words per side of the level-window hub bits (:func:`grail_duckdb.engine.labels.window_hubs`):
+#: each component keeps 64 * WIN_WORDS bits for the window hubs from its own level down, and as
+#: many for those down to its own level
+WIN_WORDS = 2
+#: levels a window spans on average: the window hubs are one per WINDOW_LEVELS / (64 * WIN_WORDS)
+#: levels (the exact search's reachable pairs lie a few dozen levels apart on citation DAGs)
+WINDOW_LEVELS = 256
 #: the columns of the labels' ``tree`` matrix, one 16-byte row per component (a query reads
 #: both trees of a vertex in one load): the interval ``[lo, post]`` of the vertex's subtree in
 #: the tree of parents, then in the tree of chosen children (:mod:`grail_duckdb.engine.labels`)
@@ -93,6 +100,10 @@ FUNCTIONS = {
                       "(lo_u <= post_t) & (post_t <= post_u)"),
     # positive cut, per hub word: u reaches a hub that reaches t
     "hubs_meet": ("bool", (("u64", "down_u"), ("u64", "up_t")), (), "(down_u & up_t) != U(0)"),
+    # one word of a bit set shifted r bits (0 <= r < 64) towards its high end: the word's own
+    # bits moved up, the top r bits of the word below it moved in (the window hubs' rebasing)
+    "funnel": ("u64", (("u64", "lo"), ("u64", "hi"), ("u64", "r")), (),
+               "(hi << r) | ((lo >> U(1)) >> (U(63) - r))"),
 }
 
 
@@ -114,6 +125,7 @@ label_excludes = _python_function("label_excludes")
 hubs_exclude = _python_function("hubs_exclude")
 tree_contains = _python_function("tree_contains")
 hubs_meet = _python_function("hubs_meet")
+funnel = _python_function("funnel")
 
 
 def pack_pairs(xp, src, dst, out=None):
@@ -146,7 +158,8 @@ def cuda_header() -> str:
     out += [f"#define {name} {code}" for code, name in enumerate(LOOKUP_NAMES)]
     out += [f"#define N_STATUS {N_STATUS}", f"#define SETTLED_TRUE_MASK {SETTLED_TRUE_MASK}u",
             f"#define PROBE_STACK {PROBE_STACK}"]
-    out += [f"#define ORDER_BLOCK {ORDER_BLOCK}", f"#define HUB_WORDS {HUB_WORDS}"]
+    out += [f"#define ORDER_BLOCK {ORDER_BLOCK}", f"#define HUB_WORDS {HUB_WORDS}",
+            f"#define WIN_WORDS {WIN_WORDS}"]
     out += [f"#define RECORD_LEVEL {RECORD_LEVEL}", f"#define RECORD_LABELS {RECORD_LABELS}"]
     out += [f"#define {k} {v:#x}ull" for k, v in SPLITMIX.items()]
     for name, (ret, args, steps, result) in FUNCTIONS.items():

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 
 from ..protocol import CSR, PairAnswers, TopoOrder
-from ..shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, pack_pairs
+from ..shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import bidir, classify, graph, labels, search
 
@@ -165,9 +165,10 @@ class CpuKernels:
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
         return labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, post)
 
-    def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words):
+    def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
+        first = np.zeros(0, np.int32) if first is None else np.asarray(first, np.int32)
         return labels.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
-                               hub_of, words)
+                               np.asarray(hub_of, np.int32), words, topo.level, first)
 
     # --- queries ---------------------------------------------------------------------------
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
@@ -178,7 +179,7 @@ class CpuKernels:
                 table if qi.lookup_mode == LOOKUP_DENSE else _EMPTY_I32,
                 table if qi.lookup_mode == LOOKUP_SORTED else _EMPTY_I64,
                 _EMPTY_COMP if qi.comp is None else qi.comp, qi.dag.indptr, qi.dag.indices,
-                *_label_args(qi.labels), bool(prune), int(budget))
+                *_label_args(qi.labels), *_window_args(qi.labels), bool(prune), int(budget))
         bits = np.empty((nq + 7) >> 3, np.uint8)
         codes = np.empty(nq, np.int8)
         with IN_FLIGHT as alone:
@@ -263,6 +264,14 @@ def _chunk_rows(nq: int, threads: int) -> int:
 def _label_args(lab):
     """The label arrays in the order the query kernels take them."""
     return (lab.level, lab.inner, lab.outer, lab.tree, lab.hub_down, lab.hub_up)
+
+
+def _window_args(lab):
+    """The window hubs' arrays, which only the classification reads (empty: none)."""
+    if getattr(lab, "win_down", None) is None:
+        return (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
+                np.zeros(0, np.int32))
+    return (lab.win_down, lab.win_up, np.asarray(lab.win_first, np.int32))
 
 
 class _BlockWork:

@@ -16,7 +16,7 @@ from ..shared import (ANSWER_OF, DEFERRED, HUB_CUT, LABEL_CUT, LEVEL_CUT, LOOKUP
                       LOOKUP_IDS, LOOKUP_RANGE, N_STATUS, NULL_PAIR, PROBE_EXCLUDES,
                       PROBE_REACHES, PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX,
                       TREE_CUT, UNDECIDED, UNKNOWN, level_excludes)
-from .search import _hub_reaches, _may_reach, _tree_reaches
+from .search import _hub_reaches, _may_reach, _tree_reaches, _window_reaches
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 #: children of a pair's source whose labels are touched before the bounded searches start
@@ -94,15 +94,15 @@ def _probe(u, t, ptr, idx, level, inner, outer, tree, down, up, budget, stack):
 
 @njit(**_JIT)
 def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
-                 level, inner, outer, tree, down, up, prune, budget, bits, codes,
-                 counts):
+                 level, inner, outer, tree, down, up, wdown, wup, wfirst, prune, budget, bits,
+                 codes, counts):
     """Rows [lo, hi) of a batch (classify_kernel + probe_kernel): the status code of each pair
     in ``codes``, its answer bit in ``bits`` (Arrow's order: bit q % 8 of byte q // 8; lo a
     multiple of 8, the bytes of the range zeroed here), each code counted in ``counts``.
 
     The cuts are the GPU's, in its order (classify_pair): NULL pair, unknown keys (equal ones:
     SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the positive tree
-    and hub cuts, the negative label and hub tests. counts[UNDECIDED] counts the pairs that
+    and hub cuts (the window hubs' counted as HUB_CUT), the negative label and hub tests. counts[UNDECIDED] counts the pairs that
     reach the bounded search (with ``prune``); each then ends PROBE_REACHES, PROBE_EXCLUDES or
     DEFERRED. Without ``prune`` an undecided pair is DEFERRED at once. ``valid`` (empty: every
     pair is valid) holds 0 for a NULL pair.
@@ -150,9 +150,11 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
         for j in range(k):
             codes[lo + open_[j]] = DEFERRED
         k = 0
-    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, tree, level, inner, outer, down, up)
-    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, tree, level, inner, outer, down, up)
-    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, tree, level, inner, outer, down, up)
+    lab = (tree, level, inner, outer, down, up, wdown, wup, wfirst)
+    k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, *lab)
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, *lab)
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 3, *lab)
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, *lab)
     counts[UNDECIDED] += k
     if k > 1:  # (a sum of post ranks, levels and bits is never negative: adds 0)
         counts[UNDECIDED] += _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down,
@@ -189,10 +191,10 @@ def _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down, up):
 
 @njit(**_JIT)
 def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
-            down, up):
+            down, up, wdown, wup, wfirst):
     """One cut over the open pairs open_[:k]: those it settles get ``code`` (test 0: the tree
-    interval holds t, 1: a hub meets, 2: the label and hub tests exclude), the others stay
-    open, in order; returns how many stay."""
+    interval holds t, 1: a hub meets, 3: a window hub meets, 2: the label and hub tests
+    exclude), the others stay open, in order; returns how many stay."""
     left = 0
     for j in range(k):
         i = open_[j]
@@ -202,6 +204,8 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
             hit = _tree_reaches(u, t, tree)
         elif test == 1:
             hit = _hub_reaches(u, t, down, up)
+        elif test == 3:
+            hit = _window_reaches(u, t, level, wdown, wup, wfirst)
         else:
             hit = not _may_reach(u, t, level, inner, outer, down, up)
         if hit:
@@ -214,8 +218,8 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
-                    level, inner, outer, tree, down, up, prune, budget, bits,
-                    codes, chunk):
+                    level, inner, outer, tree, down, up, wdown, wup, wfirst, prune, budget,
+                    bits, codes, chunk):
     """:func:`answer_range` over the whole batch on every core: chunks of ``chunk`` rows (a
     multiple of 8, so no two chunks share an answer byte); returns the summed counts."""
     nq = ks.shape[0]
@@ -225,7 +229,7 @@ def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp,
         lo = c * chunk
         answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, size, table,
                      sorted_keys, comp, ptr, idx, level, inner, outer, tree, down,
-                     up, prune, budget, bits, codes, per[c])
+                     up, wdown, wup, wfirst, prune, budget, bits, codes, per[c])
     return per.sum(axis=0)
 
 

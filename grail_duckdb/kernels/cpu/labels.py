@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..shared import ORDER_BLOCK, order_params, permute_step
+from ..shared import ORDER_BLOCK, funnel, order_params, permute_step
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -166,35 +166,74 @@ def interval_bounds(fwd_ptr, fwd_idx, order, post):
 
 
 @njit(**_JIT)
-def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, words):
-    """Reachability to and from a few hub vertices, as bit sets (one bit per hub).
+def shifted_word(bits, w, k, sh):
+    """Word k of row w of ``bits`` shifted ``sh`` bits towards the high end (``sh`` < 0:
+    towards the low end), with zeros shifted in: the row rebased from one window to another."""
+    words = bits.shape[1]
+    q = sh >> 6  # floor division, also for sh < 0
+    r = np.uint64(sh & 63)
+    a = k - q
+    hi = bits[w, a] if 0 <= a < words else np.uint64(0)
+    lo = bits[w, a - 1] if 0 <= a - 1 < words else np.uint64(0)
+    return funnel(lo, hi, r)
+
+
+@njit(**_JIT)
+def window_base(v, level, first, span, up):
+    """Hub index of bit 0 of v's window: none (``first`` empty) 0; down (the hubs v may reach,
+    from its own level on) ``first[level[v]]``; up (the hubs that may reach v, down to its
+    own level) ``first[level[v] + 1] - span``."""
+    if first.shape[0] == 0:
+        return 0
+    return first[level[v] + 1] - span if up else first[level[v]]
+
+
+@njit(**_JIT)
+def _pull_bits(bits, v, ptr, idx, level, first, up):
+    """``bits[v] |=`` the rows of v's neighbours, each rebased into v's window."""
+    words = bits.shape[1]
+    span = 64 * words
+    base = window_base(v, level, first, span, up)
+    for e in range(ptr[v], ptr[v + 1]):
+        w = idx[e]
+        sh = window_base(w, level, first, span, up) - base
+        if -span < sh < span:
+            for k in range(words):
+                bits[v, k] |= shifted_word(bits, w, k, sh)
+
+
+@njit(**_JIT)
+def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, words, level, first):
+    """Reachability to and from hub vertices, as bit sets (one bit per hub).
 
     ``down[v]``: the hubs v reaches (v included), bottom-up over every DAG child;
     ``up[v]``: the hubs that reach v, top-down over every DAG parent. They are exact, so
     ``down[u] & up[t] != 0`` proves u reaches t (through a hub), while a hub t reaches that u
     does not (``down[t] & ~down[u]``), or one that reaches u but not t (``up[u] & ~up[t]``),
     proves it does not.
+
+    ``first`` empty: ``hub_of[v]`` is v's bit, the same for every vertex. Else the hubs are
+    numbered by level (``first[L]``: hubs above level L) and each vertex keeps a window of
+    64 * ``words`` of them (:func:`window_base`): its down window starts at the first hub of
+    its own level, its up window ends at the last one. The windows are exact too: a hub in
+    v's down window that v reaches through a child c lies at c's level or below, so in c's
+    window (c's starts at or after v's, and ends after v's ends); the same upwards.
     """
     n = hub_of.shape[0]
+    span = 64 * words
     down = np.zeros((n, words), np.uint64)
     up = np.zeros((n, words), np.uint64)
     one = np.uint64(1)
     for i in range(n - 1, -1, -1):
         v = order[i]
-        h = hub_of[v]
-        if h >= 0:
+        h = hub_of[v] - window_base(v, level, first, span, False)
+        if hub_of[v] >= 0 and 0 <= h < span:
             down[v, h >> 6] |= one << np.uint64(h & 63)
-        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
-            w = fwd_idx[e]
-            for k in range(words):
-                down[v, k] |= down[w, k]
+        _pull_bits(down, v, fwd_ptr, fwd_idx, level, first, False)
     for i in range(n):
         v = order[i]
-        h = hub_of[v]
-        if h >= 0:
+        h = hub_of[v] - window_base(v, level, first, span, True)
+        if hub_of[v] >= 0 and 0 <= h < span:
             up[v, h >> 6] |= one << np.uint64(h & 63)
-        for e in range(rev_ptr[v], rev_ptr[v + 1]):
-            u = rev_idx[e]
-            for k in range(words):
-                up[v, k] |= up[u, k]
+        _pull_bits(up, v, rev_ptr, rev_idx, level, first, True)
     return down, up

@@ -7,6 +7,7 @@ import numpy as np
 from numba import njit
 
 from ..shared import hubs_exclude, hubs_meet, label_excludes, level_excludes, tree_contains
+from .labels import shifted_word
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -40,6 +41,24 @@ def _hub_reaches(u, t, down, up):
     """Positive cut: u reaches a hub that reaches t."""
     for k in range(down.shape[1]):
         if hubs_meet(down[u, k], up[t, k]):
+            return True
+    return False
+
+
+@njit(**_JIT)
+def _window_reaches(u, t, level, wdown, wup, wfirst):
+    """Positive cut, the window hubs (:func:`grail_duckdb.engine.labels.window_hubs`): u's
+    down window, rebased into t's up window, meets it (u reaches a window hub that reaches
+    t). No windows (``wfirst`` empty): False."""
+    if wfirst.shape[0] == 0:
+        return False
+    words = wdown.shape[1]
+    span = 64 * words
+    sh = wfirst[level[u]] - (wfirst[level[t] + 1] - span)
+    if sh <= -span or sh >= span:
+        return False
+    for k in range(words):
+        if shifted_word(wdown, u, k, sh) & wup[t, k]:
             return True
     return False
 

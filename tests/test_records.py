@@ -54,7 +54,8 @@ def test_record_holds_every_label_of_an_index(d):
 @pytest.mark.parametrize("how", ["built", "loaded", "moved"])
 def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
     """A GPU index's labels (built, loaded or moved from the CPU) are views of one record
-    matrix, the one its query kernels read, holding the CPU index's labels."""
+    matrix, the one its query kernels read, holding the CPU index's labels; the levels and
+    the window hubs' arrays (read by the classification only) lie beside it, contiguous."""
     from grail_duckdb.kernels import gpu_available
     if not gpu_available():
         pytest.skip("no CUDA device visible to CuPy")
@@ -72,8 +73,10 @@ def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
     rec = lab.record
     assert rec is not None and idx.kernels._label_args(lab)[0] is rec
     lo, hi = rec.data.ptr, rec.data.ptr + rec.nbytes
+    apart = ("level", "win_down", "win_up", "win_first")
     for name, a in lab.arrays().items():  # views of the record, not copies; the levels apart
-        assert (lo <= a.data.ptr < hi) == (name != "level"), name
+        assert (lo <= a.data.ptr < hi) == (name not in apart), name
+        assert name not in apart or a.flags.c_contiguous, name
     assert idx.kernels._label_args(lab)[1] is lab.level
     np.testing.assert_array_equal(cp.asnumpy(rec), label_record(np, cpu.labels))
     for name, a in lab.arrays().items():

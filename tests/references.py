@@ -312,19 +312,22 @@ def window_bits(fwd, rev, hub_of, first, level, words):
     down = np.zeros((n, words), np.uint64)
     up = np.zeros((n, words), np.uint64)
     g_fwd, g_rev = _matrix(*fwd), _matrix(*rev)
+    level = np.asarray(level, np.int64)
+    first = np.asarray(first, np.int64)
+    base_down = first[level] if n else np.zeros(0, np.int64)
+    base_up = first[level + 1] - span if n else np.zeros(0, np.int64)
 
-    def put(bits, vertices, h, base_of):
-        for v in vertices.tolist():
-            i = h - base_of(v)
-            if 0 <= i < span:
-                bits[v, i // 64] |= np.uint64(1 << (i % 64))
+    def put(bits, vertices, h, base):
+        i = h - base[vertices]
+        keep = (i >= 0) & (i < span)
+        v, i = vertices[keep], i[keep]
+        np.bitwise_or.at(bits, (v, i // 64),
+                         np.left_shift(np.uint64(1), (i % 64).astype(np.uint64)))
 
     for v in np.flatnonzero(np.asarray(hub_of) >= 0):
         h = int(hub_of[v])
-        put(up, breadth_first_order(g_fwd, int(v), return_predecessors=False), h,
-            lambda w: int(first[level[w] + 1]) - span)
-        put(down, breadth_first_order(g_rev, int(v), return_predecessors=False), h,
-            lambda w: int(first[level[w]]))
+        put(up, breadth_first_order(g_fwd, int(v), return_predecessors=False), h, base_up)
+        put(down, breadth_first_order(g_rev, int(v), return_predecessors=False), h, base_down)
     return down, up
 
 
@@ -339,10 +342,13 @@ class LabelTests:
         self.down = [[int(x) for x in r] for r in np.asarray(lab.hub_down)]
         self.up = [[int(x) for x in r] for r in np.asarray(lab.hub_up)]
         self.first = None if lab.win_first is None else np.asarray(lab.win_first).tolist()
-        if self.first is not None:  # each window as one Python integer
-            self.wdown = [sum(int(x) << (64 * k) for k, x in enumerate(r)) for r in np.asarray(lab.win_down)]
-            self.wup = [sum(int(x) << (64 * k) for k, x in enumerate(r)) for r in np.asarray(lab.win_up)]
-            self.span = 64 * np.asarray(lab.win_down).shape[1]
+        if self.first is not None:  # each window as one Python integer over hub numbers
+            span = 64 * np.asarray(lab.win_down).shape[1]
+            self.wdown = [sum(int(x) << (64 * k) for k, x in enumerate(r)) << self.first[lv]
+                          for r, lv in zip(np.asarray(lab.win_down), self.level)]
+            self.wup = [sum(int(x) << (64 * k) for k, x in enumerate(r))
+                        << max(self.first[lv + 1] - span, 0) >> max(span - self.first[lv + 1], 0)
+                        for r, lv in zip(np.asarray(lab.win_up), self.level)]
 
     def level_cut(self, u, t):
         return self.level[u] >= self.level[t]
@@ -358,13 +364,8 @@ class LabelTests:
 
     def window(self, u, t):
         """A window hub in u's down window and t's up window that u reaches and that reaches t:
-        both windows as sets of hub numbers."""
-        if self.first is None:
-            return False
-        du = {self.first[self.level[u]] + i for i in range(self.span) if self.wdown[u] >> i & 1}
-        ut = {self.first[self.level[t] + 1] - self.span + i for i in range(self.span)
-              if self.wup[t] >> i & 1}
-        return bool(du & ut)
+        each window a Python integer whose bit h stands for hub h."""
+        return self.first is not None and (self.wdown[u] & self.wup[t]) != 0
 
     def excludes(self, u, t):
         """The negative tests: level, every GRAIL interval, the hub sets."""

@@ -87,7 +87,7 @@ def test_forests_are_settled_by_the_tree_cuts_alone(backend, one):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
-@pytest.mark.parametrize("rounds", [((1, 16), (2, 32), (4, 64), (8, 128)),
+@pytest.mark.parametrize("rounds", [((1, 32), (2, 32), (4, 64), (8, 128)),
                                     ((8, 32), (4, 64), (2, 128), (1, 64))])
 def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monkeypatch):
     """The GPU's exact search in rounds of 1, 2, 4 and 8 warps per pair (kernels/bidir.cu:

@@ -38,8 +38,8 @@ import time
 
 ENV_VAR = "GRAIL_DUCKDB_PROGRESS"
 #: the phases :func:`grail_duckdb.build_index` reports (ingest, read, ids, fingerprint, csr, scc,
-#: four label passes, the tree of chosen children, hubs)
-BUILD_PHASES = 12
+#: four label passes, the tree of chosen children, hubs, window hubs)
+BUILD_PHASES = 13
 
 
 def enabled_by_default() -> bool | None:

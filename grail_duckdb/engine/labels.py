@@ -116,9 +116,10 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS):
     component keeps the bits of the 64 * ``words`` of them from its own level down and of as
     many down to its own level (``Kernels.hub_bits`` with ``first``), so ``u``'s down window
     and ``t``'s up window share the hubs between them when u and t are close in level: a
-    positive cut for the pairs that the global hubs miss. Measured (CPU, 2M papers x 10): the
-    papers citing the most others lie between the ends of 65% of the reachable pairs left to
-    the exact search, whose search they would have taken 48% of the edges of.
+    positive cut for the pairs that the global hubs miss: on the 2.5B-edge citation DAG
+    (7,260 levels, 1,815 window hubs) 413K of 10M random pairs reach the exact search instead
+    of 579K, and the call takes 1,215 ms instead of 1,459 (NVIDIA H200; README, Scale, "Round
+    2, stop 25").
 
     >>> import numpy as np
     >>> from grail_duckdb.kernels.protocol import CSR

@@ -165,7 +165,7 @@ def interval_bounds(fwd_ptr, fwd_idx, order, post):
     return inner, outer
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def shifted_word(bits, w, k, sh):
     """Word k of row w of ``bits`` shifted ``sh`` bits towards the high end (``sh`` < 0:
     towards the low end), with zeros shifted in: the row rebased from one window to another."""
@@ -178,7 +178,7 @@ def shifted_word(bits, w, k, sh):
     return funnel(lo, hi, r)
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def window_base(v, level, first, span, up):
     """Hub index of bit 0 of v's window: none (``first`` empty) 0; down (the hubs v may reach,
     from its own level on) ``first[level[v]]``; up (the hubs that may reach v, down to its
@@ -188,11 +188,17 @@ def window_base(v, level, first, span, up):
     return first[level[v] + 1] - span if up else first[level[v]]
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _pull_bits(bits, v, ptr, idx, level, first, up):
     """``bits[v] |=`` the rows of v's neighbours, each rebased into v's window."""
     words = bits.shape[1]
     span = 64 * words
+    if first.shape[0] == 0:  # one window for all (the global hubs): nothing to rebase
+        for e in range(ptr[v], ptr[v + 1]):
+            w = idx[e]
+            for k in range(words):
+                bits[v, k] |= bits[w, k]
+        return
     base = window_base(v, level, first, span, up)
     for e in range(ptr[v], ptr[v + 1]):
         w = idx[e]

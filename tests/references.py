@@ -7,8 +7,8 @@ worklist, no ordering trick and no code shared with the kernels, except the two 
 both backends read from :mod:`grail_duckdb.kernels.shared` (the splitmix64 constants and
 ``order_params``, the parameters of each label's sibling order) and, for the whole reference
 index, the engine's choice of hub vertices (``hub_slots``, ``window_hubs``: policies, not
-kernels). Speed only matters as far as the adversarial graphs of ``tests/strategies.py`` (up to 10^5 edges, 5,000
-levels) stay fast.
+kernels). Speed only matters as far as the adversarial graphs of ``tests/strategies.py`` (up
+to 10^5 edges, 5,000 levels) stay fast.
 
 The ``check_*`` functions assert what defines a result where more than one is right (a
 topological order, a post order) or where a result is a claim (the status codes' soundness).

@@ -77,8 +77,8 @@ from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
 from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_VERSION,
-                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, first_text, label_names, leaf_hash,
-                           read_metadata, root_digest, tree_size, write_options)
+                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, first_text, label_names,
+                           leaf_hash, read_metadata, root_digest, tree_size, write_options)
 from .index_reader import IndexReader
 from .ingest import workers
 

@@ -385,8 +385,8 @@ class GpuKernels(GpuQueries):
             self._launch("hubs_kernel", np.int32(n), np.int32(levels), np.int32(words),
                          fwd.indptr, fwd.indices, rev.indptr, rev.indices, order, offs,
                          cp.asarray(hub_of, cp.int32), cp.asarray(topo.level, cp.int32),
-                         np.uint64(0) if first is None else cp.asarray(first, cp.int32), down, up,
-                         cp.empty(n, cp.int32), self._ctr())
+                         np.uint64(0) if first is None else cp.asarray(first, cp.int32),
+                         down, up, cp.empty(n, cp.int32), self._ctr())
         return down, up
 
     # --- queries (implemented in .gpu_queries; here they get the out-of-memory error) -------

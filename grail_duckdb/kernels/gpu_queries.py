@@ -98,8 +98,9 @@ class GpuQueries:
         the labels as one record per component (:mod:`.records`), the levels alone (the
         classification's first cut), the record's stride in ints, the offsets of its trees
         and of its hub words, d and the hub words per side, then the window hubs' rows, their
-        table of levels and words per side (null pointers and 0 when there are none). An index's labels carry their
-        record (:meth:`query_labels`); others, a direct caller's, are packed for the call."""
+        table of levels and words per side (null pointers and 0 when there are none). An
+        index's labels carry their record (:meth:`query_labels`); others, a direct caller's,
+        are packed for the call."""
         lab = self.query_labels(lab)
         hw = int(lab.hub_down.shape[1])
         tree_at, hub_at, stride = record_layout(lab.d, hw)

@@ -51,9 +51,9 @@ PROBE_STACK = 32
 ORDER_BLOCK = 64
 #: 64-bit words of hub bits per component (64 hubs per word)
 HUB_WORDS = 2
-#: 64-bit words per side of the level-window hub bits (:func:`grail_duckdb.engine.labels.window_hubs`):
-#: each component keeps 64 * WIN_WORDS bits for the window hubs from its own level down, and as
-#: many for those down to its own level
+#: 64-bit words per side of the level-window hub bits
+#: (:func:`grail_duckdb.engine.labels.window_hubs`): each component keeps 64 * WIN_WORDS bits for
+#: the window hubs from its own level down, and as many for those down to its own level
 WIN_WORDS = 2
 #: levels a window spans on average: the window hubs are one per WINDOW_LEVELS / (64 * WIN_WORDS)
 #: levels (measured on the 2.5B-edge citation DAG: 512 levels of 128 hubs settled more pairs

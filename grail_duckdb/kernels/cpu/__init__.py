@@ -268,7 +268,7 @@ def _label_args(lab):
 
 def _window_args(lab):
     """The window hubs' arrays, which only the classification reads (empty: none)."""
-    if getattr(lab, "win_down", None) is None:
+    if lab.win_down is None:
         return (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
                 np.zeros(0, np.int32))
     return (lab.win_down, lab.win_up, np.asarray(lab.win_first, np.int32))

@@ -102,10 +102,10 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
 
     The cuts are the GPU's, in its order (classify_pair): NULL pair, unknown keys (equal ones:
     SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the positive tree
-    and hub cuts (the window hubs' counted as HUB_CUT), the negative label and hub tests. counts[UNDECIDED] counts the pairs that
-    reach the bounded search (with ``prune``); each then ends PROBE_REACHES, PROBE_EXCLUDES or
-    DEFERRED. Without ``prune`` an undecided pair is DEFERRED at once. ``valid`` (empty: every
-    pair is valid) holds 0 for a NULL pair.
+    and hub cuts (the window hubs' counted as HUB_CUT), the negative label and hub tests.
+    counts[UNDECIDED] counts the pairs that reach the bounded search (with ``prune``); each then
+    ends PROBE_REACHES, PROBE_EXCLUDES or DEFERRED. Without ``prune`` an undecided pair is
+    DEFERRED at once. ``valid`` (empty: every pair is valid) holds 0 for a NULL pair.
 
     The first sweep does only what every pair needs (lookups, components, levels) with no
     unpredictable branch, so the processor keeps many cache misses in flight; then each
@@ -153,8 +153,8 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
     lab = (tree, level, inner, outer, down, up, wdown, wup, wfirst)
     k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, *lab)
     k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, *lab)
-    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 3, *lab)
-    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 2, *lab)
+    k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 2, *lab)
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 3, *lab)
     counts[UNDECIDED] += k
     if k > 1:  # (a sum of post ranks, levels and bits is never negative: adds 0)
         counts[UNDECIDED] += _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down,
@@ -193,7 +193,7 @@ def _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down, up):
 def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
             down, up, wdown, wup, wfirst):
     """One cut over the open pairs open_[:k]: those it settles get ``code`` (test 0: the tree
-    interval holds t, 1: a hub meets, 3: a window hub meets, 2: the label and hub tests
+    interval holds t, 1: a hub meets, 2: a window hub meets, 3: the label and hub tests
     exclude), the others stay open, in order; returns how many stay."""
     left = 0
     for j in range(k):
@@ -204,7 +204,7 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
             hit = _tree_reaches(u, t, tree)
         elif test == 1:
             hit = _hub_reaches(u, t, down, up)
-        elif test == 3:
+        elif test == 2:
             hit = _window_reaches(u, t, level, wdown, wup, wfirst)
         else:
             hit = not _may_reach(u, t, level, inner, outer, down, up)

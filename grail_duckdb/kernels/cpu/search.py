@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit
 
 from ..shared import hubs_exclude, hubs_meet, label_excludes, level_excludes, tree_contains
-from .labels import shifted_word
+from .labels import shifted_word, window_base
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -54,7 +54,7 @@ def _window_reaches(u, t, level, wdown, wup, wfirst):
         return False
     words = wdown.shape[1]
     span = 64 * words
-    sh = wfirst[level[u]] - (wfirst[level[t] + 1] - span)
+    sh = window_base(u, level, wfirst, span, False) - window_base(t, level, wfirst, span, True)
     if sh <= -span or sh >= span:
         return False
     for k in range(words):

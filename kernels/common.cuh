@@ -33,6 +33,20 @@ __device__ __forceinline__ u64 shifted_word(const u64* bits, int W, int w, int k
     return funnel(lo, hi, (u64)(sh & 63));
 }
 
+// The window of hubs a vertex keeps (cpu/labels.window_base): the hub number of its bit 0, for
+// the hubs it reaches (from the first hub of its own level on) or, `up`, those reaching it (up
+// to the last hub of its level). No table (`first` nullptr: the global hubs): 0.
+struct Window {
+    const int* level;
+    const int* first;  // nullptr: global hubs
+    int span;          // 64 W
+    bool up;
+    __device__ __forceinline__ int base(int v) const {
+        if (!first) return 0;
+        return up ? first[level[v] + 1] - span : first[level[v]];
+    }
+};
+
 // Append v to a frontier: out[base + (slot taken from *cnt)].
 __device__ __forceinline__ void push(int* out, int base, int* cnt, int v) {
     out[base + atomicAdd(cnt, 1)] = v;

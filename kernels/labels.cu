@@ -186,18 +186,8 @@ extern "C" __global__ void bounds_kernel(int levels, int d, const i64* fptr, con
 // Hub bits (cpu/labels.hub_bits): down[v] = hubs v reaches, bottom-up pulling from every DAG child;
 // up[v] = hubs reaching v, top-down pulling from every DAG parent. W words per vertex; each
 // vertex is owned by one warp (OR-reduction over its row, one write). With `first` (the window
-// hubs, numbered by level), each vertex keeps the window of 64 W hubs that Window::base says, and
-// a neighbour's row is rebased into it (cpu/labels.shifted_word); without, every base is 0.
-struct Window {
-    const int* level;
-    const int* first;  // nullptr: global hubs
-    int span;          // 64 W
-    bool up;
-    __device__ __forceinline__ int base(int v) const {
-        if (!first) return 0;
-        return up ? first[level[v] + 1] - span : first[level[v]];
-    }
-};
+// hubs, numbered by level), each vertex keeps the window of 64 W hubs that Window::base says
+// (common.cuh), and a neighbour's row is rebased into it; without, every base is 0.
 
 __device__ __forceinline__ void pull_or(int v, const i64* ptr, const int* idx, int W, u64* bits,
                                         const Window& win, int* huge, int* hcnt) {

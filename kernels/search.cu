@@ -76,7 +76,8 @@ struct LabelView {
     __device__ __forceinline__ bool window_reaches(int u, int t) const {
         if (!wfirst) return false;
         const int span = 64 * ww;
-        const int sh = wfirst[levels[u]] - (wfirst[levels[t] + 1] - span);
+        const int sh = Window{levels, wfirst, span, false}.base(u) -
+                       Window{levels, wfirst, span, true}.base(t);
         if (sh <= -span || sh >= span) return false;
         for (int k = 0; k < ww; ++k)
             if (shifted_word(wdown, ww, u, k, sh) & wup[(i64)t * ww + k]) return true;

@@ -14,8 +14,8 @@ import pytest
 import grail_duckdb as gd
 from grail_duckdb.engine import queries
 from grail_duckdb.engine.index import GPU_MIN_QUERIES
-from grail_duckdb.kernels import gpu_available
-from grail_duckdb.kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
+from grail_duckdb.kernels import gpu_available, to_host
+from grail_duckdb.kernels.shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 from oracle import reaches_by_dfs
 
 def _dag(n, m, seed, span=None):
@@ -103,8 +103,8 @@ def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monke
     monkeypatch.setattr(k, "settings", replace(k.settings, bidir_rounds=rounds,
                                                fill_first_round=False))
     traces, real = [], type(k)._bidir
-    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None: real(
-        self, qi, u, t, traces.append([]) or traces[-1]))
+    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
+                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
     rng = np.random.default_rng(6)
     qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)  # answered on the device, not its host copy
     qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
@@ -172,8 +172,8 @@ def test_a_first_round_grown_by_the_scratch_answers_like_the_oracle(monkeypatch)
     k = idx.kernels
     monkeypatch.setattr(k, "settings", replace(k.settings, min_search_scratch=1 << 30))
     traces, real = [], type(k)._bidir
-    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None: real(
-        self, qi, u, t, traces.append([]) or traces[-1]))
+    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
+                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
     rng = np.random.default_rng(8)
     qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
     qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
@@ -374,6 +374,44 @@ def test_cancel_stops_a_call_between_batches(backend, monkeypatch):
     with pytest.raises(queries.QueryCancelled):  # the first batch runs, a later check stops
         idx.reaches_with_stats(qs, qt, cancel=after_first_check)
     assert idx.reaches_with_stats(qs[:10], qt[:10], cancel=lambda: False)[0] is not None
+
+
+def test_cancel_stops_the_exact_search_and_leaves_nothing_behind(backend):
+    """A checkpoint that raises stops the exact search of deferred pairs (on the GPU while
+    its round runs: the groups stop taking pairs and leave their scratch clean); the same
+    pairs then get the oracle's answers, and a checkpoint that lets the search run is called
+    with counts of answered pairs."""
+    n = 3000
+    src, dst = _dag(n, 9000, 1, span=40)
+    idx = gd.build_index(src, dst, backend=backend, labels=1)
+    rng = np.random.default_rng(3)
+    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
+    qt = np.minimum(qs + rng.integers(1, 400, qs.shape[0]), n - 1)
+    k = idx.kernels
+    qi = idx.query_index(need_reverse=True)
+    part = k.answer_pairs(qi, qs, qt, None, True, 0)
+    m = int(part.counts[DEFERRED])
+    rows, u, t = part.deferred
+    rows, u, t = np.asarray(to_host(rows[:m])), u[:m].copy(), t[:m].copy()
+    assert rows.shape[0] > 100
+
+    class Stop(Exception):
+        pass
+
+    def stop(done):
+        raise Stop
+    with pytest.raises(Stop):
+        k.search_pairs(qi, u, t, checkpoint=stop)
+    seen = []
+    got = np.asarray(k.search_pairs(qi, u, t, checkpoint=seen.append), bool)
+    np.testing.assert_array_equal(got, _truth(src, dst, n, qs[rows], qt[rows]))
+    assert seen and all(0 <= d <= rows.shape[0] for d in seen)
+    checks = []  # the call checks once before its one batch, then in the search
+    with pytest.raises(queries.QueryCancelled):
+        idx.reaches_with_stats(qs, qt, budget=0,
+                               cancel=lambda: checks.append(1) or len(checks) > 1)
+    assert len(checks) == 2
+    _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
 
 
 def test_long_calls_show_progress(backend, monkeypatch, capsys):

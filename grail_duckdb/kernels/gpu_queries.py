@@ -28,7 +28,8 @@ from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
 from .protocol import PairAnswers
 from .records import record_labels, record_layout
-from .shared import DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, N_STATUS
+from .shared import (CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED,
+                     N_STATUS)
 
 #: threads per block of every launch
 BLOCK = 256
@@ -42,6 +43,8 @@ GRAPHS = 8
 BUFFER_STEP = 1 << 15
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
 _H2D, _D2H = 1, 2
+#: what a cancelled round's work counter is set to (every byte 0x7f: past any pair count)
+_PAST_EVERY_PAIR = 0x7F
 #: cudaLimitMaxL2FetchGranularity (cudaDeviceSetLimit)
 _L2_FETCH = 0x05
 #: device id -> [searches running, the limit before the first]; guarded by _FETCH_LOCK
@@ -198,7 +201,7 @@ class GpuQueries:
         with self._buffers(1).stream:
             if prune:
                 with whole_line_fetches():
-                    return self._bidir(qi, u, t)
+                    return self._bidir(qi, u, t, checkpoint=checkpoint)
             order = cp.argsort(u)
             found = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, False)
             out = cp.empty(n, cp.bool_)
@@ -212,11 +215,14 @@ class GpuQueries:
             return 24 * cap
         return ((((n + 15) >> 4) * 4 + 15) & ~15) + 8 * n
 
-    def _bidir(self, qi, u, t, trace=None):
+    def _bidir(self, qi, u, t, trace=None, checkpoint=None):
         """Rounds of the bidirectional search (``bidir_rounds``, then a dense round): each
         round's groups take the pairs the last one handed back (a sync per round to read how
         many); host bool answers. ``trace``, a list, gets one ``(warps per pair, mode, cap,
-        groups, pairs in, pairs left, seconds)`` per round."""
+        groups, pairs in, pairs left, seconds)`` per round. ``checkpoint(done)`` is called
+        while each round runs (:meth:`_await_round`), so that a round of millions of pairs
+        (seconds at billions of edges) reports progress and stops when the call is
+        cancelled."""
         npairs, nv = int(u.shape[0]), qi.dag.n
         out = cp.zeros(npairs, cp.uint8)
         budget = max(int(self.settings.search_scratch * qi.footprint),
@@ -254,6 +260,8 @@ class GpuQueries:
                 np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
                 qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
                 np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over))
+            if checkpoint is not None:
+                self._await_round(ctr, npairs - pending, pending, groups, checkpoint)
             left = int(ctr[1])
             if trace is not None:
                 trace.append((g, mode, cap, groups, pending, left, time.perf_counter() - t0))
@@ -262,6 +270,37 @@ class GpuQueries:
                 break
             ids = over[:pending]
         return out.get().astype(np.bool_)
+
+    @staticmethod
+    def _await_round(ctr, answered, pending, groups, checkpoint):
+        """Wait for the search round just queued on the current stream (``ctr``: its work
+        counter, the pairs taken so far, and its hand-on counter), calling
+        ``checkpoint(done)`` at once and every ``CHECK_EVERY`` seconds with an estimate of the
+        pairs answered (``answered`` before the round, plus those of its ``pending`` that the
+        round's ``groups`` have taken and left). When the checkpoint raises (the call was
+        cancelled), the work counter is set past every pair from another stream: each group
+        finishes the pair it holds (leaving its scratch zero) and leaves, the round ends
+        within a pair's time, and the exception goes on."""
+        finished = cp.cuda.Event(disable_timing=True)
+        finished.record()
+        side = cp.cuda.Stream(non_blocking=True)
+        seen = np.zeros(2, np.int32)
+        try:
+            checkpoint(answered)
+            last = time.perf_counter()
+            while not finished.done:
+                time.sleep(0.001)
+                if time.perf_counter() - last >= CHECK_EVERY:
+                    cp.cuda.runtime.memcpyAsync(seen.ctypes.data, ctr.data.ptr, 8, _D2H,
+                                                side.ptr)
+                    side.synchronize()
+                    taken = min(max(int(seen[0]) - groups, 0), pending)
+                    checkpoint(answered + max(taken - int(seen[1]), 0))
+                    last = time.perf_counter()
+        except BaseException:
+            cp.cuda.runtime.memsetAsync(ctr.data.ptr, _PAST_EVERY_PAIR, 4, side.ptr)
+            finished.synchronize()
+            raise
 
     def _bidir_rounds(self, budget):
         """The rounds of the search (``settings.bidir_rounds``), the first one's capacity

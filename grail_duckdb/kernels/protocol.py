@@ -212,7 +212,8 @@ class Kernels(Protocol):
         """Exact host bool answers of component pairs u[i] -> t[i] (the deferred pairs):
         label-pruned search with ``prune``, the plain multi-source bitmask BFS without it
         (``words`` 64-bit words per vertex at least). ``checkpoint(done)``, if given, is called
-        from the calling thread between blocks of work with the pairs answered so far; an
+        from the calling thread while the search works (between blocks of pairs on the CPU,
+        while each round runs on the GPU), at least once, with the pairs answered so far; an
         exception it raises stops the search."""
 
     def bitmask_search(self, dag: CSR, lab: LabelArrays, cs: Array, ct: Array,

@@ -44,6 +44,9 @@ ANSWER_OF = np.array([(SETTLED_TRUE_MASK >> c) & 1 for c in range(N_STATUS)], np
 LOOKUP_NAMES = ("LOOKUP_DENSE", "LOOKUP_SORTED", "LOOKUP_IDS", "LOOKUP_RANGE")
 LOOKUP_DENSE, LOOKUP_SORTED, LOOKUP_IDS, LOOKUP_RANGE = range(4)
 
+#: seconds between two calls of an exact search's checkpoint (progress, cancel), both backends
+CHECK_EVERY = 0.1
+
 #: depth of the bounded per-pair search's stack (a pair whose search needs more is deferred)
 PROBE_STACK = 32
 

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 
 from ..protocol import CSR, PairAnswers, TopoOrder
-from ..shared import DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
+from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import bidir, classify, graph, labels, search
 
@@ -44,8 +44,6 @@ ALONE_MIN = 1_024
 SMALL_CHUNK = 64
 #: pairs per block of the threaded search (a thread takes one block at a time)
 SEARCH_BLOCK = 8
-#: seconds between two calls of a search's checkpoint
-CHECK_EVERY = 0.1
 #: held around every parallel region (Numba's default thread pool is not re-entrant)
 PARALLEL_LOCK = threading.Lock()
 
@@ -312,6 +310,8 @@ class _BlockWork:
     def run_on(self, pool, workers, checkpoint):
         futures = [pool.submit(self.worker) for _ in range(workers)]
         try:
+            if checkpoint is not None:
+                checkpoint(self.done)
             while wait(futures, timeout=CHECK_EVERY).not_done:
                 if checkpoint is not None:
                     checkpoint(self.done)

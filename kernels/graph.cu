@@ -114,6 +114,14 @@ extern "C" __global__ void reverse_write_kernel(int n, const i64* ptr, const int
         }
 }
 
+// The level of each edge's far end, int16, saturated at EDGE_LEVEL_CAP (twin: edge_levels in
+// grail_duckdb/kernels/cpu/graph.py): what the exact search reads beside a CSR's indices.
+extern "C" __global__ void edge_levels_kernel(i64 m, const int* idx, const int* level,
+                                              short* out) {
+    for (i64 e = thread_rank(); e < m; e += thread_count())
+        out[e] = (short)min(level[idx[e]], EDGE_LEVEL_CAP);
+}
+
 // Sum over packed edges of mix64(src << 32 | dst), modulo 2^64: an order-independent fingerprint.
 extern "C" __global__ void hash_sum_kernel(i64 m, const u64* pairs, u64* out) {
     u64 acc = 0ull;

@@ -28,13 +28,15 @@ settings.load_profile("grail")
 
 #: GpuSettings keyword arguments of each GPU configuration under test (None: the default
 #: shared instance, ``kernels_for("gpu")``); the tiny search rounds hand pairs on from round
-#: to round, down to the dense last one, on every group size of kernels/bidir.cu
+#: to round, down to the dense last one, on every group size of kernels/bidir.cu; one search
+#: reads every edge's record (no levels beside the edges)
 GPU_CONFIGS = {
     "gpu": None,
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
                    "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
-                  "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False},
+                  "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False,
+                  "edge_levels": False},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
 

@@ -134,6 +134,17 @@ def check_reverse(k, c, rng):
     np.testing.assert_array_equal(np.concatenate(rows or [indices]), want_idx)
 
 
+def check_edge_levels(k, c, rng):
+    """The level of each edge's target beside it, int16, saturated at EDGE_LEVEL_CAP (levels
+    moved across the cap saturate there, those below it stay)."""
+    fwd = c.dag[0]
+    for shift in (0, shared.EDGE_LEVEL_CAP - 2):
+        level = (c.level + shift).astype(np.int32)
+        got = to_host(k.edge_levels(csr_on(k, fwd), put(k, level)))
+        assert got.dtype == np.int16 and got.shape == fwd[1].shape
+        np.testing.assert_array_equal(got, np.minimum(level[fwd[1]], shared.EDGE_LEVEL_CAP))
+
+
 # --- condensation --------------------------------------------------------------------------------
 def check_trim(k, c, rng):
     for alive in (np.ones(c.n, bool), rng.random(c.n) < 0.8):
@@ -363,7 +374,7 @@ def check_hash_sums(k, c, rng):
 
 
 CHECKS = {f.__name__[len("check_"):]: f for f in (
-    check_csr, check_csr_of_pairs, check_reverse, check_trim, check_reach_within_colour,
+    check_csr, check_csr_of_pairs, check_reverse, check_edge_levels, check_trim, check_reach_within_colour,
     check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
     check_topological_levels, check_tree_parents, check_tree_children, check_subtree_sizes,
     check_post_orders,
@@ -402,6 +413,36 @@ def test_cut_defeating_pairs_reach_the_search_and_are_answered(backend):
     found = np.zeros(sid.shape[0], bool)
     found[deferred] = k.search_pairs(qi, *part.deferred[1:])
     np.testing.assert_array_equal(found, want)
+
+
+@pytest.mark.parametrize("graph", ["rmat-12", "chain-5000", "degree-thresholds-cyclic"])
+@pytest.mark.parametrize("shift", [0, shared.EDGE_LEVEL_CAP - 3, shared.EDGE_LEVEL_CAP + 1])
+def test_exact_search_trusts_saturated_edge_levels_only_as_bounds(backend, graph, shift):
+    """Every level moved up by ``shift`` (still levels: each edge leads up) puts the DAG's
+    levels below, across or above EDGE_LEVEL_CAP, where the levels beside the edges saturate:
+    a saturated level is only a lower bound, which the backward side cannot use. The exact
+    search's answers on random pairs and on pairs two edges apart stay the oracle's."""
+    k, idx = backend, case_named(graph).index
+    n = idx.n_components
+    rng = np.random.default_rng(shift % 97)
+    u, w = ref.edges(*idx.dag)
+    ptr = idx.dag[0]
+    hop = rng.integers(0, max(u.shape[0], 1), 400) if u.shape[0] else np.zeros(0, np.int64)
+    far = [(a, idx.dag[1][ptr[b]]) for a, b in zip(u[hop], w[hop]) if ptr[b + 1] > ptr[b]]
+    cs = np.concatenate([rng.integers(0, n, 1500), [a for a, _ in far]]).astype(np.int32)
+    ct = np.concatenate([rng.integers(0, n, 1500), [b for _, b in far]]).astype(np.int32)
+    keep = cs != ct
+    cs, ct = cs[keep], ct[keep]
+    lab = Labels(**{**idx.labels.arrays(), "level": (idx.labels.level + shift).astype(np.int32)})
+    qi = QueryIndex(shared.LOOKUP_IDS, 0, 0, k.xp.empty(0, k.xp.int32), None, csr_on(k, idx.dag),
+                    labels_on(k, lab), csr_on(k, idx.dag_rev))
+    got = np.asarray(to_host(k.search_pairs(qi, put(k, cs), put(k, ct))), bool)
+    np.testing.assert_array_equal(got, reaches_by_dfs(u, w, n, cs, ct))
+    saturated = to_host(qi.edge_levels[1]) == shared.EDGE_LEVEL_CAP
+    if shift > shared.EDGE_LEVEL_CAP:
+        assert saturated.all()
+    elif shift == 0:
+        assert not saturated.any()
 
 
 @pytest.mark.gpu

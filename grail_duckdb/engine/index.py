@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
-from ..kernels.protocol import QueryIndex
+from ..kernels.protocol import QueryIndex, search_edge_levels
 from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
@@ -162,8 +162,11 @@ class GrailIndex:
                 self.kernels.synchronize()  # uploads done before other streams read them
             qi = self._query_index
             if need_reverse and qi.rev is None:
-                qi.rev = CSR(*self.kernels.reverse(self.dag))
-                self.kernels.synchronize()
+                rev = CSR(*self.kernels.reverse(self.dag))
+                levels = search_edge_levels(self.kernels, self.dag, rev, self.labels.level)
+                self.kernels.synchronize()  # made before other threads' streams read them
+                qi.edge_levels = levels
+                qi.rev = rev  # last: a thread that sees rev finds the levels too
             return qi
 
     def host_copy(self) -> "GrailIndex":

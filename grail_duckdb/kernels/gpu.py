@@ -73,7 +73,9 @@ class GpuSettings:
     set of 24 bytes per unit of capacity; a last round, one block per pair with a dense set
     of about 8.3 bytes per vertex, never overflows; ``fill_first_round``: the first round's
     capacity grows (in powers of two, up to the second round's) while the scratch budget
-    holds as many of its groups as the device runs at once.
+    holds as many of its groups as the device runs at once; ``edge_levels``: the exact search
+    reads the level of each edge's far end beside the edge (``QueryIndex.edge_levels``) and
+    settles the edges the level cut excludes without reading their vertices' records.
     """
 
     balance: str = "binned"
@@ -87,6 +89,7 @@ class GpuSettings:
     min_search_scratch: int = 256 << 20
     bidir_rounds: tuple = ((1, 1 << 11), (4, 1 << 15), (8, 1 << 18), (8, 1 << 21))
     fill_first_round: bool = True
+    edge_levels: bool = True
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
@@ -228,6 +231,13 @@ class GpuKernels(GpuQueries):
             self._launch("reverse_write_kernel", np.int32(n), g.indptr, g.indices, indptr,
                          cursor, indices)
         return indptr, indices
+
+    @_out_of_memory
+    def edge_levels(self, g: CSR, level):
+        out = cp.empty(g.m, cp.int16)
+        if g.m:
+            self._launch("edge_levels_kernel", np.int64(g.m), g.indices, level, out)
+        return out
 
     # --- condensation ----------------------------------------------------------------------
     @_out_of_memory

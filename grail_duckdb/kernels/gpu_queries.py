@@ -26,7 +26,7 @@ import numpy as np
 
 from .cpu import PARALLEL_LOCK
 from .cpu.staging import stage_pairs
-from .protocol import PairAnswers
+from .protocol import PairAnswers, edge_levels_of
 from .records import record_labels, record_layout
 from .shared import (CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED,
                      N_STATUS)
@@ -232,6 +232,8 @@ class GpuQueries:
         ctr = cp.zeros(2, cp.int32)
         ids, pending, r = np.uint64(0), npairs, 0
         labs = self._label_args(qi.labels)
+        levels = (edge_levels_of(self, qi) if self.settings.edge_levels
+                  else (np.uint64(0), np.uint64(0)))
         plan = []  # (warps, mode, cap, bytes per group, groups at most)
         for g, mode, cap in [(g, 0, c) for g, c in self._bidir_rounds(budget)] + [(8, 1, nv)]:
             per = self._bidir_bytes(mode, cap, nv)
@@ -258,7 +260,7 @@ class GpuQueries:
             r += 1
             fn((-(-groups // groups_per_block),), (BLOCK,), (
                 np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
-                qi.rev.indptr, qi.rev.indices, *labs, np.int32(mode), np.int32(cap), scratch,
+                qi.rev.indptr, qi.rev.indices, *levels, *labs, np.int32(mode), np.int32(cap), scratch,
                 np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over))
             if checkpoint is not None:
                 self._await_round(ctr, npairs - pending, pending, groups, checkpoint)

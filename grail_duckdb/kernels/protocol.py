@@ -83,8 +83,9 @@ class QueryIndex:
     of :mod:`.shared`'s LOOKUP_* codes (dense: ``table`` int32 ids of keys offset, offset + 1,
     ...; sorted: ``table`` the int64 keys of ids 0, 1, ...; ids: the keys are ids already;
     range: keys offset .. offset + size - 1 are ids 0 .. size - 1; ``table`` empty for the
-    last two; ``size``: the range's keys or the table's entries). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) is
-    filled in by the engine before the first search that needs it.
+    last two; ``size``: the range's keys or the table's entries). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) and
+    ``edge_levels`` (:meth:`Kernels.edge_levels` of the DAG and of ``rev``) are filled in by
+    the engine before the first search that needs them.
     """
 
     lookup_mode: int
@@ -95,6 +96,7 @@ class QueryIndex:
     dag: CSR
     labels: LabelArrays
     rev: CSR | None = None
+    edge_levels: tuple | None = None
 
     @property
     def footprint(self) -> int:
@@ -103,6 +105,20 @@ class QueryIndex:
         if self.comp is not None:
             arrays.append(self.comp)
         return int(sum(int(a.nbytes) for a in arrays if hasattr(a, "nbytes")))
+
+
+def search_edge_levels(kernels, dag: CSR, rev: CSR, level) -> tuple:
+    """What ``QueryIndex.edge_levels`` holds: :meth:`Kernels.edge_levels` of the DAG and of
+    the reverse DAG (the exact search's level cut, read beside each edge)."""
+    return kernels.edge_levels(dag, level), kernels.edge_levels(rev, level)
+
+
+def edge_levels_of(kernels, qi: QueryIndex) -> tuple:
+    """``qi.edge_levels``, made and kept on first need (the engine makes them with the reverse
+    DAG, under its lock; a direct caller of the kernels gets them here)."""
+    if qi.edge_levels is None:
+        qi.edge_levels = search_edge_levels(kernels, qi.dag, qi.rev, qi.labels.level)
+    return qi.edge_levels
 
 
 @dataclass
@@ -145,6 +161,10 @@ class Kernels(Protocol):
         """``(indptr, indices)`` of ``g`` with every edge reversed, duplicates kept; the order
         within a row is not set (the CPU's rows are sorted, the GPU's follow its atomics), and
         the scratch is 8 bytes per row at most (the exact search makes it on first need)."""
+
+    def edge_levels(self, g: CSR, level: Array) -> Array:
+        """int16 per edge of ``g``: the level of the edge's target, saturated at
+        :data:`.shared.EDGE_LEVEL_CAP` (the exact search's level cut, read beside the edge)."""
 
     # --- condensation (Multistep) ------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive: Array) -> int:

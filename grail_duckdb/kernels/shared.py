@@ -47,6 +47,11 @@ LOOKUP_DENSE, LOOKUP_SORTED, LOOKUP_IDS, LOOKUP_RANGE = range(4)
 #: seconds between two calls of an exact search's checkpoint (progress, cancel), both backends
 CHECK_EVERY = 0.1
 
+#: the per-edge levels of the exact search (``Kernels.edge_levels``: int16, the level of each
+#: edge's far end) saturate here: a stored level below it is the level, one equal to it says
+#: only "at least this", so the search trusts it where a lower bound is enough
+EDGE_LEVEL_CAP = 32767
+
 #: depth of the bounded per-pair search's stack (a pair whose search needs more is deferred)
 PROBE_STACK = 32
 
@@ -91,6 +96,14 @@ FUNCTIONS = {
     # negative cut: an edge always leads at least one topological level down
     "level_excludes": ("bool", (("int", "level_u"), ("int", "level_t")), (),
                        "level_u >= level_t"),
+    # the level cut of an edge of the exact search from the stored level lw of its far end w
+    # (saturated: lw <= level(w), equal below EDGE_LEVEL_CAP): forward (fwd != 0), the child w
+    # is at or below t's level; backward, the parent w is at or below s's level, which needs
+    # lw to be w's level itself
+    "edge_level_excludes": ("bool", (("int", "fwd"), ("int", "lw"), ("int", "level_s"),
+                                     ("int", "level_t")), (),
+                            "((fwd != 0) & (lw >= level_t)) | ((fwd == 0) & "
+                            "(lw < EDGE_LEVEL_CAP) & (level_s >= lw))"),
     # negative cut, per label: t's interval is not inside u's
     "label_excludes": ("bool", (("int", "inner_u"), ("int", "outer_u"), ("int", "inner_t"),
                                 ("int", "outer_t")), (),
@@ -117,7 +130,8 @@ def _python_function(name: str):
     lines = [f"def {name}({', '.join(a for _, a in args)}):"]
     lines += [f"    {var} = {expr}" for var, expr in steps]
     lines.append(f"    return {result}")
-    namespace = {"U": np.uint64, **{k: np.uint64(v) for k, v in SPLITMIX.items()}}
+    namespace = {"U": np.uint64, "EDGE_LEVEL_CAP": EDGE_LEVEL_CAP,
+                 **{k: np.uint64(v) for k, v in SPLITMIX.items()}}
     exec(compile("\n".join(lines) + "\n", f"<grail_duckdb shared {name}>", "exec"), namespace)
     return njit(inline="always", nogil=True)(namespace[name])
 
@@ -125,6 +139,7 @@ def _python_function(name: str):
 mix64 = _python_function("mix64")
 permute_step = _python_function("permute_step")
 level_excludes = _python_function("level_excludes")
+edge_level_excludes = _python_function("edge_level_excludes")
 label_excludes = _python_function("label_excludes")
 hubs_exclude = _python_function("hubs_exclude")
 tree_contains = _python_function("tree_contains")
@@ -161,7 +176,7 @@ def cuda_header() -> str:
     out += [f"#define {name} {code}" for code, name in enumerate(STATUS_NAMES)]
     out += [f"#define {name} {code}" for code, name in enumerate(LOOKUP_NAMES)]
     out += [f"#define N_STATUS {N_STATUS}", f"#define SETTLED_TRUE_MASK {SETTLED_TRUE_MASK}u",
-            f"#define PROBE_STACK {PROBE_STACK}"]
+            f"#define PROBE_STACK {PROBE_STACK}", f"#define EDGE_LEVEL_CAP {EDGE_LEVEL_CAP}"]
     out += [f"#define ORDER_BLOCK {ORDER_BLOCK}", f"#define HUB_WORDS {HUB_WORDS}",
             f"#define WIN_WORDS {WIN_WORDS}"]
     out += [f"#define RECORD_LEVEL {RECORD_LEVEL}", f"#define RECORD_LABELS {RECORD_LABELS}"]

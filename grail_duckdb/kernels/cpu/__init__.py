@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ..protocol import CSR, PairAnswers, TopoOrder
+from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import bidir, classify, graph, labels, search
@@ -122,6 +122,9 @@ class CpuKernels:
     def reverse(self, g: CSR):
         return graph.reverse_rows(g.indptr, g.indices)
 
+    def edge_levels(self, g: CSR, level):
+        return graph.edge_levels(g.indices, level)
+
     # --- condensation ----------------------------------------------------------------------
     def trim(self, fwd: CSR, rev: CSR, alive):
         return int(graph.trim(fwd.indptr, fwd.indices, rev.indptr, rev.indices, alive))
@@ -209,6 +212,7 @@ class CpuKernels:
             out[order] = self.bitmask_search(qi.dag, qi.labels, u[order], t[order], words, False)
             return out
         out = np.zeros(n, np.bool_)
+        edge_levels_of(self, qi)
         blocks = -(-n // SEARCH_BLOCK)
         work = _BlockWork(self, qi, u, t, out, blocks)
         workers = min(self.threads, blocks)
@@ -288,8 +292,8 @@ class _BlockWork:
         qi, lo = self.qi, b * SEARCH_BLOCK
         hi = min(lo + SEARCH_BLOCK, self.u.shape[0])
         bidir.bidir_block(self.u[lo:hi], self.t[lo:hi], qi.dag.indptr, qi.dag.indices,
-                          qi.rev.indptr, qi.rev.indices, *_label_args(qi.labels), True,
-                          *scratch, self.out[lo:hi])
+                          qi.rev.indptr, qi.rev.indices, *qi.edge_levels,
+                          *_label_args(qi.labels), True, *scratch, self.out[lo:hi])
         self.done += hi - lo  # read for progress only: an approximate count is enough
 
     def worker(self):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..shared import mix64
+from ..shared import EDGE_LEVEL_CAP, mix64
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -211,6 +211,16 @@ def reverse_rows(ptr, idx):
             ridx[cursor[w]] = v
             cursor[w] += 1
     return rptr, ridx
+
+
+@njit(**_JIT)
+def edge_levels(idx, level):
+    """int16 per edge: the level of its target, saturated at EDGE_LEVEL_CAP
+    (edge_levels_kernel): what the exact search reads beside the edges."""
+    out = np.empty(idx.shape[0], np.int16)
+    for e in range(idx.shape[0]):
+        out[e] = min(level[idx[e]], EDGE_LEVEL_CAP)
+    return out
 
 
 @njit(**_JIT)

@@ -148,8 +148,8 @@ class GrailIndex:
                                cancel=cancel)
 
     def query_index(self, need_reverse: bool = False) -> QueryIndex:
-        """What the query kernels read (made once; the reverse DAG, which only the exact
-        search of deferred pairs reads, on first need)."""
+        """What the query kernels read (made once; the reverse DAG and the levels beside the
+        edges, which only the exact search of deferred pairs reads, on first need)."""
         qi = self._query_index
         if qi is not None and (qi.rev is not None or not need_reverse):
             return qi

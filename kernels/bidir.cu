@@ -236,7 +236,8 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
 template <int G>
 __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int* pt, int n,
                             const i64* ptr, const int* idx, const i64* rptr, const int* ridx,
-                            const short* lvl, const short* rlvl, const LabelView& lab, int mode, int cap, char* scratch,
+                            const short* lvl, const short* rlvl, const LabelView& lab,
+                            int mode, int cap, char* scratch,
                             i64 per_group, int ngroups, unsigned char* out, int* next,
                             int* n_overflow, int* overflow, StepState* steps) {
     const int group = thread_rank() / (32 * G);

@@ -374,7 +374,8 @@ def check_hash_sums(k, c, rng):
 
 
 CHECKS = {f.__name__[len("check_"):]: f for f in (
-    check_csr, check_csr_of_pairs, check_reverse, check_edge_levels, check_trim, check_reach_within_colour,
+    check_csr, check_csr_of_pairs, check_reverse, check_edge_levels, check_trim,
+    check_reach_within_colour,
     check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
     check_topological_levels, check_tree_parents, check_tree_children, check_subtree_sizes,
     check_post_orders,

@@ -83,9 +83,10 @@ class QueryIndex:
     of :mod:`.shared`'s LOOKUP_* codes (dense: ``table`` int32 ids of keys offset, offset + 1,
     ...; sorted: ``table`` the int64 keys of ids 0, 1, ...; ids: the keys are ids already;
     range: keys offset .. offset + size - 1 are ids 0 .. size - 1; ``table`` empty for the
-    last two; ``size``: the range's keys or the table's entries). ``comp`` is None when every component is one vertex. ``rev`` (the reverse DAG) and
-    ``edge_levels`` (:meth:`Kernels.edge_levels` of the DAG and of ``rev``) are filled in by
-    the engine before the first search that needs them.
+    last two; ``size``: the range's keys or the table's entries). ``comp`` is None when every
+    component is one vertex. ``rev`` (the reverse DAG) and ``edge_levels``
+    (:meth:`Kernels.edge_levels` of the DAG and of ``rev``) are filled in by the engine before
+    the first search that needs them.
     """
 
     lookup_mode: int

@@ -89,8 +89,7 @@ def _bidir_one(s, t, ptr, idx, rptr, ridx, lvl, rlvl, level, inner, outer, tree,
             fa, fb = fb, fa
         else:
             found, nb, eb, nt = _step(False, s, t, rptr, ridx, rlvl, ba, nb, bb, mark, touched,
-                                      nt,
-                                      level, inner, outer, tree, down, up, prune)
+                                      nt, level, inner, outer, tree, down, up, prune)
             ba, bb = bb, ba
     for i in range(nt):
         mark[touched[i]] = 0

@@ -49,7 +49,8 @@ PROBE_BUDGET = 256
 #: deferred pairs kept across batches before they are searched together: a search's last
 #: rounds take the few pairs that outgrow the first one and leave most of the GPU idle, so
 #: fewer, larger searches waste less (100M random pairs in one call, 2.5B-edge citation
-#: graph, H200: 12.0 s with 1M, 11.4 s with 4M, 11.2 s with 16M; README, Scale, stop 26)
+#: graph, H200: 12.0 s with 1M, 11.4 s with 4M, 11.2 s with 16M, measured by a session whose
+#: notes were lost with its machine; README, Scale, stop 26, says what was and was not seen)
 SEARCH_TOGETHER = 1 << 22
 
 

@@ -21,6 +21,14 @@
 // indices (Kernels.edge_levels, saturated at EDGE_LEVEL_CAP): read with the edge, coalesced,
 // it settles those edges without touching a record (nullptr: no such arrays, every edge reads
 // its record).
+//
+// Filter, then advance (Gunrock's two operators, within a warp): a warp waits for its slowest
+// lane, so an edge settled from its level saves a record read only when all 32 lanes' edges
+// are. With `pack`, each warp keeps the edges that survive the level cut in its own 64 slots
+// of shared memory (a ballot gives each survivor its slot) and tests them against their
+// records 32 at a time, the last few when the side's step ends: about 40% of the record-reading
+// warp steps of testing the edges where they lie (a CPU replay of the first round's steps on
+// the deep citation DAGs, README "Scale", stop 26).
 #include "common.cuh"
 
 #define SIDE_FWD 0u
@@ -107,13 +115,44 @@ __device__ __forceinline__ void group_sync() {
     }
 }
 
+// Shared-memory slots per warp for the survivors of the level cut (`pack`): up to 31 waiting
+// and the 32 edges of one step.
+#define PACK_SLOTS 64
+
+// One side's step reaches w, the far end of an edge the level cut left: w's cuts against the
+// other end (the pair w stands for: (w, t) forward, (s, w) backward), then, still open, w
+// joins this side (the sides meet when the other one holds it) and its queue.
+__device__ __forceinline__ void visit(int w, bool fwd, int s, int t, const LabelView& lab,
+                                      Reached& seen, unsigned side, int* q, int cap,
+                                      StepState* st) {
+    const int cut = fwd ? lab.test(w, t) : lab.test(s, w);
+    if (cut == TEST_REACHES) {
+        atomicMax(&st->flag, 1);
+    } else if (cut == TEST_OPEN) {
+        const int r = seen.insert(w, side);
+        if (r == 2) {
+            atomicMax(&st->flag, 1);
+        } else if (r == 0) {
+            const int slot = atomicAdd(&st->tail, 1);
+            if (slot < cap) {
+                q[slot] = w;
+            } else {  // in `seen` but in no queue: cleared from the spill list
+                const int k = atomicAdd(&st->nspill, 1);
+                if (k < SPILL) st->spill[k] = w;
+                atomicMax(&st->flag, 2);
+            }
+        }
+    }
+}
+
 // One pair on one group of G warps: 1 (s reaches t), 0 (it does not) or 2 (the queues
-// overflowed). Every thread of the group calls it with the same arguments.
+// overflowed). Every thread of the group calls it with the same arguments; `pk` is the warp's
+// PACK_SLOTS ints of shared memory (used with `pack`).
 template <int G>
 __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i64* rptr,
                           const int* ridx, const short* lvl, const short* rlvl,
                           const LabelView& lab, Reached& seen, int* qf, int* qb, int cap,
-                          StepState* st) {
+                          StepState* st, bool pack, int* pk) {
     const int lane = threadIdx.x & 31;
     const int gw = (threadIdx.x >> 5) % G;  // warp within the group
     const int gt = gw * 32 + lane;          // thread within the group
@@ -144,8 +183,13 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
         group_sync<G>();
         // Edge-parallel over the frontier, each warp 32 vertices at a time: a warp scan of
         // their degrees, then each lane takes one edge and finds its vertex by a binary search
-        // over the scan.
-        for (int base = head + gw * 32; base < end; base += G * 32) {
+        // over the scan. The level cut filters the edges; the survivors are visited where
+        // they lie or, with `pack`, 32 at a time from the warp's slots (npk of them waiting).
+        int npk = 0;
+        bool stop = false;
+        for (int base = head + gw * 32; !stop; base += G * 32) {
+            const bool last = base >= end;  // one step more for the survivors still waiting
+            if (last && npk == 0) break;
             const int i = base + lane;
             int deg = 0;
             i64 beg = 0;
@@ -160,8 +204,7 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
                 if (lane >= o) incl += y;
             }
             const int total = __shfl_sync(FULL_MASK, incl, 31), excl = incl - deg;
-            bool stop = false;
-            for (int e0 = 0; e0 < total && !stop; e0 += 32) {
+            for (int e0 = 0; (e0 < total || (last && e0 == 0)) && !stop; e0 += 32) {
                 const int e = e0 + lane;
                 int owner = 0;  // the last lane whose edges start at or before e
                 for (int step = 16; step > 0; step >>= 1) {
@@ -170,36 +213,30 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
                 }
                 const i64 ob = __shfl_sync(FULL_MASK, beg, owner);
                 const int oe = __shfl_sync(FULL_MASK, excl, owner);
+                int w = -1;  // the far end of this lane's edge, when the level cut leaves it
                 if (e < total) {
                     const i64 k = ob + (e - oe);
-                    const int w = x[k];
-                    const int a = fwd ? w : s, b = fwd ? t : w;  // the pair w stands for
-                    const int cut = xl && w != end_w &&
-                                            edge_level_excludes(fwd, xl[k], level_s, level_t)
-                                        ? TEST_EXCLUDES
-                                        : lab.test(a, b);
-                    if (cut == TEST_REACHES) {
-                        atomicMax(&st->flag, 1);
-                    } else if (cut == TEST_OPEN) {
-                        const int r = seen.insert(w, side);
-                        if (r == 2) {
-                            atomicMax(&st->flag, 1);
-                        } else if (r == 0) {
-                            const int slot = atomicAdd(&st->tail, 1);
-                            if (slot < cap) {
-                                q[slot] = w;
-                            } else {  // in `seen` but in no queue: cleared from the spill list
-                                const int k = atomicAdd(&st->nspill, 1);
-                                if (k < SPILL) st->spill[k] = w;
-                                atomicMax(&st->flag, 2);
-                            }
-                        }
+                    w = x[k];
+                    if (xl && w != end_w && edge_level_excludes(fwd, xl[k], level_s, level_t))
+                        w = -1;
+                }
+                if (pack) {
+                    const unsigned kept = __ballot_sync(FULL_MASK, w >= 0);
+                    if (w >= 0) pk[npk + __popc(kept & ((1u << lane) - 1u))] = w;
+                    npk += __popc(kept);
+                    __syncwarp();
+                    w = -1;
+                    if (npk >= 32 || last) {
+                        const int take = min(npk, 32);
+                        npk -= take;
+                        if (lane < take) w = pk[npk + lane];
                     }
                 }
-                __syncwarp();
+                if (w >= 0) visit(w, fwd, s, t, lab, seen, side, q, cap, st);
+                __syncwarp();  // (the slots just read are written again next step)
                 stop = __shfl_sync(FULL_MASK, *((volatile int*)&st->flag), 0) != 0;
             }
-            if (stop) break;
+            if (last) break;
         }
         group_sync<G>();
         const int flag = *((volatile int*)&st->flag);
@@ -239,7 +276,8 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
                             const short* lvl, const short* rlvl, const LabelView& lab,
                             int mode, int cap, char* scratch,
                             i64 per_group, int ngroups, unsigned char* out, int* next,
-                            int* n_overflow, int* overflow, StepState* steps) {
+                            int* n_overflow, int* overflow, int pack, StepState* steps,
+                            int* packed) {
     const int group = thread_rank() / (32 * G);
     const int gt = threadIdx.x % (32 * G);
     if (group >= ngroups) return;  // whole groups leave together
@@ -260,6 +298,7 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
     }
     int* qb = qf + cap;
     StepState* st = &steps[(threadIdx.x >> 5) / G];
+    int* pk = packed + (threadIdx.x >> 5) * PACK_SLOTS;
     for (;;) {
         if (gt == 0) st->pair = atomicAdd(next, 1);
         group_sync<G>();
@@ -268,7 +307,7 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
         if (k >= npairs) return;
         const int id = ids ? ids[k] : k;
         const int r = bidir_pair<G>(pu[id], pt[id], ptr, idx, rptr, ridx, lvl, rlvl, lab, seen,
-                                    qf, qb, cap, st);
+                                    qf, qb, cap, st, pack != 0, pk);
         if (gt == 0) {
             if (r == 2) overflow[atomicAdd(n_overflow, 1)] = id;
             else out[id] = (unsigned char)r;
@@ -281,18 +320,20 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
         const int *idx, const i64 *rptr, const int *ridx, const short *lvl,                  \
         const short *rlvl, LABEL_PARAMS,                                                     \
         int mode, int cap, char *scratch, i64 per_group, int ngroups,                         \
-        unsigned char *out, int *next, int *n_overflow, int *overflow
+        unsigned char *out, int *next, int *n_overflow, int *overflow, int pack
 #define BIDIR_ARGS                                                                           \
     npairs, ids, pu, pt, n, ptr, idx, rptr, ridx, lvl, rlvl,                                 \
         LABEL_VIEW, mode, cap,                                                               \
-        scratch, per_group, ngroups, out, next, n_overflow, overflow
+        scratch, per_group, ngroups, out, next, n_overflow, overflow, pack
 
 // A round with groups of G warps per pair, WARPS_PER_BLOCK / G groups per block: one warp for
 // many small searches at once, more for the large ones (bidir_g1_kernel ... bidir_g8_kernel).
 #define BIDIR_KERNEL(G)                                                                      \
-    extern "C" __global__ void bidir_g##G##_kernel(BIDIR_PARAMS) {                             \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)                    \
+        bidir_g##G##_kernel(BIDIR_PARAMS) {                                                  \
         __shared__ StepState steps[WARPS_PER_BLOCK / G];                                     \
-        bidir_round<G>(BIDIR_ARGS, steps);                                                   \
+        __shared__ int packed[WARPS_PER_BLOCK * PACK_SLOTS];                                 \
+        bidir_round<G>(BIDIR_ARGS, steps, packed);                                           \
     }
 BIDIR_KERNEL(1)
 BIDIR_KERNEL(2)

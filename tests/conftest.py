@@ -29,11 +29,13 @@ settings.load_profile("grail")
 #: GpuSettings keyword arguments of each GPU configuration under test (None: the default
 #: shared instance, ``kernels_for("gpu")``); the tiny search rounds hand pairs on from round
 #: to round, down to the dense last one, on every group size of kernels/bidir.cu; one search
-#: reads every edge's record (no levels beside the edges)
+#: reads every edge's record (no levels beside the edges), one tests the edges the level cut
+#: leaves where they lie (no packing)
 GPU_CONFIGS = {
     "gpu": None,
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
-                   "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False},
+                   "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False,
+                   "pack_survivors": False},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
                   "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False,
                   "edge_levels": False},

@@ -75,7 +75,10 @@ class GpuSettings:
     capacity grows (in powers of two, up to the second round's) while the scratch budget
     holds as many of its groups as the device runs at once; ``edge_levels``: the exact search
     reads the level of each edge's far end beside the edge (``QueryIndex.edge_levels``) and
-    settles the edges the level cut excludes without reading their vertices' records.
+    settles the edges the level cut excludes without reading their vertices' records;
+    ``pack_survivors``: each warp of the exact search packs the edges the level cut leaves
+    into shared memory and tests them against their records 32 at a time (kernels/bidir.cu),
+    rather than where they lie among the excluded ones.
     """
 
     balance: str = "binned"
@@ -90,6 +93,7 @@ class GpuSettings:
     bidir_rounds: tuple = ((1, 1 << 11), (4, 1 << 15), (8, 1 << 18), (8, 1 << 21))
     fill_first_round: bool = True
     edge_levels: bool = True
+    pack_survivors: bool = True
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):

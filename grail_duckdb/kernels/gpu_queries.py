@@ -261,7 +261,8 @@ class GpuQueries:
             fn((-(-groups // groups_per_block),), (BLOCK,), (
                 np.int32(pending), ids, u, t, np.int32(nv), qi.dag.indptr, qi.dag.indices,
                 qi.rev.indptr, qi.rev.indices, *levels, *labs, np.int32(mode), np.int32(cap),
-                scratch, np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over))
+                scratch, np.int64(per), np.int32(groups), out, ctr[0:1], ctr[1:2], over,
+                np.int32(self.settings.pack_survivors)))
             if checkpoint is not None:
                 self._await_round(ctr, npairs - pending, pending, groups, checkpoint)
             left = int(ctr[1])

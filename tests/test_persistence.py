@@ -341,6 +341,35 @@ def test_an_older_format_is_refused_with_rebuild_and_may_be_replaced(saved):
     assert gd.load_index(path).n_vertices == idx.n_vertices
 
 
+def test_write_back_as_written_and_periodic_flushes_write_the_same_file(tmp_path, monkeypatch):
+    """A save whose parts' write-back starts as each is written (Linux) and one that flushes
+    every few parts instead (elsewhere) lay down the same bytes; the write-back reaches the
+    kernel where it exists, once per part."""
+    monkeypatch.setattr(persistence, "PART_BYTES", 64 << 10)
+    monkeypatch.setattr(persistence, "_SYNC_BYTES", 100_000)
+    rng = np.random.default_rng(4)
+    idx = gd.build_index(rng.integers(0, 50_000, 80_000), rng.integers(0, 50_000, 80_000),
+                         labels=2, backend="cpu")
+    calls = []
+    real = persistence.write_back
+    monkeypatch.setattr(persistence, "write_back",
+                        lambda fd, pos, size: calls.append(size) or real(fd, pos, size))
+    first = idx.save(tmp_path / "a.grail.parquet").read_bytes()
+    groups = pq.ParquetFile(tmp_path / "a.grail.parquet").num_row_groups
+    assert groups > 5 and len(calls) >= groups
+    if persistence._SYNC_FILE_RANGE is not None:
+        fd = os.open(tmp_path / "a.grail.parquet", os.O_RDONLY)
+        try:
+            assert real(fd, 0, 4096)
+        finally:
+            os.close(fd)
+    monkeypatch.setattr(persistence, "_SYNC_FILE_RANGE", None)
+    assert not real(0, 0, 4096)
+    assert idx.save(tmp_path / "b.grail.parquet").read_bytes() == first
+    qs, qt = rng.integers(0, 50_000, 5000), rng.integers(0, 50_000, 5000)
+    assert gd.load_index(tmp_path / "b.grail.parquet").reaches(qs, qt).equals(idx.reaches(qs, qt))
+
+
 @pytest.mark.parametrize("dag", [False, True])
 def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag, backend):
     """Parts of ~64 KiB: many row groups, laid into one file by parquet_parts; with cycles

@@ -32,7 +32,7 @@ from .csr import CSR
 from .ids import VertexIds
 from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, first_array, label_names,
                            leaf_hash, root_digest, tree_lo)
-from .ingest import workers
+from .ingest import as_column, workers
 from .labels import Labels
 
 
@@ -127,7 +127,7 @@ class IndexReader:
         table = self._file().read_row_group(g, use_threads=False)
         if table.num_rows != hi - lo:
             raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")
-        col = {name: table.column(name).combine_chunks() for name in self.names}
+        col = {name: as_column(table.column(name), name) for name in self.names}
         comp = col["component"].to_numpy()
         if self._device is None:
             _check_range(comp, self.c, "component ids")

@@ -60,8 +60,10 @@ rebuild.
 """
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -84,8 +86,11 @@ from .ingest import workers
 
 #: raw bytes of index data per part (one row group, encoded by one thread)
 PART_BYTES = 64 << 20
-#: bytes written between two flushes to disk while a save is under way
+#: bytes written between two flushes to disk while a save is under way, where the kernel
+#: cannot be asked to write a range back as soon as it is written (no ``sync_file_range``)
 _SYNC_BYTES = 256 << 20
+#: threads that write the encoded parts (each part's write-back starts as it is written)
+_WRITERS = 8
 #: the size columns of the tree intervals -> the ``tree`` matrix's (lo, post) columns
 _SIZES = {size: (lo_j, post_j) for size, _, lo_j, post_j in TREE_FILE_COLUMNS}
 
@@ -241,8 +246,14 @@ def metadata(index, dag_edges: int, source: dict | None = None) -> dict[str, str
 
 
 class _Writer:
-    """Writes parts at their offsets from a few threads, flushing to disk every
-    ``_SYNC_BYTES`` while the rest is still being encoded (so the final flush is short)."""
+    """Writes parts at their offsets from a few threads and has the disk take each one while
+    the rest is still being encoded, so that the final flush is short: on Linux each write's
+    range is handed to the kernel's write-back at once (``sync_file_range``, asynchronous:
+    the pages stay cached for a load that follows), elsewhere the file is flushed every
+    ``_SYNC_BYTES``. (Device host, 16 GB in 64 MB writes from 8 threads: 2.37 GB/s durable
+    with each range's write-back started as it is written, 1.24 GB/s with one flush at the
+    end, 2.15 GB/s through ``O_DIRECT``, which leaves the load to read the disk: README,
+    Scale, stop 27.)"""
 
     def __init__(self, fd: int, sync: bool):
         self.fd, self.sync = fd, sync
@@ -252,10 +263,12 @@ class _Writer:
 
     def write(self, pos: int, data) -> None:
         view = memoryview(data).cast("B")
-        size = len(view)
+        size, start = len(view), pos
         while len(view):
             done = os.pwrite(self.fd, view, pos)
             view, pos = view[done:], pos + done
+        if self.sync and write_back(self.fd, start, size):
+            return
         with self._lock:
             self._unsynced += size
             due = self.sync and self._unsynced >= _SYNC_BYTES
@@ -266,6 +279,32 @@ class _Writer:
                 os.fdatasync(self.fd)
             finally:
                 self._syncing.release()
+
+
+def _sync_file_range():
+    """libc's ``sync_file_range`` (Linux), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+#: sync_file_range's flag: start the write-back of the range's dirty pages, do not wait
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def write_back(fd: int, pos: int, size: int) -> bool:
+    """Start writing ``size`` bytes of ``fd`` at ``pos`` back to disk without waiting for them
+    (the final flush waits for what is left); False where the system cannot be asked to."""
+    if _SYNC_FILE_RANGE is None or size == 0:
+        return False
+    return _SYNC_FILE_RANGE(fd, pos, size, _SYNC_FILE_RANGE_WRITE) == 0
 
 
 def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = True,
@@ -286,7 +325,7 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     fd = os.open(tmp, os.O_WRONLY)
     try:
         writer = _Writer(fd, sync)
-        with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(4) as io_pool:
+        with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(_WRITERS) as io_pool:
             writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
             parts, leaves, edges, pos = [], [], [], len(parquet_parts.MAGIC)
             for part, leaf, count in pool.map(encode, rows.bounds()):

@@ -12,21 +12,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.ingest import as_column
+
 __all__ = ["answer", "constant_strings"]
 
 
 def answer(index, src, dst) -> pa.Array:
     """``index.reaches`` for one chunk of Arrow keys (BooleanArray, NULL where a key is)."""
-    src, dst = _one(src), _one(dst)
+    src, dst = as_column(src), as_column(dst)
     if src.null_count == len(src) or dst.null_count == len(dst):
         return pa.nulls(len(src), pa.bool_())
     return index.reaches(src, dst)
-
-
-def _one(arr) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
-    return arr
 
 
 def constant_strings(arr: pa.Array, first) -> bool:

@@ -299,12 +299,20 @@ _SYNC_FILE_RANGE = _sync_file_range()
 _SYNC_FILE_RANGE_WRITE = 2
 
 
+#: the span whose write-back is started is cut to whole pages of this many bytes
+_PAGE = mmap.PAGESIZE
+
+
 def write_back(fd: int, pos: int, size: int) -> bool:
     """Start writing ``size`` bytes of ``fd`` at ``pos`` back to disk without waiting for them
-    (the final flush waits for what is left); False where the system cannot be asked to."""
-    if _SYNC_FILE_RANGE is None or size == 0:
+    (the final flush waits for what is left); False where the system cannot be asked to.
+    Only the whole pages of the span: a page that it shares with the next part would be
+    under write-back when that part is written into it, and such a write waits for the disk
+    (stable pages); the final flush takes the shared pages."""
+    if _SYNC_FILE_RANGE is None:
         return False
-    return _SYNC_FILE_RANGE(fd, pos, size, _SYNC_FILE_RANGE_WRITE) == 0
+    lo, hi = -(-pos // _PAGE) * _PAGE, (pos + size) // _PAGE * _PAGE
+    return hi <= lo or _SYNC_FILE_RANGE(fd, lo, hi - lo, _SYNC_FILE_RANGE_WRITE) == 0
 
 
 def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = True,

@@ -101,3 +101,69 @@ def test_the_footer_codec_gives_back_the_bytes_it_decoded(tmp_path):
 def test_read_footer_refuses_what_is_not_parquet(bad):
     with pytest.raises((pp.FooterError, IndexError)):
         pp.read_footer(bad)
+
+
+def _blob_table(rng, rows: int, valid_share: float):
+    """A table with the children's placeholder, its Blobs and the same table as pyarrow would
+    hold it (BLOBs of int32 words, NULL off the valid rows)."""
+    valid = rng.random(rows) < valid_share
+    degrees = rng.integers(0, 6, int(valid.sum()))
+    ptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64) + 17  # any first offset
+    children = rng.integers(-2**31, 2**31, int(degrees.sum()), dtype=np.int64).astype(np.int32)
+    values, k = [], 0
+    for v in valid:
+        if v:
+            values.append(children[ptr[k] - 17:ptr[k + 1] - 17].astype("<i4").tobytes())
+            k += 1
+        else:
+            values.append(None)
+    key = pa.array(np.arange(rows, dtype=np.int64))
+    fields = [pa.field("key", pa.int64(), nullable=False), pa.field("kids", pa.binary())]
+    table = pa.Table.from_arrays([key, pa.nulls(rows, pa.binary())], schema=pa.schema(fields))
+    want = pa.Table.from_arrays([key, pa.array(values, pa.binary())], schema=pa.schema(fields))
+    every = bool(valid.all())
+    return table, pp.Blobs("kids", ptr, children, None if every else valid), want
+
+
+@pytest.mark.parametrize("shares", [[1.0], [1.0, 1.0, 1.0], [0.7, 0.0, 1.0, 0.05], [0.3]])
+def test_blobs_written_here_read_as_pyarrow_would_write_them(tmp_path, shares):
+    """The BLOB column written by parquet_parts (one PLAIN page, the lengths and the words
+    interleaved) reads in pyarrow and DuckDB as the same values from pyarrow's own writer,
+    with every row valid (one RLE run of levels) or some NULL (bit-packed levels), in parts
+    of odd sizes, beside pyarrow's own parts and an empty one."""
+    rng = np.random.default_rng(len(shares))
+    made = [_blob_table(rng, int(rng.integers(1, 3000)), s) for s in shares]
+    parts = [pp.encode_part(t, b, compression="none", use_dictionary=False) for t, b, _ in made]
+    empty = made[0][0].slice(0, 0)
+    parts.insert(1, pp.encode_part(empty, made[0][1], compression="none"))
+    parts.append(pp.encode_part(made[0][2], compression="none"))  # pyarrow's own BLOBs
+    path = tmp_path / "blobs.parquet"
+    path.write_bytes(_join(parts, {}))
+    want = pa.concat_tables([w for *_, w in made] + [made[0][2]])
+    assert pq.read_table(path).equals(want)
+    f = pq.ParquetFile(path)
+    for g in range(f.num_row_groups):
+        f.read_row_group(g)
+    blobs = want.column("kids").to_pylist()
+    got = duckdb.connect().execute(
+        "SELECT count(kids), sum(octet_length(kids)), list(kids ORDER BY key)[1:50] "
+        "FROM read_parquet(?) WHERE key >= 0", [str(path)]).fetchone()
+    assert got[0] == sum(b is not None for b in blobs)
+    assert got[1] == sum(len(b) for b in blobs if b is not None)
+
+
+def test_blobs_that_do_not_fit_their_rows_are_refused():
+    rng = np.random.default_rng(3)
+    table, blobs, want = _blob_table(rng, 100, 0.5)
+    plain = dict(compression="none", use_dictionary=False)
+    with pytest.raises(ValueError, match="all NULL"):
+        pp.encode_part(want, blobs, **plain)  # the column is not a placeholder
+    with pytest.raises(pp.FooterError, match="placeholder"):
+        pp.encode_part(table, blobs, compression="snappy")  # pyarrow's dictionary page
+    short = pp.Blobs("kids", blobs.ptr[:-1], blobs.children[:int(blobs.ptr[-2] - blobs.ptr[0])],
+                     blobs.valid)
+    with pytest.raises(ValueError, match="BLOBs for 100 rows"):
+        pp.encode_part(table, short, **plain)
+    with pytest.raises(ValueError, match="do not cover"):
+        pp.encode_part(table, pp.Blobs("kids", blobs.ptr, blobs.children[:-1], blobs.valid),
+                       **plain)

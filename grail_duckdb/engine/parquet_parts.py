@@ -26,8 +26,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ..kernels.cpu.pages import blob_words
 
 MAGIC = b"PAR1"
 
@@ -39,6 +42,12 @@ _FILE_ROW_GROUPS, _FILE_NUM_ROWS, _FILE_KV = 4, 3, 5
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
 _CM_OFFSETS = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom filter
+# ... and of the sizes that a column chunk written here (Blobs) sets
+_RG_BYTES, _RG_COMPRESSED = 2, 6
+_CM_UNCOMPRESSED, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_DICTIONARY_PAGE = 6, 7, 9, 11
+_CM_STATISTICS, _CM_SIZE_STATISTICS = 12, 16
+# page types and encodings (parquet.thrift)
+_DATA_PAGE, _PLAIN, _RLE = 0, 0, 3
 
 
 class FooterError(ValueError):
@@ -204,11 +213,26 @@ def _shift(fields: list, fid: int, delta: int) -> None:
 
 # --- parts --------------------------------------------------------------------------------
 @dataclass
+class Blobs:
+    """A column of BLOBs of int32 words that this module writes itself, as one PLAIN data page
+    (pyarrow's writer takes about 50 ns per BLOB, this a few per word: :mod:`..kernels.cpu.pages`):
+    row i of the rows that hold one (``valid``; None: every row) is
+    ``children[ptr[i] - ptr[0]:ptr[i + 1] - ptr[0]]``. It must be the table's last column,
+    nullable binary, given to pyarrow all NULL: pyarrow writes its schema and metadata, and
+    its chunk of NULLs is replaced by this one."""
+
+    name: str
+    ptr: np.ndarray
+    children: np.ndarray
+    valid: np.ndarray | None = None
+
+
+@dataclass
 class Part:
     """One part as written by pyarrow: its bytes (None once written out), its footer decoded,
     where its data ends."""
 
-    data: pa.Buffer | None
+    data: pa.Buffer | np.ndarray | None
     meta: list
     data_end: int
 
@@ -222,9 +246,10 @@ class Part:
         return _field(self.meta, _FILE_NUM_ROWS)[2]
 
 
-def encode_part(table: pa.Table, **options) -> Part:
+def encode_part(table: pa.Table, blobs: Blobs | None = None, **options) -> Part:
     """``table`` as one row group of Parquet in memory (pyarrow's writer, ``options`` passed
-    on), with its footer decoded. Releases the GIL while encoding."""
+    on), with its footer decoded; its last column written from ``blobs`` (:class:`Blobs`)
+    when given. Releases the GIL while encoding."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, row_group_size=max(table.num_rows, 1), store_schema=False,
                    **options)
@@ -235,7 +260,67 @@ def encode_part(table: pa.Table, **options) -> Part:
     (length,) = struct.unpack("<I", tail[:4])
     start = len(data) - 8 - length
     meta, _ = _read_struct(data.slice(start, length).to_pybytes(), 0)
-    return Part(data, meta, start)
+    part = Part(data, meta, start)
+    if blobs is not None and table.num_rows:
+        if table.column_names[-1] != blobs.name or table.column(-1).null_count != table.num_rows:
+            raise ValueError(f"{blobs.name}: the last column, all NULL, stands for the BLOBs")
+        _write_blobs(part, blobs, table.num_rows)
+    return part
+
+
+def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
+    """The definition levels of a nullable flat column (bit width 1) in the RLE / bit-packing
+    hybrid: one RLE run of 1s when every row holds a value, else one bit-packed run."""
+    out = bytearray()
+    if valid is None:
+        _write_uvarint(out, rows << 1)
+        out.append(1)
+    else:
+        _write_uvarint(out, ((rows + 7) >> 3) << 1 | 1)
+        out += np.packbits(valid.astype(np.bool_, copy=False), bitorder="little").tobytes()
+    return bytes(out)
+
+
+def _write_blobs(part: Part, blobs: Blobs, rows: int) -> None:
+    """Replace the part's last column chunk (pyarrow's NULLs) by one PLAIN data page of
+    ``blobs``, its column and row-group sizes set accordingly. The page's values are laid
+    4-byte aligned in memory, so that they are written as int32 words."""
+    group = _field(part.meta, _FILE_ROW_GROUPS)[2][1][0]
+    chunk_meta = _field(_field(group, _RG_COLUMNS)[2][1][-1], _CC_META)[2]
+    start, old = _field(chunk_meta, _CM_DATA_PAGE)[2], _field(chunk_meta, _CM_COMPRESSED)[2]
+    if _field(chunk_meta, _CM_DICTIONARY_PAGE) is not None or start + old != part.data_end:
+        raise FooterError("the BLOBs' placeholder is not the part's last plain chunk")
+    valid_rows = blobs.ptr.shape[0] - 1
+    if (blobs.valid is None and valid_rows != rows) or (
+            blobs.valid is not None and (blobs.valid.shape[0] != rows
+                                         or int(np.count_nonzero(blobs.valid)) != valid_rows)):
+        raise ValueError(f"{blobs.name}: {valid_rows} BLOBs for {rows} rows")
+    if int(blobs.ptr[-1] - blobs.ptr[0]) != blobs.children.shape[0]:
+        raise ValueError(f"{blobs.name}: the BLOBs' pointers do not cover their children")
+    levels = _def_levels(blobs.valid, rows)
+    words = valid_rows + blobs.children.shape[0]
+    body = 4 + len(levels) + 4 * words
+    if body >= 1 << 31:
+        raise ValueError(f"{blobs.name}: a part's BLOBs exceed one Parquet page (2 GB)")
+    header = bytearray()
+    _write_struct(header, [[1, _I32, _DATA_PAGE], [2, _I32, body], [3, _I32, body],
+                           [5, _STRUCT, [[1, _I32, rows], [2, _I32, _PLAIN], [3, _I32, _RLE],
+                                         [4, _I32, _RLE]]]])
+    size = len(header) + body
+    values_at = start + len(header) + 4 + len(levels)
+    raw = np.empty(start + size + 3, np.uint8)
+    shift = -(raw.ctypes.data + values_at) % 4
+    out = raw[shift:shift + start + size]
+    out[:start] = np.frombuffer(part.data, np.uint8, count=start)
+    out[start:values_at] = np.frombuffer(bytes(header) + struct.pack("<I", len(levels)) + levels,
+                                         np.uint8)
+    blob_words(blobs.ptr, blobs.children, out[values_at:].view(np.int32))
+    for fid in (_CM_UNCOMPRESSED, _CM_COMPRESSED):
+        _set_field(chunk_meta, fid, _I64, size)
+    chunk_meta[:] = [f for f in chunk_meta if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
+    for fid in (_RG_BYTES, _RG_COMPRESSED):
+        _shift(group, fid, size - old)
+    part.data, part.data_end = out, start + size
 
 
 def place(parts: list[Part]):

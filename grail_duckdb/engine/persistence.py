@@ -123,10 +123,12 @@ class _Rows:
         step = max(1024, int(PART_BYTES / per_row))
         return [(lo, min(lo + step, self.n)) for lo in range(0, max(self.n, 1), step)]
 
-    def part(self, lo: int, hi: int) -> tuple[pa.Table, int]:
-        """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex), and the DAG
-        edges (children) they hold: the file's ``group_edges``, so that a reader places each
-        row group's children without waiting for the groups before."""
+    def part(self, lo: int, hi: int) -> tuple[pa.Table, parquet_parts.Blobs, int]:
+        """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex; the
+        children's column all NULL, standing for the BLOBs that :mod:`.parquet_parts` writes
+        from the second value), and the DAG edges (children) they hold: the file's
+        ``group_edges``, so that a reader places each row group's children without waiting for
+        the groups before."""
         comp = self.comp[lo:hi]
         c0, c1 = self._components(lo, hi, comp)
         rows = slice(lo, hi) if self.rep is None else self.dev_comp[lo:hi]
@@ -148,11 +150,13 @@ class _Rows:
             else:
                 values = by_field[field] if j is None else by_field[field][j]
             arrays[name] = pa.array(values)
-        arrays["dag_children"] = self._children(lo, hi, comp, c0, c1, host[-1])
+        arrays["dag_children"] = pa.nulls(hi - lo, pa.binary())
         # every column but the children is declared NOT NULL: no definition levels to decode
         table = pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
-        return table, int(self.ptr[c1] - self.ptr[c0])
+        valid = None if self.rep is None else self.rep[lo:hi]
+        blobs = parquet_parts.Blobs("dag_children", self.ptr[c0:c1 + 1], host[-1], valid)
+        return table, blobs, int(self.ptr[c1] - self.ptr[c0])
 
     def _components(self, lo: int, hi: int, comp: np.ndarray) -> tuple[int, int]:
         """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
@@ -161,27 +165,6 @@ class _Rows:
         first = comp[self.rep[lo:hi]]
         c0 = int(first[0]) if first.shape[0] else 0
         return c0, c0 + first.shape[0]
-
-    def _children(self, lo: int, hi: int, comp: np.ndarray, c0: int, c1: int,
-                  data: np.ndarray) -> pa.Array:
-        """The DAG's children of rows ``[lo, hi)`` (``data``: those of components
-        ``[c0, c1)``) as BLOBs of int32, NULL off the representatives."""
-        if self.rep is None:
-            valid, nulls = None, 0
-            counts = np.diff(self.ptr[lo:hi + 1])
-        else:
-            r = self.rep[lo:hi]
-            counts = np.zeros(hi - lo, np.int64)
-            counts[r] = np.diff(self.ptr[c0:c1 + 1])
-            valid = pa.array(r).buffers()[1]
-            nulls = (hi - lo) - (c1 - c0)
-        offsets = np.zeros(hi - lo + 1, np.int64)
-        np.cumsum(counts * 4, out=offsets[1:])
-        wide = offsets[-1] >= 2**31
-        typ = pa.large_binary() if wide else pa.binary()
-        offs = offsets if wide else offsets.astype(np.int32)
-        return pa.Array.from_buffers(typ, hi - lo, [valid, pa.py_buffer(offs), pa.py_buffer(data)],
-                                     null_count=nulls)
 
 
 def _rows(index) -> _Rows:
@@ -325,8 +308,8 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
                for empty in (False, True)}
 
     def encode(bounds):
-        table, edges = rows.part(*bounds)
-        part = parquet_parts.encode_part(table, **options[table.num_rows == 0])
+        table, blobs, edges = rows.part(*bounds)
+        part = parquet_parts.encode_part(table, blobs, **options[table.num_rows == 0])
         return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
                 edges)
 

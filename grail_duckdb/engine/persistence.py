@@ -39,7 +39,9 @@ core gathers a part's rows on the index's backend (the device for a GPU index: n
 host copy), brings them over through small reused pinned buffers, encodes them with pyarrow's
 writer into memory (one row group each) and hashes them, and
 :mod:`.parquet_parts` lays them into one file behind a footer of its own (pyarrow writes on
-one thread, DuckDB's parallel writer reached 0.28 GB/s). Columns are encoded for the disk's
+one thread, DuckDB's parallel writer reached 0.28 GB/s); the children's BLOBs are written by
+:mod:`.parquet_parts` itself, one plain page per part (pyarrow's value-by-value path was a
+quarter of the encoding). Columns are encoded for the disk's
 sake where it costs the load little time (:mod:`.index_format` says how, with the
 measurements): the labels and post ranks byte-stream-split and LZ4, hub bits as dictionaries
 and LZ4, levels, tree sizes, sorted keys and component ids delta-encoded, the children plain;

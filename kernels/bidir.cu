@@ -328,6 +328,8 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
 
 // A round with groups of G warps per pair, WARPS_PER_BLOCK / G groups per block: one warp for
 // many small searches at once, more for the large ones (bidir_g1_kernel ... bidir_g8_kernel).
+// At most 64 registers per thread, so that 4 blocks fit on an SM (the packing took the
+// kernels from 56 to 71-76 registers, 3 blocks, without the bound; 8 bytes spill in g1).
 #define BIDIR_KERNEL(G)                                                                      \
     extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK, 4)                    \
         bidir_g##G##_kernel(BIDIR_PARAMS) {                                                  \

@@ -252,11 +252,11 @@ class _Writer:
         while len(view):
             done = os.pwrite(self.fd, view, pos)
             view, pos = view[done:], pos + done
-        if self.sync and write_back(self.fd, start, size):
+        if not self.sync or write_back(self.fd, start, size):
             return
         with self._lock:
             self._unsynced += size
-            due = self.sync and self._unsynced >= _SYNC_BYTES
+            due = self._unsynced >= _SYNC_BYTES
             if due:
                 self._unsynced = 0
         if due and self._syncing.acquire(blocking=False):
@@ -282,8 +282,6 @@ def _sync_file_range():
 _SYNC_FILE_RANGE = _sync_file_range()
 #: sync_file_range's flag: start the write-back of the range's dirty pages, do not wait
 _SYNC_FILE_RANGE_WRITE = 2
-
-
 #: the span whose write-back is started is cut to whole pages of this many bytes
 _PAGE = mmap.PAGESIZE
 

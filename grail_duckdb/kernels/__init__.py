@@ -33,8 +33,9 @@ ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 PINNED_MIN_BYTES = 1 << 20
 #: bytes of each of a transfer's two pinned staging buffers: of one size, so that CuPy's
 #: pinned pool hands them out again (pinning fresh host memory costs more than the copy), and
-#: 16 MiB rather than 4: a load of the 2.5B-edge index (16 threads, H200) took 5.5-6.6 s
-#: against 6.9-7.6 s, a fourth of the Python steps per byte (README, Scale, stop 28)
+#: 16 MiB rather than 4, a fourth of the Python steps per byte: loads of the 2.5B-edge index
+#: from memory took 6.4-6.6 s against 6.9-7.5 s in one process (H200 host, 16 threads; README,
+#: Scale, stop 28, where the caveats are)
 DOWNLOAD_CHUNK = 1 << 24
 
 

@@ -1,7 +1,8 @@
 """The scale runs of issue 12: ``python -m grail_duckdb bench-scale``.
 
 For each size (``--papers N`` papers citing ``--citations K`` earlier ones on average): the
-generator writes the graph as a folder of Parquet files; the build reads the folder itself
+generator writes the graph as a folder of Parquet files, flushed to disk before the build
+(as a user's edge files would be); the build reads the folder itself
 (as ``python -m grail_duckdb build folder/`` does: its ``read`` phase decodes the row groups
 and uploads them), builds the index phase by phase, saves it beside the data (the save's
 steps timed apart), answers ``--pairs`` uniform random pairs in calls of ``--batch``, loads

@@ -80,7 +80,7 @@ def test_group_spans_cover_the_column_chunks_in_order(tmp_path):
     assert spans[0][0] == 4 and spans[-1][1] == end
     for (start, stop), p in zip([sp for sp in spans if sp[1] > sp[0]],
                                 [p for p in parts if p.size]):
-        assert data[start:stop] == p.data.to_pybytes()[4:p.data_end]
+        assert data[start:stop] == bytes(p.data)[4:p.data_end]
 
 
 def test_the_footer_codec_gives_back_the_bytes_it_decoded(tmp_path):
@@ -167,3 +167,33 @@ def test_blobs_that_do_not_fit_their_rows_are_refused():
     with pytest.raises(ValueError, match="do not cover"):
         pp.encode_part(table, pp.Blobs("kids", blobs.ptr, blobs.children[:-1], blobs.valid),
                        **plain)
+
+
+@pytest.mark.parametrize("options", sorted(_OPTIONS))
+def test_parts_written_into_pooled_buffers_are_the_same_bytes(options, monkeypatch):
+    """``encode_part`` with :class:`Buffers`: pyarrow writes into a pooled buffer (reused, so
+    with the bytes of an earlier, larger part in it), the BLOBs' page goes in place over the
+    placeholder, and a part that outgrows its buffer falls back to pyarrow's own stream: the
+    bytes are those written without a pool, every time."""
+    rng = np.random.default_rng(11)
+    plain = [pp.encode_part(_table(rng, k), **_OPTIONS[options]) for k in (4000, 0, 300)]
+    rng = np.random.default_rng(11)
+    buffers = pp.Buffers()
+    pooled = []
+    for k in (4000, 0, 300):
+        part = pp.encode_part(_table(rng, k), None, buffers, **_OPTIONS[options])
+        pooled.append(bytes(part.data))
+        buffers.give(part.buffer)  # the next part reuses it
+    assert pooled == [bytes(p.data) for p in plain]
+    table, blobs, _ = _blob_table(np.random.default_rng(12), 2000, 0.6)
+    flat = dict(compression="none", use_dictionary=False)
+    want = bytes(pp.encode_part(table, blobs, **flat).data)
+    big = buffers.take(1 << 20)
+    big[:] = 0xAB  # stale bytes where the part goes
+    buffers.give(big)
+    part = pp.encode_part(table, blobs, buffers, **flat)
+    assert part.buffer is not None and bytes(part.data) == want
+    monkeypatch.setattr(pp, "_bound", lambda table: 16)  # pyarrow overflows: its own stream
+    monkeypatch.setattr(pp, "_blob_room", lambda blobs, rows: 0)
+    part = pp.encode_part(table, blobs, pp.Buffers(), **flat)
+    assert part.buffer is None and bytes(part.data) == want

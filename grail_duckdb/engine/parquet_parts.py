@@ -24,6 +24,7 @@ module does not know about are kept as they are.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,11 +231,12 @@ class Blobs:
 @dataclass
 class Part:
     """One part as written by pyarrow: its bytes (None once written out), its footer decoded,
-    where its data ends."""
+    where its data ends, and the pooled buffer the bytes lie in (if any)."""
 
-    data: pa.Buffer | np.ndarray | None
+    data: np.ndarray | None
     meta: list
     data_end: int
+    buffer: np.ndarray | None = None  # what ``data`` lies in, taken from a Buffers
 
     @property
     def size(self) -> int:
@@ -246,26 +248,80 @@ class Part:
         return _field(self.meta, _FILE_NUM_ROWS)[2]
 
 
-def encode_part(table: pa.Table, blobs: Blobs | None = None, **options) -> Part:
+class Buffers:
+    """Byte buffers handed out for parts and given back once a part is written, so that a
+    save of many parts reuses host memory that is already mapped instead of faulting in
+    fresh pages for every part (and pyarrow writes straight into them: no growing stream,
+    no second copy)."""
+
+    def __init__(self):
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A buffer of at least ``nbytes`` (the largest free one if it is large enough)."""
+        with self._lock:
+            if self._free and self._free[-1].nbytes >= nbytes:
+                return self._free.pop()
+        return np.empty(nbytes + nbytes // 8, np.uint8)
+
+    def give(self, buf: np.ndarray) -> None:
+        with self._lock:
+            self._free.append(buf)
+            self._free.sort(key=lambda b: b.nbytes)
+
+
+def _bound(table: pa.Table) -> int:
+    """Bytes that pyarrow's encoding of ``table`` cannot exceed: its raw bytes with room for
+    encodings that grow (bit widths one over the value's, LZ4 on bytes that do not compress),
+    a dictionary page per column and page headers; a part that exceeds it all the same is
+    encoded again into a stream of pyarrow's own."""
+    return int(table.nbytes * 1.05) + (table.num_columns + 1) * (1 << 20) + (64 << 10)
+
+
+def encode_part(table: pa.Table, blobs: Blobs | None = None, buffers: Buffers | None = None,
+                **options) -> Part:
     """``table`` as one row group of Parquet in memory (pyarrow's writer, ``options`` passed
     on), with its footer decoded; its last column written from ``blobs`` (:class:`Blobs`)
-    when given. Releases the GIL while encoding."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, row_group_size=max(table.num_rows, 1), store_schema=False,
-                   **options)
-    data = sink.getvalue()
-    tail = data.slice(max(len(data) - 8, 0)).to_pybytes()
-    if len(data) < 12 or tail[4:] != MAGIC:
+    when given. With ``buffers`` the part's bytes are written into one of them (give it
+    back once the part is written out). Releases the GIL while encoding."""
+    extra = 0 if blobs is None else _blob_room(blobs, table.num_rows)
+    data = buf = None
+    if buffers is not None:
+        buf = buffers.take(_bound(table) + extra)
+        sink = pa.FixedSizeBufferWriter(pa.py_buffer(buf))
+        try:
+            _write(table, sink, options)
+            data = buf[:sink.tell()]
+        except (pa.ArrowInvalid, OSError):
+            buffers.give(buf)
+            buf = None
+    if data is None:
+        sink = pa.BufferOutputStream()
+        _write(table, sink, options)
+        data = np.frombuffer(sink.getvalue(), np.uint8)
+    if data.shape[0] < 12 or bytes(data[-4:]) != MAGIC:
         raise FooterError("a part does not end in PAR1")
-    (length,) = struct.unpack("<I", tail[:4])
-    start = len(data) - 8 - length
-    meta, _ = _read_struct(data.slice(start, length).to_pybytes(), 0)
-    part = Part(data, meta, start)
+    (length,) = struct.unpack("<I", bytes(data[-8:-4]))
+    start = data.shape[0] - 8 - length
+    meta, _ = _read_struct(bytes(data[start:start + length]), 0)
+    part = Part(data, meta, start, buf)
     if blobs is not None and table.num_rows:
         if table.column_names[-1] != blobs.name or table.column(-1).null_count != table.num_rows:
             raise ValueError(f"{blobs.name}: the last column, all NULL, stands for the BLOBs")
         _write_blobs(part, blobs, table.num_rows)
     return part
+
+
+def _write(table: pa.Table, sink, options: dict) -> None:
+    pq.write_table(table, sink, row_group_size=max(table.num_rows, 1), store_schema=False,
+                   **options)
+
+
+def _blob_room(blobs: Blobs, rows: int) -> int:
+    """Bytes the BLOBs' page may take beyond pyarrow's placeholder: its header (under 64
+    bytes), its levels and its words."""
+    return 64 + 8 + (rows + 7) // 8 + 4 * (blobs.ptr.shape[0] - 1 + blobs.children.shape[0])
 
 
 def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
@@ -283,8 +339,10 @@ def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
 
 def _write_blobs(part: Part, blobs: Blobs, rows: int) -> None:
     """Replace the part's last column chunk (pyarrow's NULLs) by one PLAIN data page of
-    ``blobs``, its column and row-group sizes set accordingly. The page's values are laid
-    4-byte aligned in memory, so that they are written as int32 words."""
+    ``blobs``, its column and row-group sizes set accordingly: in place, over the placeholder
+    and the footer, when the part's pooled buffer has the room (:func:`encode_part` with
+    buffers), else in a new buffer. The words need not be aligned (Numba stores them as
+    they are, at the same speed)."""
     group = _field(part.meta, _FILE_ROW_GROUPS)[2][1][0]
     chunk_meta = _field(_field(group, _RG_COLUMNS)[2][1][-1], _CC_META)[2]
     start, old = _field(chunk_meta, _CM_DATA_PAGE)[2], _field(chunk_meta, _CM_COMPRESSED)[2]
@@ -308,10 +366,11 @@ def _write_blobs(part: Part, blobs: Blobs, rows: int) -> None:
                                          [4, _I32, _RLE]]]])
     size = len(header) + body
     values_at = start + len(header) + 4 + len(levels)
-    raw = np.empty(start + size + 3, np.uint8)
-    shift = -(raw.ctypes.data + values_at) % 4
-    out = raw[shift:shift + start + size]
-    out[:start] = np.frombuffer(part.data, np.uint8, count=start)
+    if part.buffer is not None and part.buffer.nbytes >= start + size:
+        out = part.buffer[:start + size]
+    else:
+        out = np.empty(start + size, np.uint8)
+        out[:start] = np.frombuffer(part.data, np.uint8, count=start)
     out[start:values_at] = np.frombuffer(bytes(header) + struct.pack("<I", len(levels)) + levels,
                                          np.uint8)
     blob_words(blobs.ptr, blobs.children, out[values_at:].view(np.int32))

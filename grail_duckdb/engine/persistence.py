@@ -37,7 +37,8 @@ of all of it and of the content, checked on load.
 Speed (formats 3 and 4, issue 12): the rows are cut into parts of about ``PART_BYTES``; every
 core gathers a part's rows on the index's backend (the device for a GPU index: no whole-index
 host copy), brings them over through small reused pinned buffers, encodes them with pyarrow's
-writer into memory (one row group each) and hashes them, and
+writer into memory (one row group each, into buffers reused from part to part:
+:class:`.parquet_parts.Buffers`) and hashes them, and
 :mod:`.parquet_parts` lays them into one file behind a footer of its own (pyarrow writes on
 one thread, DuckDB's parallel writer reached 0.28 GB/s); the children's BLOBs are written by
 :mod:`.parquet_parts` itself, one plain page per part (pyarrow's value-by-value path was a
@@ -91,6 +92,8 @@ PART_BYTES = 64 << 20
 #: bytes written between two flushes to disk while a save is under way, where the kernel
 #: cannot be asked to write a range back as soon as it is written (no ``sync_file_range``)
 _SYNC_BYTES = 256 << 20
+#: parts encoded into pooled buffers (:class:`.parquet_parts.Buffers`)
+POOLED = True
 #: threads that write the encoded parts (each part's write-back starts as it is written)
 _WRITERS = 8
 #: the size columns of the tree intervals -> the ``tree`` matrix's (lo, post) columns
@@ -298,6 +301,14 @@ def write_back(fd: int, pos: int, size: int) -> bool:
     return hi <= lo or _SYNC_FILE_RANGE(fd, lo, hi - lo, _SYNC_FILE_RANGE_WRITE) == 0
 
 
+def _written(part: parquet_parts.Part, buffers) -> None:
+    """A part is on its way to disk: its bytes go, its buffer back to the pool."""
+    part.data = None
+    if part.buffer is not None:
+        buffers.give(part.buffer)
+        part.buffer = None
+
+
 def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = True,
                    timings: dict | None = None) -> None:
     """Encode the parts on every core, write each where it belongs as soon as the parts
@@ -307,9 +318,11 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     options = {empty: write_options(names, rows.ids.kind, 0 if empty else 1)
                for empty in (False, True)}
 
+    buffers = parquet_parts.Buffers() if POOLED else None
+
     def encode(bounds):
         table, blobs, edges = rows.part(*bounds)
-        part = parquet_parts.encode_part(table, blobs, **options[table.num_rows == 0])
+        part = parquet_parts.encode_part(table, blobs, buffers, **options[table.num_rows == 0])
         return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
                 edges)
 
@@ -322,7 +335,7 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
             for part, leaf, count in pool.map(encode, rows.bounds()):
                 chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
                 writes.append(io_pool.submit(writer.write, pos, chunks))
-                writes[-1].add_done_callback(lambda _, p=part: setattr(p, "data", None))
+                writes[-1].add_done_callback(lambda _, p=part: _written(p, buffers))
                 del chunks  # the part's bytes are freed once written
                 pos += part.size
                 parts.append(part)

@@ -62,8 +62,11 @@ def test_replicas_split_a_call_and_give_the_oracle_answers(tmp_path, kind):
 def test_bench_scale_runs_end_to_end(tmp_path):
     out = tmp_path / "out"
     assert cli.main(["bench-scale", "--papers", "3000", "--pairs", "20000", "--batch", "7000",
-                     "--backend", "cpu", "--workdir", str(tmp_path / "w"), "--out", str(out)]) == 0
+                     "--backend", "cpu", "--workdir", str(tmp_path / "w"), "--out", str(out),
+                     "--io-repeats", "3"]) == 0
     res = json.loads((out / "scale.json").read_text())[0]
     assert res["check"] == {"edges": True, "reversed": True, "self": True}
     assert res["queries"]["answered"] == 20_000 and res["save"]["bytes"] > 0
+    assert len(res["save"]["again"]) == len(res["load"]["again"]) == 2
+    assert "later loads" in (out / "scale.md").read_text()
     assert "build: csr" in res["memory"] and "ids share of build" in (out / "scale.md").read_text()

@@ -9,7 +9,10 @@ steps timed apart), answers ``--pairs`` uniform random pairs in calls of ``--bat
 the index back (read on every core straight into the device's arrays) and answers them again;
 with ``--gpus`` the same pairs are answered by replicas on 1..G GPUs. A small run of the same
 paths first takes the first-use compiles (Numba, CUDA) out of the timed figures
-(``--no-warm-up`` keeps them in).
+(``--no-warm-up`` keeps them in). ``--io-repeats N`` times N - 1 more saves right after the
+first and N - 1 more loads after the queries: the first of each is the figure, the later
+ones show what the process's state adds (a save right after a build, a load right after a
+save: README, Scale, stop 28).
 Each phase reports its seconds, the peak host RSS and (on a GPU) the peak bytes in use in
 CuPy's pool and reserved by it, sampled every 2 ms, also per edge and per vertex. The answers
 are checked where the truth is known without a search: every edge is reachable, no reversed
@@ -21,6 +24,7 @@ step, so a run cut short keeps what it measured.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -191,6 +195,7 @@ def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: 
         res["save"] = {"seconds": st, "bytes": size, "GB_per_s": size / GB / st, "steps": steps}
         say(f"[{papers:,}] saved {size / GB:.2f} GB in {st:.2f} s ({size / GB / st:.2f} GB/s): "
             + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))
+        res["save"]["again"] = [_timed(lambda: idx.save(path)) for _ in range(args.io_repeats - 1)]
         partial(res)
         qs, qt = _random_pairs(n, args.pairs, args.seed + 1)
         res["queries_built"] = _answer(idx, qs, qt, args.batch, args.query_budget)
@@ -213,6 +218,8 @@ def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: 
             res["dask"] = _dask(path, qs[:args.dask], qt[:args.dask], back, gpu, args)
             partial(res)
         del back
+        res["load"]["again"] = _reloads(path, backend, gpu, args.io_repeats - 1)
+        partial(res)
         if gpu and args.gpus > 1:
             res["gpus"] = _multi_gpu(path, qs, qt, args)
     finally:
@@ -232,6 +239,25 @@ def _flush_to_disk() -> float:
     if hasattr(os, "sync"):
         os.sync()
     return time.perf_counter() - t0
+
+
+def _timed(fn) -> float:
+    """Seconds of ``fn()``."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _reloads(path: Path, backend: str, gpu: bool, count: int) -> list[float]:
+    """Seconds of ``count`` more loads, each index dropped (its device memory back in the
+    pool, kept there as a process that loads again would) before the next."""
+    out = []
+    for _ in range(count):
+        index, timing = _load(path, backend, gpu)
+        del index
+        gc.collect()
+        out.append(timing["seconds"])
+    return out
 
 
 def _load(path: Path, backend: str, gpu: bool):
@@ -333,9 +359,11 @@ def report(results: list[dict]) -> str:
     row("  " + " / ".join(results[0].get("save", {}).get("steps", {})) + " (s)",
         lambda r: " / ".join(f"{v:.2f}" for v in r["save"]["steps"].values()))
     row("  save / build", lambda r: f"{r['save']['seconds'] / r['build_seconds']:.2f}")
+    row("  later saves of the same index (s)", lambda r: _seconds(r["save"]["again"]))
     row("index file (GB)", lambda r: f"{r['save']['bytes'] / GB:.2f}")
     row("load (s, GB/s)", lambda r: f"{r['load']['seconds']:.2f} s, {r['load']['GB_per_s']:.2f}")
     row("  load / build", lambda r: f"{r['load']['seconds'] / r['build_seconds']:.2f}")
+    row("  later loads, after the queries (s)", lambda r: _seconds(r["load"]["again"]))
     row("random pairs (s)", lambda r: f"{'~' if r['queries']['extrapolated'] else ''}{r['queries']['seconds']:.1f} s for {r['queries']['pairs']:,}")
     row("checks (edges, reversed, self)", lambda r: ", ".join(k for k, v in r["check"].items() if v) or "FAILED")
     row("2 GPUs / 1 GPU", lambda r: f"{r['gpus']['speedup']:.2f}x")
@@ -353,6 +381,13 @@ def report(results: list[dict]) -> str:
         mem_lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return ("\n".join(lines) + "\n\nPeak memory per phase, GB: device in use / device reserved "
             "(CuPy pool) / host RSS" + "\n".join(mem_lines) + "\n")
+
+
+def _seconds(values: list[float]) -> str:
+    """A row's cell of repeated timings (a KeyError, so '-', when there are none)."""
+    if not values:
+        raise KeyError("none")
+    return " / ".join(f"{v:.2f}" for v in values)
 
 
 def _build_peak(r: dict, key: str) -> int:
@@ -376,6 +411,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     p.add_argument("--workdir", default="scale-work", help="where the Parquet files go")
     p.add_argument("--keep", action="store_true", help="keep the generated files")
+    p.add_argument("--io-repeats", type=int, default=1, metavar="N",
+                   help="time N saves of the built index and N loads (the first of each is "
+                        "the figure; later ones show what the process's state adds)")
     p.add_argument("--no-warm-up", action="store_true",
                    help="time the first run with its first-use compiles")
     p.add_argument("--out", default="scale-out", help="folder for scale.json and scale.md")

@@ -285,10 +285,10 @@ def encode_part(table: pa.Table, blobs: Blobs | None = None, buffers: Buffers | 
     on), with its footer decoded; its last column written from ``blobs`` (:class:`Blobs`)
     when given. With ``buffers`` the part's bytes are written into one of them (give it
     back once the part is written out). Releases the GIL while encoding."""
-    extra = 0 if blobs is None else _blob_room(blobs, table.num_rows)
     data = buf = None
     if buffers is not None:
-        buf = buffers.take(_bound(table) + extra)
+        room = 0 if blobs is None else _blob_room(blobs, table.num_rows)
+        buf = buffers.take(_bound(table) + room)
         sink = pa.FixedSizeBufferWriter(pa.py_buffer(buf))
         try:
             _write(table, sink, options)

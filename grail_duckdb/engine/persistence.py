@@ -92,8 +92,6 @@ PART_BYTES = 64 << 20
 #: bytes written between two flushes to disk while a save is under way, where the kernel
 #: cannot be asked to write a range back as soon as it is written (no ``sync_file_range``)
 _SYNC_BYTES = 256 << 20
-#: parts encoded into pooled buffers (:class:`.parquet_parts.Buffers`)
-POOLED = True
 #: threads that write the encoded parts (each part's write-back starts as it is written)
 _WRITERS = 8
 #: the size columns of the tree intervals -> the ``tree`` matrix's (lo, post) columns
@@ -301,7 +299,7 @@ def write_back(fd: int, pos: int, size: int) -> bool:
     return hi <= lo or _SYNC_FILE_RANGE(fd, lo, hi - lo, _SYNC_FILE_RANGE_WRITE) == 0
 
 
-def _written(part: parquet_parts.Part, buffers) -> None:
+def _written(part: parquet_parts.Part, buffers: parquet_parts.Buffers) -> None:
     """A part is on its way to disk: its bytes go, its buffer back to the pool."""
     part.data = None
     if part.buffer is not None:
@@ -318,7 +316,7 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
     options = {empty: write_options(names, rows.ids.kind, 0 if empty else 1)
                for empty in (False, True)}
 
-    buffers = parquet_parts.Buffers() if POOLED else None
+    buffers = parquet_parts.Buffers()
 
     def encode(bounds):
         table, blobs, edges = rows.part(*bounds)

@@ -384,10 +384,8 @@ def report(results: list[dict]) -> str:
 
 
 def _seconds(values: list[float]) -> str:
-    """A row's cell of repeated timings (a KeyError, so '-', when there are none)."""
-    if not values:
-        raise KeyError("none")
-    return " / ".join(f"{v:.2f}" for v in values)
+    """A row's cell of repeated timings ('-' when there are none)."""
+    return " / ".join(f"{v:.2f}" for v in values) or "-"
 
 
 def _build_peak(r: dict, key: str) -> int:

@@ -68,6 +68,23 @@ def test_joined_parts_read_as_their_concatenation(tmp_path, options, sizes):
     assert rows[4] == len(set(want.column("s").to_pylist()))
 
 
+def test_groups_moved_as_parts_come_give_the_same_footer():
+    """A writer that encodes each part's row groups as the part comes (``moved_groups``, as
+    the index's save does) gets the footer that ``footer`` computes from the parts alone;
+    a group moved to the wrong place or with the wrong ordinal does not."""
+    rng = np.random.default_rng(2)
+    parts = [pp.encode_part(_table(rng, k), **_OPTIONS["mixed"]) for k in (100, 0, 40, 7)]
+    groups = []
+    for part, start in zip(parts, pp.offsets(parts)):
+        groups += pp.moved_groups(part, start, len(groups))
+    whole = pp.footer(parts, {"k": "v"})
+    assert pp.footer(parts, {"k": "v"}, groups) == whole
+    assert pp.footer(parts, {"k": "v"}, groups[:1] + pp.moved_groups(parts[1], 5, 1)
+                     + groups[2:]) != whole
+    assert pp.footer(parts, {"k": "v"}, groups[:1] + pp.moved_groups(parts[1], pp.offsets(
+        parts)[1], 0) + groups[2:]) != whole
+
+
 def test_group_spans_cover_the_column_chunks_in_order(tmp_path):
     rng = np.random.default_rng(1)
     parts = [pp.encode_part(_table(rng, k), **_OPTIONS["mixed"]) for k in (100, 0, 40, 7)]

@@ -453,6 +453,31 @@ def test_several_device_arrays_come_back_in_one_copy(backend):
         np.testing.assert_array_equal(g, w)
 
 
+def test_device_arrays_land_in_reused_host_memory(backend, monkeypatch):
+    """``to_host_all`` with a :class:`Landing`: the same arrays as without one, call after
+    call over the same memory (a larger call grows it), and the earlier call's arrays are
+    overwritten only by a later call, never by the arrays of their own call."""
+    from grail_duckdb.kernels import Landing, to_host_all
+
+    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
+    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    xp, rng, landing = backend.xp, np.random.default_rng(8), Landing()
+    for rows in (2_000, 1_500, 9_000):
+        host = [rng.integers(0, 2**31, rows).astype(np.int32),
+                rng.integers(0, 2**62, (rows, 3)).astype(np.uint64), np.arange(5, dtype=np.int64)]
+        dev = [xp.asarray(a) for a in host]
+        got = to_host_all([dev[0], dev[1].T, dev[1][:, 2], dev[2]], landing)
+        want = [host[0], host[1].T, host[1][:, 2], host[2]]
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.flags.c_contiguous
+            np.testing.assert_array_equal(g, w)
+    views = Landing().arrays([((3, 5), np.int32), ((7,), np.uint64), ((0,), np.int8)])
+    assert [v.shape for v in views] == [(3, 5), (7,), (0,)]
+    views[0][...] = -1
+    views[1][...] = 2
+    assert (views[0] == -1).all() and (views[1] == 2).all()
+
+
 def test_host_values_reach_a_slice_of_a_backend_array(backend, monkeypatch):
     """``copy_into``: host values into row blocks of 1-D and 2-D arrays, through several
     pinned chunks on a GPU (odd chunk sizes that split elements), converting the dtype."""

@@ -174,7 +174,10 @@ def _write_value(out: bytearray, typ: int, value) -> None:
             _write_value(out, kt, k)
             _write_value(out, vt, v)
     elif typ == _STRUCT:
-        _write_struct(out, value)
+        if isinstance(value, bytes):  # encoded already (:func:`moved_groups`)
+            out += value
+        else:
+            _write_struct(out, value)
     else:
         raise FooterError(f"unknown Thrift type {typ}")
 
@@ -401,37 +404,53 @@ def offsets(parts: list[Part]) -> list[int]:
     return out
 
 
-def file_meta(parts: list[Part]) -> list:
+def moved_groups(part: Part, start: int, ordinal: int) -> list[bytes]:
+    """The part's row groups, encoded, with their offsets moved for a part whose column
+    chunks start at ``start`` in the output and ordinals from ``ordinal`` on: a writer
+    encodes them as its parts come (:func:`footer` takes them), instead of all of them at the
+    end (1.2 s for 656 parts at 2.5B edges: README, Scale, stop 28)."""
+    delta = start - len(MAGIC)
+    out = []
+    for rg in _field(part.meta, _FILE_ROW_GROUPS)[2][1]:
+        rg = _copy(rg)
+        _shift(rg, _RG_FILE_OFFSET, delta)
+        for cc in _field(rg, _RG_COLUMNS)[2][1]:
+            for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
+                _shift(cc, fid, delta)
+            cm = _field(cc, _CC_META)
+            if cm is not None:
+                for fid in _CM_OFFSETS:
+                    _shift(cm[2], fid, delta)
+        _set_field(rg, _RG_ORDINAL, _I16, ordinal + len(out))
+        encoded = bytearray()
+        _write_struct(encoded, rg)
+        out.append(bytes(encoded))
+    return out
+
+
+def file_meta(parts: list[Part], groups: list[bytes] | None = None) -> list:
     """The output's ``FileMetaData`` without key-value metadata: the first part's schema and
-    writer, every part's row group with its offsets moved, the total row count."""
+    writer, every part's row group with its offsets moved (``groups``: those of
+    :func:`moved_groups`, part after part, when the caller has them), the total row count."""
     if not parts:
         raise ValueError("a file needs at least one part")
-    groups = []
-    for p, start in zip(parts, offsets(parts)):
-        delta = start - len(MAGIC)
-        for rg in _field(p.meta, _FILE_ROW_GROUPS)[2][1]:
-            rg = _copy(rg)
-            _shift(rg, _RG_FILE_OFFSET, delta)
-            for cc in _field(rg, _RG_COLUMNS)[2][1]:
-                for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
-                    _shift(cc, fid, delta)
-                cm = _field(cc, _CC_META)
-                if cm is not None:
-                    for fid in _CM_OFFSETS:
-                        _shift(cm[2], fid, delta)
-            _set_field(rg, _RG_ORDINAL, _I16, len(groups))
-            groups.append(rg)
+    if groups is None:
+        groups = []
+        for p, start in zip(parts, offsets(parts)):
+            groups += moved_groups(p, start, len(groups))
     meta = [f for f in _copy(parts[0].meta) if f[0] != _FILE_KV]
     _set_field(meta, _FILE_NUM_ROWS, _I64, sum(p.rows for p in parts))
     _set_field(meta, _FILE_ROW_GROUPS, _LIST, (_STRUCT, groups))
     return meta
 
 
-def footer(parts: list[Part], metadata: dict[str, str] | None = None) -> bytes:
+def footer(parts: list[Part], metadata: dict[str, str] | None = None,
+           groups: list[bytes] | None = None) -> bytes:
     """The output's footer (``FileMetaData``, its length, ``PAR1``), to be written right after
     the last part: the first part's schema and writer, every part's row group with its offsets
-    moved, the total row count, and ``metadata`` as the key-value metadata, in its order."""
-    meta = file_meta(parts)
+    moved (``groups``: see :func:`file_meta`), the total row count, and ``metadata`` as the
+    key-value metadata, in its order."""
+    meta = file_meta(parts, groups)
     kv = [[[1, _BINARY, k.encode()], [2, _BINARY, v.encode()]]
           for k, v in (metadata or {}).items()]
     _set_field(meta, _FILE_KV, _LIST, (_STRUCT, kv))

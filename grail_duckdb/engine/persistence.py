@@ -77,7 +77,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import IndexFileError, StaleIndexError
-from ..kernels import release_staging, to_host, to_host_all
+from ..kernels import Landing, to_host, to_host_all
 from . import parquet_parts
 from .atomic_write import replace_atomically
 from .ids import VertexIds
@@ -126,19 +126,21 @@ class _Rows:
         step = max(1024, int(PART_BYTES / per_row))
         return [(lo, min(lo + step, self.n)) for lo in range(0, max(self.n, 1), step)]
 
-    def part(self, lo: int, hi: int) -> tuple[pa.Table, parquet_parts.Blobs, int]:
+    def part(self, lo: int, hi: int, landing: Landing | None = None
+             ) -> tuple[pa.Table, parquet_parts.Blobs, int]:
         """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex; the
         children's column all NULL, standing for the BLOBs that :mod:`.parquet_parts` writes
         from the second value), and the DAG edges (children) they hold: the file's
         ``group_edges``, so that a reader places each row group's children without waiting for
-        the groups before."""
+        the groups before. Device rows land in ``landing`` (:class:`~grail_duckdb.kernels.Landing`:
+        the table is valid until its next use)."""
         comp = self.comp[lo:hi]
         c0, c1 = self._components(lo, hi, comp)
         rows = slice(lo, hi) if self.rep is None else self.dev_comp[lo:hi]
         names = list(self.fields)
         gathered = [self.fields[f][rows] for f in names]
         host = to_host_all([g if g.ndim == 1 else g.T for g in gathered]
-                           + [self.idx[self.ptr[c0]:self.ptr[c1]]])
+                           + [self.idx[self.ptr[c0]:self.ptr[c1]]], landing)
         by_field = dict(zip(names, host))
         rng = self.ids.key_range()
         if rng is not None:
@@ -317,9 +319,12 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
                for empty in (False, True)}
 
     buffers = parquet_parts.Buffers()
+    local = threading.local()
 
     def encode(bounds):
-        table, blobs, edges = rows.part(*bounds)
+        if not hasattr(local, "landing"):
+            local.landing = Landing()
+        table, blobs, edges = rows.part(*bounds, local.landing)
         part = parquet_parts.encode_part(table, blobs, buffers, **options[table.num_rows == 0])
         return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
                 edges)
@@ -329,8 +334,9 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
         writer = _Writer(fd, sync)
         with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(_WRITERS) as io_pool:
             writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
-            parts, leaves, edges, pos = [], [], [], len(parquet_parts.MAGIC)
+            parts, leaves, edges, groups, pos = [], [], [], [], len(parquet_parts.MAGIC)
             for part, leaf, count in pool.map(encode, rows.bounds()):
+                groups += parquet_parts.moved_groups(part, pos, len(groups))
                 chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
                 writes.append(io_pool.submit(writer.write, pos, chunks))
                 writes[-1].add_done_callback(lambda _, p=part: _written(p, buffers))
@@ -343,7 +349,7 @@ def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = Tru
                 w.result()
         meta = {**meta, "group_edges": ",".join(edges)}
         pairs = {**{META_PREFIX + k: v for k, v in meta.items()}, DIGEST_KEY: DIGEST_PLACEHOLDER}
-        tail = parquet_parts.footer(parts, pairs)
+        tail = parquet_parts.footer(parts, pairs, groups)
         body = tail[:-8]  # the footer's length and PAR1 follow
         site = digest_site(body)
         digest = root_digest(body, site, leaves).encode()
@@ -368,12 +374,9 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
     if timings is not None:
         timings["host copy"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    try:
-        out = replace_atomically(Path(path), FORMAT_NAME,
-                                 lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
-                                 fsync=fsync)
-    finally:
-        release_staging()
+    out = replace_atomically(Path(path), FORMAT_NAME,
+                             lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
+                             fsync=fsync)
     if timings is not None:
         timings["checks, final flush, rename"] = (time.perf_counter() - t1
                                              - timings.get("encode and write", 0.0))

@@ -23,7 +23,7 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "copy_into", "release_staging", "resolve", "to_host", "to_host_all"]
+           "Landing", "copy_into", "resolve", "to_host", "to_host_all"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 
@@ -35,27 +35,72 @@ PINNED_MIN_BYTES = 1 << 20
 #: pinned pool hands them out again (pinning fresh host memory costs more than the copy), and
 #: 16 MiB rather than 4, a fourth of the Python steps per byte: loads of the 2.5B-edge index
 #: from memory took 6.4-6.6 s against 6.9-7.5 s in one process (H200 host, 16 threads; README,
-#: Scale, stop 28, where the caveats are)
+#: Scale, stop 28, where the caveats are). They stay in the pool once a save or a load is over (two
+#: per thread: 512 MiB from 16 threads), for the next one to take: a save that gave them back
+#: made the load after it pin them again, 1.4-2.0x the time of a load after a save that kept
+#: them (250M edges, H100 host; README, Scale, stop 29).
+#: ``cupy.get_default_pinned_memory_pool().free_all_blocks()`` gives them back.
 DOWNLOAD_CHUNK = 1 << 24
 
 
-def to_host(a) -> np.ndarray:
+def to_host(a, out: np.ndarray | None = None) -> np.ndarray:
     """A NumPy array of a host or device (CuPy) array; host arrays are not copied. Device
     arrays over 1 MiB come through pinned buffers (:func:`.gpu.download`: a pageable copy
-    runs at a few GB/s, as a save's host copy of a large index showed)."""
-    if isinstance(a, np.ndarray) or not hasattr(a, "get"):
+    runs at a few GB/s, as a save's host copy of a large index showed), into ``out`` when
+    given (a C-contiguous host array of ``a``'s shape and type)."""
+    if not _on_device(a):
         return np.asarray(a)
     if a.nbytes > PINNED_MIN_BYTES:
         from .gpu import download
 
-        return download(a, DOWNLOAD_CHUNK)
+        return download(a, DOWNLOAD_CHUNK, out)
     return a.get()
 
 
-def to_host_all(arrays) -> list[np.ndarray]:
+def to_host_all(arrays, landing: Landing | None = None) -> list[np.ndarray]:
     """Contiguous NumPy arrays of several host or device arrays (:func:`to_host` each: a
-    save's gathered parts come through the pinned buffers)."""
-    return [np.ascontiguousarray(to_host(a)) for a in arrays]
+    save's gathered parts come through the pinned buffers); device arrays land in
+    ``landing``'s memory when given (valid until its next use)."""
+    arrays = list(arrays)
+    device = [a for a in arrays if _on_device(a) and a.nbytes > PINNED_MIN_BYTES]
+    if landing is None or not device:
+        return [np.ascontiguousarray(to_host(a)) for a in arrays]
+    outs = iter(landing.arrays([(a.shape, a.dtype) for a in device]))
+    return [to_host(a, next(outs)) if _on_device(a) and a.nbytes > PINNED_MIN_BYTES
+            else np.ascontiguousarray(to_host(a)) for a in arrays]
+
+
+def _on_device(a) -> bool:
+    return not isinstance(a, np.ndarray) and hasattr(a, "get")
+
+
+class Landing:
+    """Host memory that one thread's device-to-host copies land in, call after call: a
+    save's parts are copied, encoded and dropped one after the other, and fresh arrays for
+    each would fault in (and the kernel zero) fresh pages every time; the first save after a
+    build, whose allocator holds no free pages yet, spent a fourth of its time there (README,
+    Scale, stop 28)."""
+
+    #: bytes each array's place is rounded up to (aligned views)
+    ALIGN = 64
+
+    def __init__(self):
+        self._buf = np.empty(0, np.uint8)
+
+    def arrays(self, specs) -> list[np.ndarray]:
+        """Views of this landing's memory of the given ``(shape, dtype)``, one after the
+        other (the memory grows when they do not fit; earlier views stay valid, over the old
+        memory)."""
+        sizes = [-(-int(np.prod(shape)) * np.dtype(dt).itemsize // self.ALIGN) * self.ALIGN
+                 for shape, dt in specs]
+        if sum(sizes) > self._buf.nbytes:
+            self._buf = np.empty(sum(sizes) + sum(sizes) // 8, np.uint8)
+        outs, pos = [], 0
+        for (shape, dt), size in zip(specs, sizes):
+            n = int(np.prod(shape)) * np.dtype(dt).itemsize
+            outs.append(self._buf[pos:pos + n].view(dt).reshape(shape))
+            pos += size
+        return outs
 
 
 def copy_into(dst, values: np.ndarray, staging=None) -> None:
@@ -82,14 +127,6 @@ def upload_staging(xp):
     from .gpu import Staging
 
     return Staging(DOWNLOAD_CHUNK)
-
-
-def release_staging() -> None:
-    """Give back the pinned host memory that no array uses any more (the staging buffers of a
-    GPU save); nothing to do where the GPU backend was never loaded."""
-    gpu = sys.modules.get(__name__ + ".gpu")
-    if gpu is not None:
-        gpu.release_pinned()
 
 
 @functools.lru_cache(maxsize=1)

@@ -432,13 +432,17 @@ class GpuKernels(GpuQueries):
         return int(out.get()[0])
 
 
-def download(a, chunk: int) -> np.ndarray:
-    """A device array copied to a new (pageable) host array through two pinned buffers of
-    ``chunk`` bytes: the device copies one chunk into a pinned buffer on a stream of its own
-    while this thread copies the previous one out of the other buffer (NumPy, without the
-    GIL), so several threads can download arrays side by side at the link's speed."""
+def download(a, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
+    """A device array copied to a new (pageable) host array, or into ``out`` (C-contiguous,
+    of ``a``'s shape and type), through two pinned buffers of ``chunk`` bytes: the device
+    copies one chunk into a pinned buffer on a stream of its own while this thread copies
+    the previous one out of the other buffer (NumPy, without the GIL), so several threads
+    can download arrays side by side at the link's speed."""
     a = cp.ascontiguousarray(a)
-    out = np.empty(a.shape, a.dtype)
+    if out is None:
+        out = np.empty(a.shape, a.dtype)
+    elif out.shape != a.shape or out.dtype != a.dtype or not out.flags.c_contiguous:
+        raise ValueError("download: out must be C-contiguous, of the array's shape and type")
     n = a.nbytes
     if n == 0:
         return out
@@ -516,8 +520,3 @@ def upload(dst, values: np.ndarray, chunk: int, staging: Staging | None = None) 
         done[j] = stream.record()
     if staging is None:
         stream.synchronize()
-
-
-def release_pinned() -> None:
-    """Free the blocks of CuPy's pinned memory pool that no array holds."""
-    cp.get_default_pinned_memory_pool().free_all_blocks()

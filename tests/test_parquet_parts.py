@@ -3,6 +3,7 @@ file as the concatenation of the parts, whatever the column types, encodings, co
 sizes; the footer codec gives back the bytes it decoded."""
 from __future__ import annotations
 
+import collections
 import io
 import struct
 
@@ -91,6 +92,8 @@ def test_group_spans_cover_the_column_chunks_in_order(tmp_path):
     data = _join(parts, {})
     _, end = pp.read_footer(data)
     spans = pp.group_spans(pq.ParquetFile(pa.BufferReader(data)).metadata, end)
+    assert all(a == b for (a, b), _ in spans)  # no region: every chunk among its group's bytes
+    spans = [own for _, own in spans]
     starts = pp.offsets(parts)
     nonempty = [(s, s + p.size) for s, p in zip(starts, parts)]
     assert [sp for sp in spans if sp[1] > sp[0]] == [sp for sp in nonempty if sp[1] > sp[0]]
@@ -142,31 +145,90 @@ def _blob_table(rng, rows: int, valid_share: float):
     return table, pp.Blobs("kids", ptr, children, None if every else valid), want
 
 
+def _join_with_region(made, metadata) -> tuple[bytes, list]:
+    """Parts whose BLOBs lie in a region at the front (as the index's save lays them: pages
+    of ``write_blob_page``, the parts' placeholders pointed there by ``external_chunk``), an
+    empty part among them; the file's bytes and where each page lies."""
+    pages, rows = [], []
+    for table, blobs, _ in made:
+        out = np.zeros(pp.blob_page_size(blobs, table.num_rows), np.uint8)
+        pp.write_blob_page(blobs, table.num_rows, out)
+        pages.append(out.tobytes())
+        rows.append(table.num_rows)
+    at = np.cumsum([4] + [len(p) for p in pages[:-1]]).tolist()
+    parts = []
+    for (table, _, _), a, page in zip(made, at, pages):
+        part = pp.encode_part(table, compression="none", use_dictionary=False)
+        pp.external_chunk(part, table, a, len(page))
+        parts.append(part)
+    parts.insert(1, pp.encode_part(made[0][0].slice(0, 0), compression="none"))  # no page
+    start = 4 + sum(len(p) for p in pages)
+    out = io.BytesIO()
+    for pos, data in pp.place(parts, start):
+        out.seek(pos)
+        out.write(data)
+    for a, page in zip(at, pages):
+        out.seek(a)
+        out.write(page)
+    out.seek(0, io.SEEK_END)
+    out.write(pp.footer(parts, metadata, start=start))
+    return out.getvalue(), list(zip(at, [len(p) for p in pages]))
+
+
 @pytest.mark.parametrize("shares", [[1.0], [1.0, 1.0, 1.0], [0.7, 0.0, 1.0, 0.05], [0.3]])
-def test_blobs_written_here_read_as_pyarrow_would_write_them(tmp_path, shares):
-    """The BLOB column written by parquet_parts (one PLAIN page, the lengths and the words
-    interleaved) reads in pyarrow and DuckDB as the same values from pyarrow's own writer,
-    with every row valid (one RLE run of levels) or some NULL (bit-packed levels), in parts
-    of odd sizes, beside pyarrow's own parts and an empty one."""
+def test_blobs_written_apart_read_as_pyarrow_would_write_them(tmp_path, shares):
+    """The BLOB column's pages written by parquet_parts (one PLAIN page per part, the lengths
+    and the words interleaved) in a region before the parts' other chunks read in pyarrow
+    and DuckDB as the same values from pyarrow's own writer, with every row valid (one RLE
+    run of levels) or some NULL (bit-packed levels), in parts of odd sizes and an empty one;
+    ``group_spans`` finds each group's page in the region and its own bytes after it."""
     rng = np.random.default_rng(len(shares))
     made = [_blob_table(rng, int(rng.integers(1, 3000)), s) for s in shares]
-    parts = [pp.encode_part(t, b, compression="none", use_dictionary=False) for t, b, _ in made]
-    empty = made[0][0].slice(0, 0)
-    parts.insert(1, pp.encode_part(empty, made[0][1], compression="none"))
-    parts.append(pp.encode_part(made[0][2], compression="none"))  # pyarrow's own BLOBs
+    data, pages = _join_with_region(made, {"k": "v"})
     path = tmp_path / "blobs.parquet"
-    path.write_bytes(_join(parts, {}))
-    want = pa.concat_tables([w for *_, w in made] + [made[0][2]])
+    path.write_bytes(data)
+    want = pa.concat_tables([w for *_, w in made])
     assert pq.read_table(path).equals(want)
     f = pq.ParquetFile(path)
     for g in range(f.num_row_groups):
         f.read_row_group(g)
     blobs = want.column("kids").to_pylist()
-    got = duckdb.connect().execute(
-        "SELECT count(kids), sum(octet_length(kids)), list(kids ORDER BY key)[1:50] "
-        "FROM read_parquet(?) WHERE key >= 0", [str(path)]).fetchone()
+    con = duckdb.connect()
+    got = con.execute("SELECT count(kids), sum(octet_length(kids)) FROM read_parquet(?) "
+                      "WHERE key >= 0", [str(path)]).fetchone()
     assert got[0] == sum(b is not None for b in blobs)
     assert got[1] == sum(len(b) for b in blobs if b is not None)
+    counted = con.execute("SELECT kids, count(*) FROM read_parquet(?) GROUP BY kids",
+                          [str(path)]).fetchall()
+    assert dict(counted) == dict(collections.Counter(blobs))
+    _, end = pp.read_footer(data)
+    spans = pp.group_spans(f.metadata, end)
+    outside = [o for o, _ in spans]
+    assert [o for k, o in enumerate(outside) if k != 1] == [(a, a + n) for a, n in pages]
+    assert outside[1][0] == outside[1][1]  # the empty part has no page
+    owns = [own for _, own in spans]
+    assert owns[0][0] == pages[-1][0] + pages[-1][1] and owns[-1][1] == end
+    assert all(a[1] == b[0] for a, b in zip(owns, owns[1:]))
+
+
+def test_region_chunks_out_of_order_are_refused():
+    made = [_blob_table(np.random.default_rng(4), k, 0.5) for k in (300, 500)]
+    data, pages = _join_with_region(made, {})
+    f = pq.ParquetFile(pa.BufferReader(data))
+    _, end = pp.read_footer(data)
+    pp.group_spans(f.metadata, end)
+    (a0, n0), (a1, n1) = pages
+    swapped = bytearray(data)
+    swapped[a0:a0 + n1] = data[a1:a1 + n1]
+    swapped[a0 + n1:a1 + n1] = data[a0:a0 + n0]
+    parts = [pp.encode_part(t, compression="none", use_dictionary=False) for t, _, _ in made]
+    pp.external_chunk(parts[0], made[0][0], a0 + n1, n0)
+    pp.external_chunk(parts[1], made[1][0], a0, n1)
+    parts.insert(1, pp.encode_part(made[0][0].slice(0, 0), compression="none"))
+    tail = pp.footer(parts, {}, start=a1 + n1)
+    bad = bytes(swapped[:len(data) - len(tail)]) + tail
+    with pytest.raises(pp.FooterError, match="region"):
+        pp.group_spans(pq.ParquetFile(pa.BufferReader(bad)).metadata, len(bad) - len(tail))
 
 
 def test_blobs_that_do_not_fit_their_rows_are_refused():
@@ -174,43 +236,47 @@ def test_blobs_that_do_not_fit_their_rows_are_refused():
     table, blobs, want = _blob_table(rng, 100, 0.5)
     plain = dict(compression="none", use_dictionary=False)
     with pytest.raises(ValueError, match="all NULL"):
-        pp.encode_part(want, blobs, **plain)  # the column is not a placeholder
+        pp.external_chunk(pp.encode_part(want, **plain), want, 4, 10)  # not a placeholder
     with pytest.raises(pp.FooterError, match="placeholder"):
-        pp.encode_part(table, blobs, compression="snappy")  # pyarrow's dictionary page
+        pp.external_chunk(pp.encode_part(table, compression="snappy"), table, 4, 10)
+    with pytest.raises(ValueError, match="not that of the table"):
+        pp.external_chunk(pp.encode_part(table.slice(0, 50), **plain), table, 4, 10)
     short = pp.Blobs("kids", blobs.ptr[:-1], blobs.children[:int(blobs.ptr[-2] - blobs.ptr[0])],
                      blobs.valid)
     with pytest.raises(ValueError, match="BLOBs for 100 rows"):
-        pp.encode_part(table, short, **plain)
+        pp.blob_page_size(short, 100)
+    size = pp.blob_page_size(blobs, 100)
     with pytest.raises(ValueError, match="do not cover"):
-        pp.encode_part(table, pp.Blobs("kids", blobs.ptr, blobs.children[:-1], blobs.valid),
-                       **plain)
+        pp.write_blob_page(pp.Blobs("kids", blobs.ptr, blobs.children[:-1], blobs.valid), 100,
+                           np.zeros(size, np.uint8))
+    with pytest.raises(ValueError, match="not its size"):
+        pp.write_blob_page(blobs, 100, np.zeros(size + 1, np.uint8))
 
 
 @pytest.mark.parametrize("options", sorted(_OPTIONS))
 def test_parts_written_into_pooled_buffers_are_the_same_bytes(options, monkeypatch):
     """``encode_part`` with :class:`Buffers`: pyarrow writes into a pooled buffer (reused, so
-    with the bytes of an earlier, larger part in it), the BLOBs' page goes in place over the
-    placeholder, and a part that outgrows its buffer falls back to pyarrow's own stream: the
-    bytes are those written without a pool, every time."""
+    with the bytes of an earlier, larger part in it), and a part that outgrows its buffer
+    falls back to pyarrow's own stream: the bytes are those written without a pool, every
+    time."""
     rng = np.random.default_rng(11)
     plain = [pp.encode_part(_table(rng, k), **_OPTIONS[options]) for k in (4000, 0, 300)]
     rng = np.random.default_rng(11)
     buffers = pp.Buffers()
     pooled = []
     for k in (4000, 0, 300):
-        part = pp.encode_part(_table(rng, k), None, buffers, **_OPTIONS[options])
+        part = pp.encode_part(_table(rng, k), buffers, **_OPTIONS[options])
         pooled.append(bytes(part.data))
         buffers.give(part.buffer)  # the next part reuses it
     assert pooled == [bytes(p.data) for p in plain]
-    table, blobs, _ = _blob_table(np.random.default_rng(12), 2000, 0.6)
+    table = _table(np.random.default_rng(12), 2000)
     flat = dict(compression="none", use_dictionary=False)
-    want = bytes(pp.encode_part(table, blobs, **flat).data)
+    want = bytes(pp.encode_part(table, **flat).data)
     big = buffers.take(1 << 20)
     big[:] = 0xAB  # stale bytes where the part goes
     buffers.give(big)
-    part = pp.encode_part(table, blobs, buffers, **flat)
+    part = pp.encode_part(table, buffers, **flat)
     assert part.buffer is not None and bytes(part.data) == want
     monkeypatch.setattr(pp, "_bound", lambda table: 16)  # pyarrow overflows: its own stream
-    monkeypatch.setattr(pp, "_blob_room", lambda blobs, rows: 0)
-    part = pp.encode_part(table, blobs, pp.Buffers(), **flat)
+    part = pp.encode_part(table, pp.Buffers(), **flat)
     assert part.buffer is None and bytes(part.data) == want

@@ -157,6 +157,57 @@ def test_a_component_over_several_row_groups_round_trips(backend, tmp_path, monk
     np.testing.assert_array_equal(to_host(back.comp), idx.comp)
 
 
+def test_a_build_that_saves_as_it_goes_writes_the_file_a_save_writes(backend, tmp_path,
+                                                                     monkeypatch):
+    """``build_index(..., save_to=path)`` (the ETL path: the children's region written during
+    the labels) lays down the bytes that a save of the built index lays down, in many row
+    groups, with cycles (representative rows) and on either backend; its last phase is the
+    save, and the file loads to the same answers."""
+    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 16)
+    rng = np.random.default_rng(21)
+    src, dst = rng.integers(0, 6_000, 20_000), rng.integers(0, 6_000, 20_000)
+    src, dst = np.r_[src, np.arange(100)], np.r_[dst, (np.arange(100) + 1) % 100]  # a cycle
+    streamed = gd.build_index(src, dst, labels=2, backend=backend,
+                              save_to=tmp_path / "streamed.grail.parquet")
+    assert list(streamed.build_seconds)[-1] == "save"
+    whole = streamed.save(tmp_path / "whole.grail.parquet")
+    assert pq.ParquetFile(whole).metadata.num_row_groups > 3
+    assert streamed.n_components < streamed.n_vertices
+    assert (tmp_path / "streamed.grail.parquet").read_bytes() == whole.read_bytes()
+    back = gd.load_index(tmp_path / "streamed.grail.parquet", backend=backend)
+    qs, qd = rng.integers(-5, 6_005, 30_000), rng.integers(-5, 6_005, 30_000)
+    assert back.reaches(qs, qd).equals(streamed.reaches(qs, qd))
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_build_that_saves_refuses_a_foreign_target_before_any_work(tmp_path):
+    target = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"citing": [1, 2], "cited": [2, 3]}), target)
+    before = target.read_bytes()
+    with pytest.raises(gd.IndexFileError, match="refusing to overwrite"):
+        gd.build_index(tmp_path / "no such edges.parquet", save_to=target, backend="cpu")
+    assert target.read_bytes() == before
+
+
+def test_a_build_that_fails_during_the_labels_leaves_the_old_index(saved, monkeypatch):
+    """The children's region is being written when the labels fail: the temporary goes and
+    the old index stays as it was, loadable."""
+    idx, path = saved
+    before = path.read_bytes()
+    from grail_duckdb.engine import index as index_module
+
+    def fail(*args, **kwargs):
+        raise MemoryError("simulated: the labels do not fit")
+
+    monkeypatch.setattr(index_module, "grail_labels", fail)
+    with pytest.raises(MemoryError):
+        gd.build_index([1, 2, 3], [2, 3, 1], backend="cpu", save_to=path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert gd.load_index(path).n_vertices == idx.n_vertices
+    assert os.listdir(path.parent) == [path.name]
+
+
 def test_tampered_content_with_valid_parquet_is_refused(saved):
     _, path = saved
     table = pq.read_table(path)
@@ -218,7 +269,8 @@ def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, cra
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("simulated crash")
 
-    target = {"write": (persistence, "_write_parquet"), "fsync": (atomic_write.os, "fsync"),
+    target = {"write": (persistence.IndexWriter, "_write_groups"),
+              "fsync": (atomic_write.os, "fsync"),
               "replace": (atomic_write.os, "replace")}[crash_at]
     monkeypatch.setattr(*target, crash)
     with pytest.raises(KeyboardInterrupt):
@@ -275,13 +327,11 @@ import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
 from grail_duckdb.kernels import to_host
 
-def killed(rows, meta, tmp, *rest):
-    with open(tmp, "wb") as fh:
-        fh.write(b"PAR1" + b"x" * 4096)
-        fh.flush()
+def killed(self, *rest):
+    os.pwrite(self._file.fd, b"PAR1" + b"x" * 4096, 0)
     os.kill(os.getpid(), signal.SIGKILL)
 
-persistence._write_parquet = killed
+persistence.IndexWriter._write_groups = killed
 gd.build_index([1, 2], [2, 3], backend="cpu").save(sys.argv[1])
 """
 

@@ -117,22 +117,49 @@ def temporary_beside(path: Path):
         os.close(fd)
 
 
+class Replacement:
+    """A new ``path`` under way: the checks and the stale clean-up done, a locked temporary
+    open beside it (``tmp``, ``fd``); :meth:`commit` flushes it and renames it over ``path``,
+    :meth:`discard` removes it. It may stay open while the rest of the work goes on (the
+    index's children are written during the build's label passes: :mod:`.persistence`)."""
+
+    def __init__(self, path: Path, format_name: str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_replaceable(self.path, format_name)
+        remove_stale_temporaries(self.path)
+        self._stack = contextlib.ExitStack()
+        tmp, self.fd = self._stack.enter_context(temporary_beside(self.path))
+        self.tmp = str(tmp)
+
+    def commit(self, *, fsync: bool = True) -> Path:
+        """Flush the temporary, rename it over the target and flush the folder."""
+        try:
+            if fsync:
+                os.fsync(self.fd)
+            os.replace(self.tmp, self.path)
+        finally:
+            self._stack.close()
+        if fsync and hasattr(os, "O_DIRECTORY"):
+            dfd = os.open(self.path.parent, os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return self.path
+
+    def discard(self) -> None:
+        """Remove the temporary (the target stays as it was)."""
+        self._stack.close()
+
+
 def replace_atomically(path: Path, format_name: str, write, *, fsync: bool = True) -> Path:
     """Write a new ``path`` with ``write(tmp_path)``: checks, stale clean-up, a locked
     temporary, flush, rename, and a flush of the folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    check_replaceable(path, format_name)
-    remove_stale_temporaries(path)
-    with temporary_beside(path) as (tmp, fd):
-        write(str(tmp))
-        if fsync:
-            os.fsync(fd)
-        os.replace(tmp, path)
-    if fsync and hasattr(os, "O_DIRECTORY"):
-        dfd = os.open(path.parent, os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    return path
+    replacement = Replacement(path, format_name)
+    try:
+        write(replacement.tmp)
+    except BaseException:
+        replacement.discard()
+        raise
+    return replacement.commit(fsync=fsync)

@@ -269,7 +269,8 @@ def check_labels(labels) -> int:
 
 
 def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LABELS,
-                seed: int = DEFAULT_SEED, backend=None, progress=None) -> GrailIndex:
+                seed: int = DEFAULT_SEED, backend=None, progress=None,
+                save_to=None) -> GrailIndex:
     """Build an index from an edge list.
 
     ``build_index(table, src="citing", dst="cited")``: ``edges`` is a pyarrow Table /
@@ -289,6 +290,12 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     Parquet input decoded, and packed into the device's array: :mod:`.transfer`), ``ids``
     (keys -> dense ids in that array), ``fingerprint``, ``csr``, ``scc``, the label passes.
 
+    ``save_to``: a path the index is also saved to, as :meth:`GrailIndex.save` would (the
+    ETL path: the command line's ``build``). The file's children, 42% of it at 2.5B edges,
+    are written while the labels are computed (:class:`.persistence.IndexWriter`), and the
+    rest after them, as one last phase, ``save``. A build that fails leaves the old file
+    (if any) as it was.
+
     Memory (issue 12): the input stays on the host (Arrow chunks, or Parquet files read row
     group by row group); the device holds one uint64 per edge (the packed ids), from which the
     forward and reverse rows are made in place; once the rows exist the packed edges are
@@ -296,34 +303,49 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     them.
     """
     with build_progress(progress) as report:
-        return _build(edges, dst, src, labels, seed, backend, report)
+        return _build(edges, dst, src, labels, seed, backend, report, save_to)
 
 
-def _build(edges, dst, src, labels, seed, backend, progress) -> GrailIndex:
-    """The pipeline of :func:`build_index`, each phase reported to ``progress``."""
+def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> GrailIndex:
+    """The pipeline of :func:`build_index`, each phase reported to ``progress``; with
+    ``save_to``, the file's checks come first (a path that is not an index of ours is refused
+    before any work) and its children are written from the condensation on."""
     d = check_labels(labels)
     k = kernels_for(backend)
-    timer = PhaseTimer(progress, k.synchronize)
-    stream = edge_stream(edges, dst, src=src)
-    timer("ingest")
-    read = read_edges(stream, k.xp)
-    timer("read")
-    ids, pairs = assign_read(read, k.xp)
-    rows = stream.rows
-    del stream, read
-    timer("ids")
-    fp = fingerprint_of(k, ids, pairs)
-    timer("fingerprint")
-    graph = list(forward_and_reverse(k, pairs, ids.n))
-    del pairs
-    timer("csr")
-    cond: Condensation = condense(k, graph)
-    del graph
-    timer("scc")
-    lab = grail_labels(k, cond, d, int(seed), timer)
-    return GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components, dag=cond.dag,
-                      labels=lab, seed=int(seed), edge_rows=rows, fingerprint=fp,
-                      kernels=k, build_seconds=dict(timer.phases))
+    writer = None if save_to is None else persistence.IndexWriter(save_to)
+    try:
+        timer = PhaseTimer(progress, k.synchronize)
+        stream = edge_stream(edges, dst, src=src)
+        timer("ingest")
+        read = read_edges(stream, k.xp)
+        timer("read")
+        ids, pairs = assign_read(read, k.xp)
+        rows = stream.rows
+        del stream, read
+        timer("ids")
+        fp = fingerprint_of(k, ids, pairs)
+        timer("fingerprint")
+        graph = list(forward_and_reverse(k, pairs, ids.n))
+        del pairs
+        timer("csr")
+        cond: Condensation = condense(k, graph)
+        del graph
+        timer("scc")
+        if writer is not None:
+            writer.write_children(ids, cond.comp, cond.n_components, cond.dag, d)
+        lab = grail_labels(k, cond, d, int(seed), timer)
+        index = GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components,
+                           dag=cond.dag, labels=lab, seed=int(seed), edge_rows=rows,
+                           fingerprint=fp, kernels=k)
+    except BaseException:
+        if writer is not None:
+            writer.discard()
+        raise
+    if writer is not None:
+        writer.finish(index)
+        timer("save")
+    index.build_seconds = dict(timer.phases)
+    return index
 
 
 __all__ = ["DEFAULT_LABELS", "DEFAULT_SEED", "GPU_MIN_QUERIES", "GrailIndex", "MAX_LABELS",

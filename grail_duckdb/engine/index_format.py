@@ -1,4 +1,4 @@
-"""The index file's format (6): names, metadata checks, the digest (see :mod:`.persistence`
+"""The index file's format (7): names, metadata checks, the digest (see :mod:`.persistence`
 for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..errors import IndexFileError
 from ..kernels.cpu.digest import hash_bytes
 
 FORMAT_NAME = "grail_duckdb-index"
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 #: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,
@@ -91,9 +91,16 @@ def write_options(names: list[str], key_kind: str, rows: int = 1) -> dict:
 
 # --- the digest: the bytes as written, hashed where they are written and read ------------
 def leaf_hash(data) -> bytes:
-    """One leaf of the digest: the 16-byte hash of one row group's bytes
+    """The 16-byte hash of a run of the file's bytes
     (:func:`~grail_duckdb.kernels.cpu.digest.hash_bytes`: damage, not forgery; at memory speed)."""
     return hash_bytes(data)
+
+
+def group_leaf(outside: bytes, own: bytes) -> bytes:
+    """One leaf of the digest: a row group's, from the :func:`leaf_hash` of its children's
+    chunk in the region at the front of the file (of no bytes where it has none there) and
+    that of its own bytes (:func:`.parquet_parts.group_spans`)."""
+    return hash_bytes(outside + own)
 
 
 #: the metadata key of the digest: the footer's last key-value pair

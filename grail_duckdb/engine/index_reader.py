@@ -1,7 +1,8 @@
-"""Reading an index file (format 5) on every core, straight into the arrays of a backend.
+"""Reading an index file (format 7) on every core, straight into the arrays of a backend.
 
-Each worker thread takes one row group: it hashes the group's bytes (the digest's leaf, from
-the memory-mapped file), decodes the group with pyarrow, checks it (component ids and DAG
+Each worker thread takes one row group: it hashes the group's bytes (its children's chunk in
+the region at the front of the file and its own chunks: the digest's leaf, from the
+memory-mapped file), decodes the group with pyarrow, checks it (component ids and DAG
 edges in range, on a CPU load: a GPU load checks those once on the device at the end; the
 representatives' components consecutive, children BLOBs whole int32) and copies its values
 into the final arrays, which live on the device when the index is loaded onto a GPU: every
@@ -30,8 +31,8 @@ from ..kernels import copy_into, upload_staging
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, first_array, label_names,
-                           leaf_hash, root_digest, tree_lo)
+from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, first_array, group_leaf,
+                           label_names, leaf_hash, root_digest, tree_lo)
 from .ingest import as_column, workers
 from .labels import Labels
 
@@ -122,8 +123,9 @@ class IndexReader:
         """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``, DAG edges ``[e0, e1)``),
         check it and place its values, its rows' pointers and children included; returns
         ``(leaf, keys, component span [c0, c1))``."""
-        start, stop = self.spans[g]
-        leaf = leaf_hash(memoryview(self.mapped)[start:stop])
+        (a, b), (start, stop) = self.spans[g]
+        with memoryview(self.mapped) as view:  # no view outlives the call (the map closes)
+            leaf = group_leaf(leaf_hash(view[a:b]), leaf_hash(view[start:stop]))
         table = self._file().read_row_group(g, use_threads=False)
         if table.num_rows != hi - lo:
             raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")

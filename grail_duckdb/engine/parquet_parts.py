@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -240,6 +240,9 @@ class Part:
     meta: list
     data_end: int
     buffer: np.ndarray | None = None  # what ``data`` lies in, taken from a Buffers
+    #: column -> absolute position in the output of a chunk that lies outside the part's
+    #: bytes (:func:`external_chunk`), minus its position in the part
+    moves: dict = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -282,16 +285,13 @@ def _bound(table: pa.Table) -> int:
     return int(table.nbytes * 1.05) + (table.num_columns + 1) * (1 << 20) + (64 << 10)
 
 
-def encode_part(table: pa.Table, blobs: Blobs | None = None, buffers: Buffers | None = None,
-                **options) -> Part:
+def encode_part(table: pa.Table, buffers: Buffers | None = None, **options) -> Part:
     """``table`` as one row group of Parquet in memory (pyarrow's writer, ``options`` passed
-    on), with its footer decoded; its last column written from ``blobs`` (:class:`Blobs`)
-    when given. With ``buffers`` the part's bytes are written into one of them (give it
-    back once the part is written out). Releases the GIL while encoding."""
+    on), with its footer decoded. With ``buffers`` the part's bytes are written into one of
+    them (give it back once the part is written out). Releases the GIL while encoding."""
     data = buf = None
     if buffers is not None:
-        room = 0 if blobs is None else _blob_room(blobs, table.num_rows)
-        buf = buffers.take(_bound(table) + room)
+        buf = buffers.take(_bound(table))
         sink = pa.FixedSizeBufferWriter(pa.py_buffer(buf))
         try:
             _write(table, sink, options)
@@ -308,23 +308,12 @@ def encode_part(table: pa.Table, blobs: Blobs | None = None, buffers: Buffers | 
     (length,) = struct.unpack("<I", bytes(data[-8:-4]))
     start = data.shape[0] - 8 - length
     meta, _ = _read_struct(bytes(data[start:start + length]), 0)
-    part = Part(data, meta, start, buf)
-    if blobs is not None and table.num_rows:
-        if table.column_names[-1] != blobs.name or table.column(-1).null_count != table.num_rows:
-            raise ValueError(f"{blobs.name}: the last column, all NULL, stands for the BLOBs")
-        _write_blobs(part, blobs, table.num_rows)
-    return part
+    return Part(data, meta, start, buf)
 
 
 def _write(table: pa.Table, sink, options: dict) -> None:
     pq.write_table(table, sink, row_group_size=max(table.num_rows, 1), store_schema=False,
                    **options)
-
-
-def _blob_room(blobs: Blobs, rows: int) -> int:
-    """Bytes the BLOBs' page may take beyond pyarrow's placeholder: its header (under 64
-    bytes), its levels and its words."""
-    return 64 + 8 + (rows + 7) // 8 + 4 * (blobs.ptr.shape[0] - 1 + blobs.children.shape[0])
 
 
 def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
@@ -340,64 +329,85 @@ def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
     return bytes(out)
 
 
-def _write_blobs(part: Part, blobs: Blobs, rows: int) -> None:
-    """Replace the part's last column chunk (pyarrow's NULLs) by one PLAIN data page of
-    ``blobs``, its column and row-group sizes set accordingly: in place, over the placeholder
-    and the footer, when the part's pooled buffer has the room (:func:`encode_part` with
-    buffers), else in a new buffer. The words need not be aligned (Numba stores them as
-    they are, at the same speed)."""
-    group = _field(part.meta, _FILE_ROW_GROUPS)[2][1][0]
-    chunk_meta = _field(_field(group, _RG_COLUMNS)[2][1][-1], _CC_META)[2]
-    start, old = _field(chunk_meta, _CM_DATA_PAGE)[2], _field(chunk_meta, _CM_COMPRESSED)[2]
-    if _field(chunk_meta, _CM_DICTIONARY_PAGE) is not None or start + old != part.data_end:
-        raise FooterError("the BLOBs' placeholder is not the part's last plain chunk")
+def _blob_head(blobs: Blobs, rows: int) -> bytes:
+    """The page header, the levels' length and the levels of ``blobs``' page (the words
+    follow), its rows checked against the pointers."""
     valid_rows = blobs.ptr.shape[0] - 1
     if (blobs.valid is None and valid_rows != rows) or (
             blobs.valid is not None and (blobs.valid.shape[0] != rows
                                          or int(np.count_nonzero(blobs.valid)) != valid_rows)):
         raise ValueError(f"{blobs.name}: {valid_rows} BLOBs for {rows} rows")
-    if int(blobs.ptr[-1] - blobs.ptr[0]) != blobs.children.shape[0]:
-        raise ValueError(f"{blobs.name}: the BLOBs' pointers do not cover their children")
     levels = _def_levels(blobs.valid, rows)
-    words = valid_rows + blobs.children.shape[0]
-    body = 4 + len(levels) + 4 * words
+    body = 4 + len(levels) + 4 * (valid_rows + int(blobs.ptr[-1] - blobs.ptr[0]))
     if body >= 1 << 31:
         raise ValueError(f"{blobs.name}: a part's BLOBs exceed one Parquet page (2 GB)")
     header = bytearray()
     _write_struct(header, [[1, _I32, _DATA_PAGE], [2, _I32, body], [3, _I32, body],
                            [5, _STRUCT, [[1, _I32, rows], [2, _I32, _PLAIN], [3, _I32, _RLE],
                                          [4, _I32, _RLE]]]])
-    size = len(header) + body
-    values_at = start + len(header) + 4 + len(levels)
-    if part.buffer is not None and part.buffer.nbytes >= start + size:
-        out = part.buffer[:start + size]
-    else:
-        out = np.empty(start + size, np.uint8)
-        out[:start] = np.frombuffer(part.data, np.uint8, count=start)
-    out[start:values_at] = np.frombuffer(bytes(header) + struct.pack("<I", len(levels)) + levels,
-                                         np.uint8)
-    blob_words(blobs.ptr, blobs.children, out[values_at:].view(np.int32))
+    return bytes(header) + struct.pack("<I", len(levels)) + levels
+
+
+def blob_page_size(blobs: Blobs, rows: int) -> int:
+    """Bytes of the PLAIN page that :func:`write_blob_page` writes for ``blobs`` (known from
+    the pointers alone: the children need not be at hand yet)."""
+    return len(_blob_head(blobs, rows)) + 4 * (blobs.ptr.shape[0] - 1
+                                               + int(blobs.ptr[-1] - blobs.ptr[0]))
+
+
+def write_blob_page(blobs: Blobs, rows: int, out: np.ndarray) -> None:
+    """``blobs`` as one PLAIN data page of a nullable BLOB column of ``rows`` rows, into
+    ``out`` (uint8, :func:`blob_page_size` bytes): the header, the definition levels, then
+    each BLOB's byte length and words (:func:`~grail_duckdb.kernels.cpu.pages.blob_words`;
+    the words need not be aligned: Numba stores them as they are, at the same speed)."""
+    if int(blobs.ptr[-1] - blobs.ptr[0]) != blobs.children.shape[0]:
+        raise ValueError(f"{blobs.name}: the BLOBs' pointers do not cover their children")
+    head = _blob_head(blobs, rows)
+    if out.shape[0] != len(head) + 4 * (blobs.ptr.shape[0] - 1 + blobs.children.shape[0]):
+        raise ValueError(f"{blobs.name}: the page's buffer is not its size")
+    out[:len(head)] = np.frombuffer(head, np.uint8)
+    blob_words(blobs.ptr, blobs.children, out[len(head):].view(np.int32))
+
+
+def external_chunk(part: Part, table: pa.Table, at: int, size: int) -> None:
+    """Point the last column chunk of the part of ``table`` (pyarrow's chunk of an all-NULL
+    placeholder) at a page of ``size`` bytes that lies at ``at`` in the output
+    (:func:`write_blob_page`, written there by the caller), and drop the placeholder's bytes:
+    the column's and the row group's sizes are set accordingly, its statistics (of the NULLs)
+    dropped, and :func:`moved_groups` places the chunk at ``at``."""
+    name = table.column_names[-1]
+    if table.column(-1).null_count != table.num_rows:
+        raise ValueError(f"{name}: the last column, all NULL, stands for the BLOBs")
+    group = _field(part.meta, _FILE_ROW_GROUPS)[2][1][0]
+    columns = _field(group, _RG_COLUMNS)[2][1]
+    chunk_meta = _field(columns[-1], _CC_META)[2]
+    if (_field(chunk_meta, 3)[2][1][-1] != name.encode()  # path_in_schema
+            or _field(chunk_meta, 5)[2] != table.num_rows):  # num_values
+        raise ValueError(f"{name}: the part is not that of the table")
+    start, old = _field(chunk_meta, _CM_DATA_PAGE)[2], _field(chunk_meta, _CM_COMPRESSED)[2]
+    if _field(chunk_meta, _CM_DICTIONARY_PAGE) is not None or start + old != part.data_end:
+        raise FooterError("the BLOBs' placeholder is not the part's last plain chunk")
     for fid in (_CM_UNCOMPRESSED, _CM_COMPRESSED):
         _set_field(chunk_meta, fid, _I64, size)
     chunk_meta[:] = [f for f in chunk_meta if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
     for fid in (_RG_BYTES, _RG_COMPRESSED):
         _shift(group, fid, size - old)
-    part.data, part.data_end = out, start + size
+    part.moves[len(columns) - 1] = at - start
+    part.data_end = start
 
 
-def place(parts: list[Part]):
-    """``(position, bytes)`` of each part's column chunks in the output (after ``PAR1``), and
-    ``(0, PAR1)`` first; the caller writes them, in any order or in parallel."""
+def place(parts: list[Part], start: int = len(MAGIC)):
+    """``(position, bytes)`` of each part's column chunks in the output, the first at
+    ``start`` (after ``PAR1``, or after a region of chunks written apart), and ``(0, PAR1)``
+    first; the caller writes them, in any order or in parallel."""
     yield 0, MAGIC
-    pos = len(MAGIC)
-    for p in parts:
+    for p, pos in zip(parts, offsets(parts, start)):
         yield pos, memoryview(p.data)[len(MAGIC):p.data_end]
-        pos += p.size
 
 
-def offsets(parts: list[Part]) -> list[int]:
-    """Where each part's column chunks start in the output."""
-    out, pos = [], len(MAGIC)
+def offsets(parts: list[Part], start: int = len(MAGIC)) -> list[int]:
+    """Where each part's column chunks start in the output, the first at ``start``."""
+    out, pos = [], start
     for p in parts:
         out.append(pos)
         pos += p.size
@@ -414,13 +424,14 @@ def moved_groups(part: Part, start: int, ordinal: int) -> list[bytes]:
     for rg in _field(part.meta, _FILE_ROW_GROUPS)[2][1]:
         rg = _copy(rg)
         _shift(rg, _RG_FILE_OFFSET, delta)
-        for cc in _field(rg, _RG_COLUMNS)[2][1]:
+        for c, cc in enumerate(_field(rg, _RG_COLUMNS)[2][1]):
+            move = part.moves.get(c, delta)
             for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
-                _shift(cc, fid, delta)
+                _shift(cc, fid, move)
             cm = _field(cc, _CC_META)
             if cm is not None:
                 for fid in _CM_OFFSETS:
-                    _shift(cm[2], fid, delta)
+                    _shift(cm[2], fid, move)
         _set_field(rg, _RG_ORDINAL, _I16, ordinal + len(out))
         encoded = bytearray()
         _write_struct(encoded, rg)
@@ -428,16 +439,18 @@ def moved_groups(part: Part, start: int, ordinal: int) -> list[bytes]:
     return out
 
 
-def file_meta(parts: list[Part], groups: list[bytes] | None = None) -> list:
+def file_meta(parts: list[Part], groups: list[bytes] | None = None,
+              start: int = len(MAGIC)) -> list:
     """The output's ``FileMetaData`` without key-value metadata: the first part's schema and
     writer, every part's row group with its offsets moved (``groups``: those of
-    :func:`moved_groups`, part after part, when the caller has them), the total row count."""
+    :func:`moved_groups`, part after part, when the caller has them; else the parts laid from
+    ``start`` on, as :func:`place` lays them), the total row count."""
     if not parts:
         raise ValueError("a file needs at least one part")
     if groups is None:
         groups = []
-        for p, start in zip(parts, offsets(parts)):
-            groups += moved_groups(p, start, len(groups))
+        for p, at in zip(parts, offsets(parts, start)):
+            groups += moved_groups(p, at, len(groups))
     meta = [f for f in _copy(parts[0].meta) if f[0] != _FILE_KV]
     _set_field(meta, _FILE_NUM_ROWS, _I64, sum(p.rows for p in parts))
     _set_field(meta, _FILE_ROW_GROUPS, _LIST, (_STRUCT, groups))
@@ -445,12 +458,12 @@ def file_meta(parts: list[Part], groups: list[bytes] | None = None) -> list:
 
 
 def footer(parts: list[Part], metadata: dict[str, str] | None = None,
-           groups: list[bytes] | None = None) -> bytes:
+           groups: list[bytes] | None = None, start: int = len(MAGIC)) -> bytes:
     """The output's footer (``FileMetaData``, its length, ``PAR1``), to be written right after
     the last part: the first part's schema and writer, every part's row group with its offsets
-    moved (``groups``: see :func:`file_meta`), the total row count, and ``metadata`` as the
-    key-value metadata, in its order."""
-    meta = file_meta(parts, groups)
+    moved (``groups``, ``start``: see :func:`file_meta`), the total row count, and
+    ``metadata`` as the key-value metadata, in its order."""
+    meta = file_meta(parts, groups, start)
     kv = [[[1, _BINARY, k.encode()], [2, _BINARY, v.encode()]]
           for k, v in (metadata or {}).items()]
     _set_field(meta, _FILE_KV, _LIST, (_STRUCT, kv))
@@ -480,27 +493,43 @@ def read_footer(buf) -> tuple[list, int]:
     return meta, start
 
 
-def group_spans(md: pq.FileMetaData, end: int) -> list[tuple[int, int]]:
-    """The bytes ``[start, stop)`` of each row group's column chunks, for a file whose row
-    groups lie one after the other (as :func:`place` lays them): a group starts at its first
-    column's first page and ends where the next one starts (the last one at the footer,
-    ``end``). ``md``: the file's metadata as pyarrow decoded it."""
-    starts = []
+def group_spans(md: pq.FileMetaData, end: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The bytes of each row group, for a file laid out as the index's save lays it: first
+    a region of the last column's chunks that were written apart (:func:`external_chunk`), in
+    group order, then each group's other chunks one after the other (:func:`place`). Per
+    group: ``((start, stop) of its chunk in the region, or an empty span where it has none
+    there, (start, stop) of its own bytes)``; a group's own bytes start at its first
+    column's first page and end where the next group's start (the last one's at the footer,
+    ``end``). ``md``: the file's metadata as pyarrow decoded it. Refused (FooterError): spans
+    that do not tile the file from ``PAR1`` to the footer."""
+    starts, outside = [], []
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
         if not rg.num_rows or not rg.num_columns:
             starts.append(None)  # an empty group holds no bytes
+            outside.append(None)
             continue
-        first = rg.column(0)
+        first, last = rg.column(0), rg.column(rg.num_columns - 1)
         starts.append(first.dictionary_page_offset if first.has_dictionary_page
                       else first.data_page_offset)
+        at = last.dictionary_page_offset if last.has_dictionary_page else last.data_page_offset
+        outside.append((at, at + last.total_compressed_size))
+    region = next((a for a in starts if a is not None), end)
     for g in range(len(starts) - 1, -1, -1):
         if starts[g] is None:
             starts[g] = starts[g + 1] if g + 1 < len(starts) else end
     stops = starts[1:] + [end]
-    if any(a > b for a, b in zip(starts, stops)) or (starts and starts[0] != len(MAGIC)):
+    pos = len(MAGIC)
+    for g, span in enumerate(outside):
+        if span is None or span[0] >= region:
+            outside[g] = (pos, pos)  # the group's chunk lies among its own bytes
+        elif span[0] != pos:
+            raise FooterError("the region's chunks out of order")
+        else:
+            pos = span[1]
+    if any(a > b for a, b in zip(starts, stops)) or (starts and starts[0] != pos):
         raise FooterError("row groups out of order")
-    return list(zip(starts, stops))
+    return list(zip(outside, zip(starts, stops)))
 
 
 def _copy(fields: list) -> list:

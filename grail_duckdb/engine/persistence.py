@@ -79,11 +79,12 @@ import pyarrow as pa
 from ..errors import IndexFileError, StaleIndexError
 from ..kernels import Landing, to_host, to_host_all
 from . import parquet_parts
-from .atomic_write import replace_atomically
+from .atomic_write import Replacement
 from .ids import VertexIds
 from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_VERSION,
-                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, first_text, label_names,
-                           leaf_hash, read_metadata, root_digest, tree_size, write_options)
+                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, first_text, group_leaf,
+                           label_names, leaf_hash, read_metadata, root_digest, tree_size,
+                           write_options)
 from .index_reader import IndexReader
 from .ingest import workers
 
@@ -100,53 +101,96 @@ _SIZES = {size: (lo_j, post_j) for size, _, lo_j, post_j in TREE_FILE_COLUMNS}
 
 # --- save ---------------------------------------------------------------------------------
 @dataclass
-class _Rows:
-    """The index's arrays, and how to cut them into the file's rows. The label arrays stay on
-    the index's backend: each part gathers its rows there (on the device for a GPU index) and
-    brings them to the host (:func:`~grail_duckdb.kernels.to_host_all`), so the copy is
-    spread over the encoding threads instead of preceding them."""
+class _Graph:
+    """What the children's region needs, known once the condensation is done (before the
+    labels): the components, the DAG's rows, and how to cut the file's rows into parts. The
+    children stay on the index's backend: each part brings its own to the host."""
 
     ids: VertexIds
     comp: np.ndarray  # host int32
     dev_comp: object  # the same on the backend: the gather of the label rows
-    fields: dict[str, object]  # label array name -> backend array (1-D, or 2-D: one column per j)
-    cols: dict[str, tuple[str, int | None]]  # file column -> (label array, its column j)
     ptr: np.ndarray  # host int64
     idx: object  # the DAG's children, on the backend
     rep: np.ndarray | None  # representative rows (None: every row is one)
-    names: list[str]
+    bounds: list[tuple[int, int]]  # the parts' rows
 
     @property
     def n(self) -> int:
         return self.comp.shape[0]
 
-    def bounds(self) -> list[tuple[int, int]]:
-        """Row ranges of the parts (at least one, also for an empty index)."""
-        per_row = 8 + 4 + 4 * len(self.cols) + 4 * self.idx.shape[0] / max(self.n, 1)
-        step = max(1024, int(PART_BYTES / per_row))
-        return [(lo, min(lo + step, self.n)) for lo in range(0, max(self.n, 1), step)]
+    def components(self, lo: int, hi: int) -> tuple[int, int]:
+        """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
+        if self.rep is None:
+            return lo, hi
+        first = self.comp[lo:hi][self.rep[lo:hi]]
+        c0 = int(first[0]) if first.shape[0] else 0
+        return c0, c0 + first.shape[0]
 
-    def part(self, lo: int, hi: int, landing: Landing | None = None
-             ) -> tuple[pa.Table, parquet_parts.Blobs, int]:
-        """Rows ``[lo, hi)`` as an Arrow table (label columns gathered per vertex; the
-        children's column all NULL, standing for the BLOBs that :mod:`.parquet_parts` writes
-        from the second value), and the DAG edges (children) they hold: the file's
-        ``group_edges``, so that a reader places each row group's children without waiting for
-        the groups before. Device rows land in ``landing`` (:class:`~grail_duckdb.kernels.Landing`:
-        the table is valid until its next use)."""
-        comp = self.comp[lo:hi]
-        c0, c1 = self._components(lo, hi, comp)
-        rows = slice(lo, hi) if self.rep is None else self.dev_comp[lo:hi]
+    def blobs(self, lo: int, hi: int, landing: Landing | None = None,
+              children: bool = True) -> parquet_parts.Blobs:
+        """The children of rows ``[lo, hi)`` (landed in ``landing``; not brought over at all
+        without ``children``: the page's size needs the pointers only)."""
+        c0, c1 = self.components(lo, hi)
+        kids = (to_host_all([self.idx[self.ptr[c0]:self.ptr[c1]]], landing)[0] if children
+                else None)
+        valid = None if self.rep is None else self.rep[lo:hi]
+        return parquet_parts.Blobs("dag_children", self.ptr[c0:c1 + 1], kids, valid)
+
+    def edges(self, lo: int, hi: int) -> int:
+        """The DAG edges (children) that rows ``[lo, hi)`` hold: the file's ``group_edges``,
+        so that a reader places each row group's children without waiting for the groups
+        before."""
+        c0, c1 = self.components(lo, hi)
+        return int(self.ptr[c1] - self.ptr[c0])
+
+
+def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
+    """The :class:`_Graph` of a condensation: the components and the DAG's row pointers copied
+    to the host (in parallel), the children left where they are; parts of about
+    ``PART_BYTES`` of raw data, counted with two words of hub bits per side (the labels' own
+    widths are not known yet)."""
+    with ThreadPoolExecutor(2) as pool:
+        host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a)),
+                                  [comp, dag.indptr])
+    host_comp = host_comp.astype(np.int32, copy=False)
+    n = host_comp.shape[0]
+    rep = None if n_components == n else _representatives(host_comp)
+    per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag.indices.shape[0] / max(n, 1)
+    step = max(1024, int(PART_BYTES / per_row))
+    bounds = [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
+    return _Graph(ids, host_comp, comp, ptr.astype(np.int64, copy=False), dag.indices, rep,
+                  bounds)
+
+
+@dataclass
+class _Rows:
+    """The index's label arrays, and how they make each part's table. They stay on the
+    index's backend: each part gathers its rows there (on the device for a GPU index) and
+    brings them to the host (:func:`~grail_duckdb.kernels.to_host_all`), so the copy is
+    spread over the encoding threads instead of preceding them."""
+
+    graph: _Graph
+    fields: dict[str, object]  # label array name -> backend array (1-D, or 2-D: one column per j)
+    cols: dict[str, tuple[str, int | None]]  # file column -> (label array, its column j)
+    names: list[str]
+
+    def part(self, lo: int, hi: int, landing: Landing | None = None) -> pa.Table:
+        """Rows ``[lo, hi)`` as an Arrow table: label columns gathered per vertex, the
+        children's column all NULL, a placeholder for their page in the region
+        (:func:`.parquet_parts.external_chunk`). Device rows land in ``landing``
+        (:class:`~grail_duckdb.kernels.Landing`: the table is valid until its next use)."""
+        g = self.graph
+        comp = g.comp[lo:hi]
+        rows = slice(lo, hi) if g.rep is None else g.dev_comp[lo:hi]
         names = list(self.fields)
         gathered = [self.fields[f][rows] for f in names]
-        host = to_host_all([g if g.ndim == 1 else g.T for g in gathered]
-                           + [self.idx[self.ptr[c0]:self.ptr[c1]]], landing)
+        host = to_host_all([a if a.ndim == 1 else a.T for a in gathered], landing)
         by_field = dict(zip(names, host))
-        rng = self.ids.key_range()
+        rng = g.ids.key_range()
         if rng is not None:
             key = pa.array(np.arange(rng[0] + lo, rng[0] + hi, dtype=np.int64))
         else:
-            key = self.ids.keys.slice(lo, hi - lo)
+            key = g.ids.keys.slice(lo, hi - lo)
         arrays = {"key": key, "component": pa.array(comp)}
         for name, (field, j) in self.cols.items():
             if name in _SIZES:  # the interval [lo, post] stored as its size
@@ -157,29 +201,13 @@ class _Rows:
             arrays[name] = pa.array(values)
         arrays["dag_children"] = pa.nulls(hi - lo, pa.binary())
         # every column but the children is declared NOT NULL: no definition levels to decode
-        table = pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
+        return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
-        valid = None if self.rep is None else self.rep[lo:hi]
-        blobs = parquet_parts.Blobs("dag_children", self.ptr[c0:c1 + 1], host[-1], valid)
-        return table, blobs, int(self.ptr[c1] - self.ptr[c0])
-
-    def _components(self, lo: int, hi: int, comp: np.ndarray) -> tuple[int, int]:
-        """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
-        if self.rep is None:
-            return lo, hi
-        first = comp[self.rep[lo:hi]]
-        c0 = int(first[0]) if first.shape[0] else 0
-        return c0, c0 + first.shape[0]
 
 
-def _rows(index) -> _Rows:
-    """The index's rows: the components and the DAG's row pointers copied to the host (in
-    parallel), the label arrays and the children left where they are."""
+def _rows(index, graph: _Graph) -> _Rows:
+    """The index's label rows over ``graph``'s parts (the label arrays left where they are)."""
     lab = index.labels
-    with ThreadPoolExecutor(2) as pool:
-        comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a)),
-                             [index.comp, index.dag.indptr])
-    comp = comp.astype(np.int32, copy=False)
     fields = {name: a for name, a in lab.arrays().items() if name != "win_first"}
     d, hw = fields["inner"].shape[1], fields["hub_down"].shape[1]
     ww = win_words(lab)
@@ -197,9 +225,7 @@ def _rows(index) -> _Rows:
     for w in range(ww):
         cols[f"win_down_{w + 1}"] = ("win_down", w)
         cols[f"win_up_{w + 1}"] = ("win_up", w)
-    rep = None if index.n_components == comp.shape[0] else _representatives(comp)
-    return _Rows(index.ids, comp, index.comp, fields, {n: cols[n] for n in names},
-                 ptr.astype(np.int64, copy=False), index.dag.indices, rep, names)
+    return _Rows(graph, fields, {n: cols[n] for n in names}, names)
 
 
 def win_words(lab) -> int:
@@ -309,78 +335,166 @@ def _written(part: parquet_parts.Part, buffers: parquet_parts.Buffers) -> None:
         part.buffer = None
 
 
-def _write_parquet(rows: _Rows, meta: dict[str, str], tmp: str, sync: bool = True,
-                   timings: dict | None = None) -> None:
-    """Encode the parts on every core, write each where it belongs as soon as the parts
-    before it are known, then the footer with the digest (see :mod:`.parquet_parts`)."""
-    t0 = time.perf_counter()
-    names = ["key", "component"] + rows.names + ["dag_children"]
-    options = {empty: write_options(names, rows.ids.kind, 0 if empty else 1)
-               for empty in (False, True)}
+@dataclass
+class _Region:
+    """The children's pages at the front of the file, one per part (empty parts have none):
+    where each lies, and the hash of each (the first half of its row group's leaf)."""
 
-    buffers = parquet_parts.Buffers()
-    local = threading.local()
+    at: list[int]
+    sizes: list[int]
+    hashes: list[bytes]
 
-    def encode(bounds):
-        if not hasattr(local, "landing"):
-            local.landing = Landing()
-        table, blobs, edges = rows.part(*bounds, local.landing)
-        part = parquet_parts.encode_part(table, blobs, buffers, **options[table.num_rows == 0])
-        return (part, leaf_hash(memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]),
-                edges)
+    @property
+    def end(self) -> int:
+        return self.at[-1] + self.sizes[-1] if self.at else len(parquet_parts.MAGIC)
 
-    fd = os.open(tmp, os.O_WRONLY)
-    try:
-        writer = _Writer(fd, sync)
-        with ThreadPoolExecutor(workers()) as pool, ThreadPoolExecutor(_WRITERS) as io_pool:
-            writes = [io_pool.submit(writer.write, 0, parquet_parts.MAGIC)]
-            parts, leaves, edges, groups, pos = [], [], [], [], len(parquet_parts.MAGIC)
-            for part, leaf, count in pool.map(encode, rows.bounds()):
-                groups += parquet_parts.moved_groups(part, pos, len(groups))
-                chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
-                writes.append(io_pool.submit(writer.write, pos, chunks))
-                writes[-1].add_done_callback(lambda _, p=part: _written(p, buffers))
-                del chunks  # the part's bytes are freed once written
-                pos += part.size
-                parts.append(part)
-                leaves.append(leaf)
-                edges.append(str(count))
-            for w in writes:
-                w.result()
+
+class IndexWriter:
+    """An index file under way (one :func:`save`; or a build's, started as soon as the
+    condensation is done: :func:`~grail_duckdb.engine.index.build_index` with ``save_to``).
+
+    The file is the index's row groups behind a region that holds every group's children
+    (their BLOBs' chunk, 42% of the file at 2.5B edges): :meth:`write_children` writes that
+    region in the background, on every core, from the condensation alone, so a build writes
+    it while it computes the labels; :meth:`finish` then writes the groups' label columns
+    after it, the footer and the digest, and renames the file over ``path``
+    (:class:`.atomic_write.Replacement`: checks first, a locked temporary, a flush, the
+    rename; a failure or :meth:`discard` leaves the old file as it was)."""
+
+    def __init__(self, path, *, fsync: bool = True):
+        self.fsync = fsync
+        self._file = Replacement(Path(path), FORMAT_NAME)
+        self._writer = _Writer(self._file.fd, fsync)
+        self._pool = ThreadPoolExecutor(workers())
+        self._io = ThreadPoolExecutor(_WRITERS)
+        self._local = threading.local()
+        self._buffers = parquet_parts.Buffers()
+        self._graph = self._region = None
+
+    def _landing(self) -> Landing:
+        if not hasattr(self._local, "landing"):
+            self._local.landing = Landing()
+        return self._local.landing
+
+    def write_children(self, ids: VertexIds, comp, n_components: int, dag, d: int) -> None:
+        """Start writing the children's region of the index of this condensation (``d``:
+        the labels it will have); returns at once."""
+        if self._region is not None:
+            raise RuntimeError("the children are being written already")
+        self._region = ThreadPoolExecutor(1).submit(self._children, ids, comp, n_components,
+                                                    dag, d)
+
+    def _children(self, ids, comp, n_components, dag, d) -> _Region:
+        g = self._graph = _graph(ids, comp, n_components, dag, d)
+        rows = [hi - lo for lo, hi in g.bounds]
+        sizes = [parquet_parts.blob_page_size(g.blobs(lo, hi, children=False), r) if r else 0
+                 for (lo, hi), r in zip(g.bounds, rows)]
+        at = list(np.cumsum([len(parquet_parts.MAGIC)] + sizes[:-1]).tolist())
+
+        def page(k: int) -> bytes:
+            if not sizes[k]:
+                return leaf_hash(b"")
+            blobs = g.blobs(*g.bounds[k], self._landing())
+            buf = self._buffers.take(sizes[k])
+            try:
+                out = buf[:sizes[k]]
+                parquet_parts.write_blob_page(blobs, rows[k], out)
+                self._writer.write(at[k], out)
+                return leaf_hash(out)
+            finally:
+                self._buffers.give(buf)
+
+        return _Region(at, sizes, list(self._pool.map(page, range(len(sizes)))))
+
+    def finish(self, index, *, source: dict | None = None, timings: dict | None = None) -> Path:
+        """Write the rest of ``index`` (the children first, if :meth:`write_children` was not
+        called) and put the file in place; ``timings`` receives the seconds of the steps."""
+        try:
+            t0 = time.perf_counter()
+            if self._region is None:
+                self.write_children(index.ids, index.comp, index.n_components, index.dag,
+                                    index.d)
+            region = self._region.result()
+            rows = _rows(index, self._graph)
+            meta = metadata(index, rows.graph.idx.shape[0], source)
+            t1 = time.perf_counter()
+            if timings is not None:
+                timings["children (waited for)"] = t1 - t0
+            self._write_groups(rows, region, meta)
+            t2 = time.perf_counter()
+            if timings is not None:
+                timings["encode and write"] = t2 - t1
+            out = self._file.commit(fsync=self.fsync)
+            if timings is not None:
+                timings["final flush, rename"] = time.perf_counter() - t2
+            return out
+        except BaseException:
+            self.discard()
+            raise
+        finally:
+            self._shutdown()
+
+    def discard(self) -> None:
+        """Give up: the temporary goes, the old file (if any) stays."""
+        self._shutdown()
+        self._file.discard()
+
+    def _shutdown(self) -> None:
+        if self._region is not None:
+            self._region.exception()  # its tasks are over before the file goes
+        self._pool.shutdown()
+        self._io.shutdown()
+
+    def _write_groups(self, rows: _Rows, region: _Region, meta: dict[str, str]) -> None:
+        """Encode the groups' label columns on every core, write each after the region as
+        soon as the groups before it are known, then the footer with the digest."""
+        names = ["key", "component"] + rows.names + ["dag_children"]
+        options = {empty: write_options(names, rows.graph.ids.kind, 0 if empty else 1)
+                   for empty in (False, True)}
+        g = rows.graph
+
+        def encode(k: int):
+            lo, hi = g.bounds[k]
+            table = rows.part(lo, hi, self._landing())
+            part = parquet_parts.encode_part(table, self._buffers, **options[hi == lo])
+            if region.sizes[k]:
+                parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
+            own = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
+            return part, group_leaf(region.hashes[k], leaf_hash(own)), g.edges(lo, hi)
+
+        writes = [self._io.submit(self._writer.write, 0, parquet_parts.MAGIC)]
+        parts, leaves, edges, groups, pos = [], [], [], [], region.end
+        for part, leaf, count in self._pool.map(encode, range(len(g.bounds))):
+            groups += parquet_parts.moved_groups(part, pos, len(groups))
+            chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
+            writes.append(self._io.submit(self._writer.write, pos, chunks))
+            writes[-1].add_done_callback(lambda _, p=part: _written(p, self._buffers))
+            del chunks  # the part's bytes are freed once written
+            pos += part.size
+            parts.append(part)
+            leaves.append(leaf)
+            edges.append(str(count))
+        for w in writes:
+            w.result()
         meta = {**meta, "group_edges": ",".join(edges)}
         pairs = {**{META_PREFIX + k: v for k, v in meta.items()}, DIGEST_KEY: DIGEST_PLACEHOLDER}
         tail = parquet_parts.footer(parts, pairs, groups)
         body = tail[:-8]  # the footer's length and PAR1 follow
         site = digest_site(body)
         digest = root_digest(body, site, leaves).encode()
-        writer.write(pos, tail[:site] + digest + tail[site + len(digest):])
-    finally:
-        os.close(fd)
-    if timings is not None:
-        timings["encode and write"] = time.perf_counter() - t0
+        self._writer.write(pos, tail[:site] + digest + tail[site + len(digest):])
 
 
 def save(index, path, *, source: dict | None = None, fsync: bool = True,
          timings: dict | None = None) -> Path:
-    """Write ``index`` to ``path`` atomically (:mod:`.atomic_write`: a locked temporary beside
+    """Write ``index`` to ``path`` atomically (:class:`IndexWriter`: a locked temporary beside
     it, flushed, renamed over the old file; a crash at any point leaves the previous file
     intact). A ``path`` that exists and is not an index of this project is refused with
     :class:`IndexFileError`. ``source`` (str -> str) describes where the edges came from;
     :func:`read_metadata` returns it under ``source.<key>``. ``timings``: a dict that
-    receives the seconds of the steps (host copy, encode and write, final flush)."""
-    t0 = time.perf_counter()
-    rows = _rows(index)
-    meta = metadata(index, rows.idx.shape[0], source)
-    if timings is not None:
-        timings["host copy"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    out = replace_atomically(Path(path), FORMAT_NAME,
-                             lambda tmp: _write_parquet(rows, meta, tmp, fsync, timings),
-                             fsync=fsync)
-    if timings is not None:
-        timings["checks, final flush, rename"] = (time.perf_counter() - t1
-                                             - timings.get("encode and write", 0.0))
-    return out
+    receives the seconds of the steps (the children's region, encode and write, final
+    flush)."""
+    return IndexWriter(path, fsync=fsync).finish(index, source=source, timings=timings)
 
 
 # --- load ---------------------------------------------------------------------------------

@@ -89,9 +89,11 @@ def cmd_build(args) -> int:
         edges, cols = read_edges_for_build(args)
     if isinstance(edges, pa.Table):
         _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
-    index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend, **cols)
-    with step(f"writing {out}"):
-        index.save(out)
+    # the file is written as the build goes (its children during the labels: the ETL path)
+    index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend,
+                        save_to=out, **cols)
+    _say(f"wrote {out} ({Path(out).stat().st_size / 2**20:,.1f} MiB; the last "
+         f"{index.build_seconds.get('save', 0.0):.2f} s after the labels)")
     _print_summary(index.summary(), out)
     return 0
 

@@ -170,6 +170,7 @@ def test_a_build_that_saves_as_it_goes_writes_the_file_a_save_writes(backend, tm
     streamed = gd.build_index(src, dst, labels=2, backend=backend,
                               save_to=tmp_path / "streamed.grail.parquet")
     assert list(streamed.build_seconds)[-1] == "save"
+    assert {"children's region", "encode and write"} <= set(streamed.save_seconds)
     whole = streamed.save(tmp_path / "whole.grail.parquet")
     assert pq.ParquetFile(whole).metadata.num_row_groups > 3
     assert streamed.n_components < streamed.n_vertices

@@ -93,6 +93,8 @@ class GrailIndex:
     fingerprint: str
     kernels: Kernels
     build_seconds: dict = field(default_factory=dict)
+    #: the steps of the save a build made (``build_index(..., save_to=...)``), in seconds
+    save_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
     _host_copy: "GrailIndex | None" = None
     _query_index: QueryIndex | None = None
@@ -342,7 +344,7 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
             writer.discard()
         raise
     if writer is not None:
-        writer.finish(index)
+        writer.finish(index, timings=index.save_seconds)
         timer("save")
     index.build_seconds = dict(timer.phases)
     return index

@@ -131,8 +131,8 @@ class _Graph:
         """The children of rows ``[lo, hi)`` (landed in ``landing``; not brought over at all
         without ``children``: the page's size needs the pointers only)."""
         c0, c1 = self.components(lo, hi)
-        kids = (to_host_all([self.idx[self.ptr[c0]:self.ptr[c1]]], landing)[0] if children
-                else None)
+        kids = (to_host_all([self.idx[self.ptr[c0]:self.ptr[c1]]], landing, ready=True)[0]
+                if children else None)
         valid = None if self.rep is None else self.rep[lo:hi]
         return parquet_parts.Blobs("dag_children", self.ptr[c0:c1 + 1], kids, valid)
 
@@ -149,8 +149,8 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
     to the host (in parallel), the children left where they are; parts of about
     ``PART_BYTES`` of raw data, counted with two words of hub bits per side (the labels' own
     widths are not known yet)."""
-    with ThreadPoolExecutor(2) as pool:
-        host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a)),
+    with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
+        host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
                                   [comp, dag.indptr])
     host_comp = host_comp.astype(np.int32, copy=False)
     n = host_comp.shape[0]
@@ -343,6 +343,7 @@ class _Region:
     at: list[int]
     sizes: list[int]
     hashes: list[bytes]
+    seconds: float = 0.0  # from the region's start to its last page written
 
     @property
     def end(self) -> int:
@@ -385,6 +386,7 @@ class IndexWriter:
                                                     dag, d)
 
     def _children(self, ids, comp, n_components, dag, d) -> _Region:
+        t0 = time.perf_counter()
         g = self._graph = _graph(ids, comp, n_components, dag, d)
         rows = [hi - lo for lo, hi in g.bounds]
         sizes = [parquet_parts.blob_page_size(g.blobs(lo, hi, children=False), r) if r else 0
@@ -404,7 +406,9 @@ class IndexWriter:
             finally:
                 self._buffers.give(buf)
 
-        return _Region(at, sizes, list(self._pool.map(page, range(len(sizes)))))
+        region = _Region(at, sizes, list(self._pool.map(page, range(len(sizes)))))
+        region.seconds = time.perf_counter() - t0
+        return region
 
     def finish(self, index, *, source: dict | None = None, timings: dict | None = None) -> Path:
         """Write the rest of ``index`` (the children first, if :meth:`write_children` was not
@@ -419,6 +423,7 @@ class IndexWriter:
             meta = metadata(index, rows.graph.idx.shape[0], source)
             t1 = time.perf_counter()
             if timings is not None:
+                timings["children's region"] = region.seconds
                 timings["children (waited for)"] = t1 - t0
             self._write_groups(rows, region, meta)
             t2 = time.perf_counter()
@@ -492,8 +497,8 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
     intact). A ``path`` that exists and is not an index of this project is refused with
     :class:`IndexFileError`. ``source`` (str -> str) describes where the edges came from;
     :func:`read_metadata` returns it under ``source.<key>``. ``timings``: a dict that
-    receives the seconds of the steps (the children's region, encode and write, final
-    flush)."""
+    receives the seconds of the steps (the children's region, the wait for it, encode and
+    write, final flush)."""
     return IndexWriter(path, fsync=fsync).finish(index, source=source, timings=timings)
 
 

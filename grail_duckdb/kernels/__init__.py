@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -43,31 +44,52 @@ PINNED_MIN_BYTES = 1 << 20
 DOWNLOAD_CHUNK = 1 << 24
 
 
-def to_host(a, out: np.ndarray | None = None) -> np.ndarray:
+def to_host(a, out: np.ndarray | None = None, ready: bool = False) -> np.ndarray:
     """A NumPy array of a host or device (CuPy) array; host arrays are not copied. Device
     arrays over 1 MiB come through pinned buffers (:func:`.gpu.download`: a pageable copy
     runs at a few GB/s, as a save's host copy of a large index showed), into ``out`` when
-    given (a C-contiguous host array of ``a``'s shape and type)."""
+    given (a C-contiguous host array of ``a``'s shape and type); ``ready``: ``a`` was
+    complete before the device's last synchronization (the copy waits for nothing else)."""
     if not _on_device(a):
         return np.asarray(a)
     if a.nbytes > PINNED_MIN_BYTES:
         from .gpu import download
 
-        return download(a, DOWNLOAD_CHUNK, out)
+        return download(a, DOWNLOAD_CHUNK, out, ready)
+    if ready:
+        host = np.empty(a.shape, a.dtype) if out is None else out
+        stream = _side_stream()
+        a.get(stream=stream, out=host)
+        stream.synchronize()
+        return host
     return a.get()
 
 
-def to_host_all(arrays, landing: Landing | None = None) -> list[np.ndarray]:
-    """Contiguous NumPy arrays of several host or device arrays (:func:`to_host` each: a
-    save's gathered parts come through the pinned buffers); device arrays land in
-    ``landing``'s memory when given (valid until its next use)."""
+def _side_stream():
+    """This thread's non-blocking stream for small copies that wait for nothing else."""
+    import cupy
+
+    stream = getattr(_side, "stream", None)
+    if stream is None:
+        stream = _side.stream = cupy.cuda.Stream(non_blocking=True)
+    return stream
+
+
+_side = threading.local()
+
+
+def to_host_all(arrays, landing: Landing | None = None, ready: bool = False
+                ) -> list[np.ndarray]:
+    """Contiguous NumPy arrays of several host or device arrays (:func:`to_host` each, with
+    ``ready``: a save's gathered parts come through the pinned buffers); device arrays land
+    in ``landing``'s memory when given (valid until its next use)."""
     arrays = list(arrays)
     device = [a for a in arrays if _on_device(a) and a.nbytes > PINNED_MIN_BYTES]
     if landing is None or not device:
-        return [np.ascontiguousarray(to_host(a)) for a in arrays]
+        return [np.ascontiguousarray(to_host(a, ready=ready)) for a in arrays]
     outs = iter(landing.arrays([(a.shape, a.dtype) for a in device]))
-    return [to_host(a, next(outs)) if _on_device(a) and a.nbytes > PINNED_MIN_BYTES
-            else np.ascontiguousarray(to_host(a)) for a in arrays]
+    return [to_host(a, next(outs), ready) if _on_device(a) and a.nbytes > PINNED_MIN_BYTES
+            else np.ascontiguousarray(to_host(a, ready=ready)) for a in arrays]
 
 
 def _on_device(a) -> bool:

@@ -432,12 +432,15 @@ class GpuKernels(GpuQueries):
         return int(out.get()[0])
 
 
-def download(a, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
+def download(a, chunk: int, out: np.ndarray | None = None, ready: bool = False) -> np.ndarray:
     """A device array copied to a new (pageable) host array, or into ``out`` (C-contiguous,
     of ``a``'s shape and type), through two pinned buffers of ``chunk`` bytes: the device
     copies one chunk into a pinned buffer on a stream of its own while this thread copies
     the previous one out of the other buffer (NumPy, without the GIL), so several threads
-    can download arrays side by side at the link's speed."""
+    can download arrays side by side at the link's speed. ``ready``: ``a`` was complete
+    before the device's last synchronization, so the copy does not wait for the current
+    stream (where other threads' kernels queue: the children written during a build's label
+    passes waited for them at every part, and wrote almost nothing until they were over)."""
     a = cp.ascontiguousarray(a)
     if out is None:
         out = np.empty(a.shape, a.dtype)
@@ -449,7 +452,8 @@ def download(a, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
     src = a.data.ptr
     dst = out.reshape(-1).view(np.uint8)
     bufs = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
-    cp.cuda.get_current_stream().synchronize()  # whatever made ``a`` is done
+    if not ready:
+        cp.cuda.get_current_stream().synchronize()  # whatever made ``a`` is done
     stream = cp.cuda.Stream(non_blocking=True)
     pending = None
     for i, lo in enumerate(range(0, n, chunk)):

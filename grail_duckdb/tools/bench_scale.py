@@ -188,7 +188,8 @@ def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: 
             + ", ".join(f"{k} {v:.2f}" for k, v in res["phases"].items()))
         res["memory"] = mem.phases
         size = path.stat().st_size
-        res["save"] = {"seconds": st, "bytes": size, "GB_per_s": size / GB / st}
+        res["save"] = {"seconds": st, "bytes": size, "GB_per_s": size / GB / st,
+                       "steps": dict(idx.save_seconds)}
         say(f"[{papers:,}] saved {size / GB:.2f} GB, the last {st:.2f} s after the labels "
             "(the children written during them)")
         partial(res)
@@ -355,6 +356,8 @@ def report(results: list[dict]) -> str:
     row("peak host RSS, build (GB)", lambda r: f"{_build_peak(r, 'rss_peak') / GB:.1f}")
     row("save, after the labels (s; the children written during them)",
         lambda r: f"{r['save']['seconds']:.2f}")
+    row("  " + " / ".join(results[0].get("save", {}).get("steps", {})) + " (s)",
+        lambda r: " / ".join(f"{v:.2f}" for v in r["save"]["steps"].values()))
     row("  save / build", lambda r: f"{r['save']['seconds'] / r['build_seconds']:.2f}")
     row("  later whole saves of the built index (s)", lambda r: _seconds(r["save"]["again"]))
     row("index file (GB)", lambda r: f"{r['save']['bytes'] / GB:.2f}")

@@ -11,7 +11,9 @@ A Parquet file is ``PAR1``, the column chunks (pages), the footer (a Thrift ``Fi
 in the compact protocol), the footer's length and ``PAR1``; nothing in a column chunk refers
 to its own position, so moving a part's chunks only changes the offsets in its footer. The
 footer is decoded into a generic tree (field id, type, value) and encoded back, so fields this
-module does not know about are kept as they are.
+module does not know about are kept as they are. A chunk may also lie apart from its part's
+bytes, anywhere before them (:func:`external_chunk`: the index's children, written in a
+region of their own at the front of the file while the labels are still being computed).
 
 >>> import pyarrow as pa, pyarrow.parquet as pq, io
 >>> parts = [encode_part(pa.table({"x": [1, 2]})), encode_part(pa.table({"x": [3]}))]
@@ -221,9 +223,9 @@ class Blobs:
     """A column of BLOBs of int32 words that this module writes itself, as one PLAIN data page
     (pyarrow's writer takes about 50 ns per BLOB, this a few per word: :mod:`..kernels.cpu.pages`):
     row i of the rows that hold one (``valid``; None: every row) is
-    ``children[ptr[i] - ptr[0]:ptr[i + 1] - ptr[0]]``. It must be the table's last column,
-    nullable binary, given to pyarrow all NULL: pyarrow writes its schema and metadata, and
-    its chunk of NULLs is replaced by this one."""
+    ``children[ptr[i] - ptr[0]:ptr[i + 1] - ptr[0]]`` (:func:`write_blob_page`). In the
+    part's table it is the last column, nullable binary, all NULL: pyarrow writes its schema
+    and metadata, and :func:`external_chunk` points that chunk at the page, written apart."""
 
     name: str
     ptr: np.ndarray

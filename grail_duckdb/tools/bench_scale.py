@@ -4,15 +4,15 @@ For each size (``--papers N`` papers citing ``--citations K`` earlier ones on av
 generator writes the graph as a folder of Parquet files, flushed to disk before the build
 (as a user's edge files would be); the build reads the folder itself
 (as ``python -m grail_duckdb build folder/`` does: its ``read`` phase decodes the row groups
-and uploads them), builds the index phase by phase, saves it beside the data (the save's
-steps timed apart), answers ``--pairs`` uniform random pairs in calls of ``--batch``, loads
+and uploads them), builds the index phase by phase and saves it beside the data as it goes
+(``build_index(..., save_to=...)``: the children during the labels, the rest after them, the
+save's steps timed apart), answers ``--pairs`` uniform random pairs in calls of ``--batch``, loads
 the index back (read on every core straight into the device's arrays) and answers them again;
 with ``--gpus`` the same pairs are answered by replicas on 1..G GPUs. A small run of the same
 paths first takes the first-use compiles (Numba, CUDA) out of the timed figures
-(``--no-warm-up`` keeps them in). ``--io-repeats N`` times N - 1 more saves right after the
-first and N - 1 more loads after the queries: the first of each is the figure, the later
-ones show what the process's state adds (a save right after a build, a load right after a
-save: README, Scale, stop 28).
+(``--no-warm-up`` keeps them in). ``--io-repeats N`` times N - 1 whole saves of the built
+index (``idx.save``: nothing overlapped) and N - 1 more loads after the queries; the first
+save and load are the figures.
 Each phase reports its seconds, the peak host RSS and (on a GPU) the peak bytes in use in
 CuPy's pool and reserved by it, sampled every 2 ms, also per edge and per vertex. The answers
 are checked where the truth is known without a search: every edge is reachable, no reversed
@@ -412,8 +412,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--workdir", default="scale-work", help="where the Parquet files go")
     p.add_argument("--keep", action="store_true", help="keep the generated files")
     p.add_argument("--io-repeats", type=int, default=1, metavar="N",
-                   help="time N saves of the built index and N loads (the first of each is "
-                        "the figure; later ones show what the process's state adds)")
+                   help="time N - 1 whole saves of the built index after the build's own "
+                        "and N - 1 more loads (the first save and load are the figures)")
     p.add_argument("--no-warm-up", action="store_true",
                    help="time the first run with its first-use compiles")
     p.add_argument("--out", default="scale-out", help="folder for scale.json and scale.md")

@@ -376,6 +376,7 @@ class IndexWriter:
         self._writer = _Writer(self._file.fd, fsync)
         self._pool = ThreadPoolExecutor(workers())
         self._io = ThreadPoolExecutor(_WRITERS)
+        self._conductor = ThreadPoolExecutor(1)  # lays out the region, then waits for it
         self._local = threading.local()
         self._buffers = parquet_parts.Buffers()
         self._graph = self._region = None
@@ -390,8 +391,7 @@ class IndexWriter:
         the labels it will have); returns at once."""
         if self._region is not None:
             raise RuntimeError("the children are being written already")
-        self._region = ThreadPoolExecutor(1).submit(self._children, ids, comp, n_components,
-                                                    dag, d)
+        self._region = self._conductor.submit(self._children, ids, comp, n_components, dag, d)
 
     def _children(self, ids, comp, n_components, dag, d) -> _Region:
         t0 = time.perf_counter()
@@ -455,8 +455,8 @@ class IndexWriter:
     def _shutdown(self) -> None:
         if self._region is not None:
             self._region.exception()  # its tasks are over before the file goes
-        self._pool.shutdown()
-        self._io.shutdown()
+        for pool in (self._conductor, self._pool, self._io):
+            pool.shutdown()
 
     def _write_groups(self, rows: _Rows, region: _Region, meta: dict[str, str]) -> None:
         """Encode the groups' label columns on every core, write each after the region as
@@ -536,5 +536,5 @@ def load(path, *, expect_fingerprint: str | None = None, xp=np) -> dict:
         raise IndexFileError(f"{path} is damaged ({exc}); delete it and rebuild the index") from exc
 
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "PART_BYTES", "load", "metadata", "read_metadata",
-           "save"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "IndexWriter", "PART_BYTES", "load", "metadata",
+           "read_metadata", "save"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import threading
 
 import numpy as np

@@ -49,6 +49,7 @@ _CM_OFFSETS = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom f
 _RG_BYTES, _RG_COMPRESSED = 2, 6
 _CM_UNCOMPRESSED, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_DICTIONARY_PAGE = 6, 7, 9, 11
 _CM_STATISTICS, _CM_SIZE_STATISTICS = 12, 16
+_CM_PATH, _CM_VALUES = 3, 5  # path_in_schema, num_values
 # page types and encodings (parquet.thrift)
 _DATA_PAGE, _PLAIN, _RLE = 0, 0, 3
 
@@ -383,8 +384,8 @@ def external_chunk(part: Part, table: pa.Table, at: int, size: int) -> None:
     group = _field(part.meta, _FILE_ROW_GROUPS)[2][1][0]
     columns = _field(group, _RG_COLUMNS)[2][1]
     chunk_meta = _field(columns[-1], _CC_META)[2]
-    if (_field(chunk_meta, 3)[2][1][-1] != name.encode()  # path_in_schema
-            or _field(chunk_meta, 5)[2] != table.num_rows):  # num_values
+    if (_field(chunk_meta, _CM_PATH)[2][1][-1] != name.encode()
+            or _field(chunk_meta, _CM_VALUES)[2] != table.num_rows):
         raise ValueError(f"{name}: the part is not that of the table")
     start, old = _field(chunk_meta, _CM_DATA_PAGE)[2], _field(chunk_meta, _CM_COMPRESSED)[2]
     if _field(chunk_meta, _CM_DICTIONARY_PAGE) is not None or start + old != part.data_end:

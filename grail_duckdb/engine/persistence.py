@@ -121,34 +121,23 @@ class _Graph:
     idx: object  # the DAG's children, on the backend
     rep: np.ndarray | None  # representative rows (None: every row is one)
     bounds: list[tuple[int, int]]  # the parts' rows
+    spans: list[tuple[int, int]]  # the components whose representatives each part holds
 
-    @property
-    def n(self) -> int:
-        return self.comp.shape[0]
-
-    def components(self, lo: int, hi: int) -> tuple[int, int]:
-        """The components ``[c0, c1)`` whose representatives lie in rows ``[lo, hi)``."""
-        if self.rep is None:
-            return lo, hi
-        first = self.comp[lo:hi][self.rep[lo:hi]]
-        c0 = int(first[0]) if first.shape[0] else 0
-        return c0, c0 + first.shape[0]
-
-    def blobs(self, lo: int, hi: int, landing: Landing | None = None,
+    def blobs(self, k: int, landing: Landing | None = None,
               children: bool = True) -> parquet_parts.Blobs:
-        """The children of rows ``[lo, hi)`` (landed in ``landing``; not brought over at all
+        """The children of part ``k``'s rows (landed in ``landing``; not brought over at all
         without ``children``: the page's size needs the pointers only)."""
-        c0, c1 = self.components(lo, hi)
+        (lo, hi), (c0, c1) = self.bounds[k], self.spans[k]
         kids = (to_host_all([self.idx[self.ptr[c0]:self.ptr[c1]]], landing, ready=True)[0]
                 if children else None)
         valid = None if self.rep is None else self.rep[lo:hi]
         return parquet_parts.Blobs("dag_children", self.ptr[c0:c1 + 1], kids, valid)
 
-    def edges(self, lo: int, hi: int) -> int:
-        """The DAG edges (children) that rows ``[lo, hi)`` hold: the file's ``group_edges``,
-        so that a reader places each row group's children without waiting for the groups
+    def edges(self, k: int) -> int:
+        """The DAG edges (children) that part ``k`` holds: the file's ``group_edges``, so
+        that a reader places each row group's children without waiting for the groups
         before."""
-        c0, c1 = self.components(lo, hi)
+        c0, c1 = self.spans[k]
         return int(self.ptr[c1] - self.ptr[c0])
 
 
@@ -166,8 +155,12 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
     per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag.indices.shape[0] / max(n, 1)
     step = max(1024, int(PART_BYTES / per_row))
     bounds = [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
+    # components are numbered by their representatives' rows: those before a row count them
+    before = (np.arange(n + 1) if rep is None
+              else np.concatenate([[0], np.cumsum(rep, dtype=np.int64)]))
+    spans = [(int(before[lo]), int(before[hi])) for lo, hi in bounds]
     return _Graph(ids, host_comp, comp, ptr.astype(np.int64, copy=False), dag.indices, rep,
-                  bounds)
+                  bounds, spans)
 
 
 @dataclass
@@ -397,14 +390,14 @@ class IndexWriter:
         t0 = time.perf_counter()
         g = self._graph = _graph(ids, comp, n_components, dag, d)
         rows = [hi - lo for lo, hi in g.bounds]
-        sizes = [parquet_parts.blob_page_size(g.blobs(lo, hi, children=False), r) if r else 0
-                 for (lo, hi), r in zip(g.bounds, rows)]
+        sizes = [parquet_parts.blob_page_size(g.blobs(k, children=False), r) if r else 0
+                 for k, r in enumerate(rows)]
         at = list(np.cumsum([len(parquet_parts.MAGIC)] + sizes[:-1]).tolist())
 
         def page(k: int) -> bytes:
             if not sizes[k]:
                 return leaf_hash(b"")
-            blobs = g.blobs(*g.bounds[k], self._landing())
+            blobs = g.blobs(k, self._landing())
             buf = self._buffers.take(sizes[k])
             try:
                 out = buf[:sizes[k]]
@@ -473,7 +466,7 @@ class IndexWriter:
             if region.sizes[k]:
                 parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
             own = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
-            return part, group_leaf(region.hashes[k], leaf_hash(own)), g.edges(lo, hi)
+            return part, group_leaf(region.hashes[k], leaf_hash(own)), g.edges(k)
 
         writes = [self._io.submit(self._writer.write, 0, parquet_parts.MAGIC)]
         parts, leaves, edges, groups, pos = [], [], [], [], region.end

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 
 import numpy as np
 
@@ -48,33 +47,15 @@ def to_host(a, out: np.ndarray | None = None, ready: bool = False) -> np.ndarray
     arrays over 1 MiB come through pinned buffers (:func:`.gpu.download`: a pageable copy
     runs at a few GB/s, as a save's host copy of a large index showed), into ``out`` when
     given (a C-contiguous host array of ``a``'s shape and type); ``ready``: ``a`` was
-    complete before the device's last synchronization (the copy waits for nothing else)."""
+    complete before the device's last synchronization (a pinned copy waits for nothing
+    else)."""
     if not _on_device(a):
         return np.asarray(a)
     if a.nbytes > PINNED_MIN_BYTES:
         from .gpu import download
 
         return download(a, DOWNLOAD_CHUNK, out, ready)
-    if ready:
-        host = np.empty(a.shape, a.dtype) if out is None else out
-        stream = _side_stream()
-        a.get(stream=stream, out=host)
-        stream.synchronize()
-        return host
-    return a.get()
-
-
-def _side_stream():
-    """This thread's non-blocking stream for small copies that wait for nothing else."""
-    import cupy
-
-    stream = getattr(_side, "stream", None)
-    if stream is None:
-        stream = _side.stream = cupy.cuda.Stream(non_blocking=True)
-    return stream
-
-
-_side = threading.local()
+    return a.get(out=out)  # small: it may wait for the current stream
 
 
 def to_host_all(arrays, landing: Landing | None = None, ready: bool = False
@@ -83,12 +64,11 @@ def to_host_all(arrays, landing: Landing | None = None, ready: bool = False
     ``ready``: a save's gathered parts come through the pinned buffers); device arrays land
     in ``landing``'s memory when given (valid until its next use)."""
     arrays = list(arrays)
-    device = [a for a in arrays if _on_device(a) and a.nbytes > PINNED_MIN_BYTES]
-    if landing is None or not device:
-        return [np.ascontiguousarray(to_host(a, ready=ready)) for a in arrays]
-    outs = iter(landing.arrays([(a.shape, a.dtype) for a in device]))
-    return [to_host(a, next(outs), ready) if _on_device(a) and a.nbytes > PINNED_MIN_BYTES
-            else np.ascontiguousarray(to_host(a, ready=ready)) for a in arrays]
+    pinned = [_on_device(a) and a.nbytes > PINNED_MIN_BYTES for a in arrays]
+    outs = iter(landing.arrays([(a.shape, a.dtype) for a, p in zip(arrays, pinned) if p])
+                if landing is not None else [])
+    return [to_host(a, next(outs, None) if p else None, ready) if p
+            else np.ascontiguousarray(to_host(a, ready=ready)) for a, p in zip(arrays, pinned)]
 
 
 def _on_device(a) -> bool:
@@ -102,7 +82,7 @@ class Landing:
     build, whose allocator holds no free pages yet, spent a fourth of its time there (README,
     Scale, stop 28)."""
 
-    #: bytes each array's place is rounded up to (aligned views)
+    #: bytes each array's place is rounded up to (each view starts a multiple of it in)
     ALIGN = 64
 
     def __init__(self):

@@ -152,8 +152,8 @@ def warm_up(backend: str, workdir: Path, papers: int = 200_000,
 
 def run_size(papers: int, citations: float, args, say=_say, partial=lambda res: None) -> dict:
     """One size: generate -> build from the Parquet files, the index written as it goes (the
-    ETL path: ``build_index(..., save_to=...)``) -> queries -> load -> queries; ``partial`` receives the results so far after each step (a run cut
-    short keeps them)."""
+    ETL path: ``build_index(..., save_to=...)``) -> queries -> load -> queries; ``partial``
+    receives the results so far after each step (a run cut short keeps them)."""
     backend = resolve(args.backend)
     gpu = backend == "gpu"
     work = Path(args.workdir) / f"citation-{papers}-{citations:g}"

@@ -16,7 +16,7 @@ from .engine.index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index,
 from .engine.queries import QueryStats
 from .engine.warm import warm_up
 from .errors import (BackendError, DatasetError, EdgeInputError, GrailError, IndexFileError,
-                     KeyTypeError, StaleIndexError)
+                     IndexNotSavedError, KeyTypeError, StaleIndexError)
 from .plugin import explain, install, per_chunk, sql
 from .tools.datasets import load_dataset
 from .tools.readers import read_edges
@@ -24,7 +24,7 @@ from .tools.readers import read_edges
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "KeyTypeError",
+    "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "IndexNotSavedError", "KeyTypeError",
     "StaleIndexError", "DatasetError", "DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex",
     "QueryStats", "build_index", "load_index", "install", "sql", "explain", "per_chunk",
     "read_edges", "load_dataset", "warm_up",

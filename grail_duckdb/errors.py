@@ -17,6 +17,15 @@ class IndexFileError(GrailError):
     """An index file is truncated, corrupt, foreign, or written by a newer format version."""
 
 
+class IndexNotSavedError(GrailError, OSError):
+    """A build finished but writing its index file failed (a full disk, a lost folder); the
+    old file, if any, is as it was, and ``index`` holds the built index (save it elsewhere)."""
+
+    def __init__(self, message: str, index):
+        super().__init__(message)
+        self.index = index
+
+
 class StaleIndexError(GrailError):
     """The edge table changed since the index was built."""
 

@@ -2,6 +2,7 @@
 an interrupted write leaves the previous index intact; DuckDB reads the file itself."""
 from __future__ import annotations
 
+import errno
 import os
 
 import duckdb
@@ -228,6 +229,31 @@ def test_a_build_that_fails_during_the_labels_leaves_the_old_index(saved, monkey
     assert path.read_bytes() == before
     assert gd.load_index(path).n_vertices == idx.n_vertices
     assert os.listdir(path.parent) == [path.name]
+
+
+@pytest.mark.parametrize("fails", ["region", "groups"])
+def test_a_build_whose_file_cannot_be_written_keeps_the_index(saved, monkeypatch, fails):
+    """A full disk while the children's region is written (during the labels) or while the
+    label columns are: the build raises IndexNotSavedError (an OSError) that holds the built
+    index, which answers as the oracle does and saves elsewhere; the old file stays."""
+    idx, path = saved
+    before = path.read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(persistence._Writer if fails == "region" else persistence.IndexWriter,
+                        "write" if fails == "region" else "_write_groups", full)
+    with pytest.raises(gd.IndexNotSavedError, match="not saved.*No space left") as caught:
+        gd.build_index([1, 2, 3, 5], [2, 3, 1, 6], backend="cpu", save_to=path)
+    monkeypatch.undo()
+    assert isinstance(caught.value, OSError)
+    built = caught.value.index
+    assert built.reaches([1, 3, 5, 6], [3, 2, 6, 5]).to_pylist() == [True, True, True, False]
+    assert path.read_bytes() == before
+    assert os.listdir(path.parent) == [path.name]
+    again = built.save(path.parent / "elsewhere.grail.parquet")
+    assert gd.load_index(again).reaches([5], [6]).to_pylist() == [True]
 
 
 def test_tampered_content_with_valid_parquet_is_refused(saved):

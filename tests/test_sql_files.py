@@ -95,6 +95,63 @@ def test_an_unwritable_folder_keeps_the_index_in_memory_and_says_so():
     con.close()
 
 
+def test_grail_index_writes_its_file_as_the_build_goes(tmp_path, monkeypatch):
+    """SQL's build takes the ETL path: the writer (with the table's description) is opened
+    before the build, the children are written during the labels, and the save is the
+    build's last phase; the file reopens (loaded, not rebuilt) to the same answers."""
+    from grail_duckdb.plugin import registry
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(registry.build_index.__wrapped__(*args, **kwargs))
+        assert isinstance(kwargs["save_to"], gd.engine.persistence.IndexWriter)
+        return seen[-1]
+
+    spy.__wrapped__ = registry.build_index
+    monkeypatch.setattr(registry, "build_index", spy)
+    path = tmp_path / "p.duckdb"
+    con = database(path, [(1, 2), (2, 3), (3, 1), (3, 4)])
+    assert list(seen[0].build_seconds)[-1] == "save"
+    con.close()
+    con = reopen(path)
+    s = con.execute("SELECT grail_index('edges', name := 'cites')").fetchall()[0][0]
+    assert s["action"] == "loaded"
+    got = con.execute("SELECT reaches(a, b, 'cites') FROM (VALUES (1, 4), (4, 1), (2, 1)) "
+                      "t(a, b)").fetchall()
+    assert got == [(True,), (False,), (True,)]
+    con.close()
+
+
+@pytest.mark.parametrize("fails", ["region", "groups"])
+def test_a_full_disk_during_the_build_keeps_the_index_in_memory(tmp_path, monkeypatch, fails):
+    """The file fails while the build writes it (children during the labels, or label columns
+    after): the index is kept in memory with a note and a warning, answers, and the old file
+    is as it was."""
+    import errno
+
+    from grail_duckdb.engine import persistence
+    path = tmp_path / "p.duckdb"
+    con = database(path, [(1, 2)])
+    index_file = files.index_path_for(path, "cites")
+    before = index_file.read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(persistence._Writer if fails == "region" else persistence.IndexWriter,
+                        "write" if fails == "region" else "_write_groups", full)
+    con.execute("INSERT INTO edges VALUES (2, 3)")
+    with pytest.warns(files.GrailWarning, match="kept in memory"):
+        s = con.execute("SELECT grail_index('edges', name := 'cites', rebuild := true)"
+                        ).fetchall()[0][0]
+    monkeypatch.undo()
+    assert s["path"] is None and "No space left" in s["note"] and s["action"] == "built"
+    assert con.execute("SELECT reaches(1, 3, 'cites')").fetchall() == [(True,)]
+    assert index_file.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    con.close()
+
+
 def test_a_file_that_is_not_an_index_is_never_overwritten(tmp_path):
     path = tmp_path / "data.duckdb"
     con = gd.install(duckdb.connect(str(path)))

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex, search_edge_levels
+from ..errors import IndexNotSavedError
 from ..progress import build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
@@ -293,10 +294,12 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     (keys -> dense ids in that array), ``fingerprint``, ``csr``, ``scc``, the label passes.
 
     ``save_to``: a path the index is also saved to, as :meth:`GrailIndex.save` would (the
-    ETL path: the command line's ``build``). The file's children, 42% of it at 2.5B edges,
-    are written while the labels are computed (:class:`.persistence.IndexWriter`), and the
-    rest after them, as one last phase, ``save``. A build that fails leaves the old file
-    (if any) as it was.
+    ETL path: the command line's ``build``), or a :class:`.persistence.IndexWriter` (SQL's
+    ``grail_index``: it records the edge table's description). The file's children, 42% of
+    it at 2.5B edges, are written while the labels are computed, and the rest after them, as
+    one last phase, ``save``. A build that fails leaves the old file (if any) as it was; a
+    build whose file cannot be written raises :class:`~grail_duckdb.errors.IndexNotSavedError`
+    (an ``OSError``), whose ``index`` is the built index.
 
     Memory (issue 12): the input stays on the host (Arrow chunks, or Parquet files read row
     group by row group); the device holds one uint64 per edge (the packed ids), from which the
@@ -314,7 +317,8 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
     before any work) and its children are written from the condensation on."""
     d = check_labels(labels)
     k = kernels_for(backend)
-    writer = None if save_to is None else persistence.IndexWriter(save_to)
+    writer = (save_to if save_to is None or isinstance(save_to, persistence.IndexWriter)
+              else persistence.IndexWriter(save_to))
     try:
         timer = PhaseTimer(progress, k.synchronize)
         stream = edge_stream(edges, dst, src=src)
@@ -343,10 +347,16 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
         if writer is not None:
             writer.discard()
         raise
-    if writer is not None:
-        writer.finish(index, timings=index.save_seconds)
-        timer("save")
     index.build_seconds = dict(timer.phases)
+    if writer is not None:
+        try:
+            writer.finish(index, timings=index.save_seconds)
+        except OSError as exc:
+            raise IndexNotSavedError(f"the index was built but not saved to {writer.path}: "
+                                     f"{exc.strerror or exc}; the exception's index holds it "
+                                     "(save it elsewhere with .save(path))", index) from exc
+        timer("save")
+        index.build_seconds = dict(timer.phases)
     return index
 
 

@@ -361,10 +361,11 @@ class IndexWriter:
     it while it computes the labels; :meth:`finish` then writes the groups' label columns
     after it, the footer and the digest, and renames the file over ``path``
     (:class:`.atomic_write.Replacement`: checks first, a locked temporary, a flush, the
-    rename; a failure or :meth:`discard` leaves the old file as it was)."""
+    rename; a failure or :meth:`discard` leaves the old file as it was). ``source`` (str ->
+    str) describes where the edges came from (:func:`save`)."""
 
-    def __init__(self, path, *, fsync: bool = True):
-        self.fsync = fsync
+    def __init__(self, path, *, source: dict | None = None, fsync: bool = True):
+        self.path, self.fsync, self.source = Path(path), fsync, source
         self._file = Replacement(Path(path), FORMAT_NAME)
         self._writer = _Writer(self._file.fd, fsync)
         self._pool = ThreadPoolExecutor(workers())
@@ -411,7 +412,7 @@ class IndexWriter:
         region.seconds = time.perf_counter() - t0
         return region
 
-    def finish(self, index, *, source: dict | None = None, timings: dict | None = None) -> Path:
+    def finish(self, index, *, timings: dict | None = None) -> Path:
         """Write the rest of ``index`` (the children first, if :meth:`write_children` was not
         called) and put the file in place; ``timings`` receives the seconds of the steps."""
         try:
@@ -421,7 +422,7 @@ class IndexWriter:
                                     index.d)
             region = self._region.result()
             rows = _rows(index, self._graph)
-            meta = metadata(index, rows.graph.idx.shape[0], source)
+            meta = metadata(index, rows.graph.idx.shape[0], self.source)
             t1 = time.perf_counter()
             if timings is not None:
                 timings["children's region"] = region.seconds
@@ -500,7 +501,7 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
     :func:`read_metadata` returns it under ``source.<key>``. ``timings``: a dict that
     receives the seconds of the steps (the children's region, the wait for it, encode and
     write, final flush)."""
-    return IndexWriter(path, fsync=fsync).finish(index, source=source, timings=timings)
+    return IndexWriter(path, source=source, fsync=fsync).finish(index, timings=timings)
 
 
 # --- load ---------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ import re
 import warnings
 from pathlib import Path
 
-from ..engine.persistence import read_metadata
+from ..engine.persistence import IndexWriter, read_metadata
 from ..errors import GrailError, IndexFileError
 
 __all__ = ["SOURCE_VERSION", "SUFFIX", "GrailWarning", "index_path_for", "orphans",
-           "other_copies", "persisted_names", "read_source", "save_index"]
+           "kept_in_memory", "open_writer", "other_copies", "persisted_names", "read_source"]
 
 SUFFIX = ".grail.parquet"
 #: version 2: the file also records the index name and the database file
@@ -106,13 +106,15 @@ def read_source(path: Path) -> dict:
         ) from None
 
 
-def save_index(index, target: Path, source: dict) -> tuple[Path | None, str]:
-    """Write ``index`` to ``target`` with its source description; returns ``(path, note)``.
+def open_writer(target: Path, source: dict) -> tuple[IndexWriter | None, str]:
+    """An :class:`~grail_duckdb.engine.persistence.IndexWriter` for ``target`` that records
+    ``source``, opened before the build so that the build writes the file as it goes
+    (``build_index(..., save_to=writer)``); returns ``(writer, "")``.
 
     A file there that is neither a grail_duckdb index nor named like one (``*.grail.parquet``:
-    a damaged index of ours) is never overwritten (an error names it). A
-    folder that cannot be written keeps the index in memory: the path is None, the note and a
-    :class:`GrailWarning` say why and how to choose another place (``path := ...``).
+    a damaged index of ours) is never overwritten (an error names it, before any work). A
+    folder that cannot be written keeps the index in memory: ``(None, note)``, with a
+    :class:`GrailWarning` (:func:`kept_in_memory`).
     """
     if target.exists() and not target.name.endswith(SUFFIX):
         try:
@@ -122,12 +124,17 @@ def save_index(index, target: Path, source: dict) -> tuple[Path | None, str]:
                 f"{target} exists and is not a grail_duckdb index file; it is not "
                 "overwritten: choose another file with path := '...'") from None
     try:
-        index.save(target, source=source)
+        return IndexWriter(target, source=source), ""
     except OSError as exc:
-        note = (f"not saved: {target.parent} cannot be written ({exc.strerror or exc}); the "
-                "index is kept in memory for this process; choose a writable file with "
-                "grail_index(..., path := '/writable/folder/name.grail.parquet')")
-        warnings.warn(f"grail_duckdb: index {source.get('name')!r} {note}", GrailWarning,
-                      stacklevel=2)
-        return None, note
-    return target, ""
+        return None, kept_in_memory(source, target, exc)
+
+
+def kept_in_memory(source: dict, target: Path, exc: OSError) -> str:
+    """The note (also a :class:`GrailWarning`) of an index whose file could not be written:
+    it stays in memory for this process, and ``path := ...`` chooses another place."""
+    note = (f"not saved: {target.parent} cannot be written ({exc.strerror or exc}); the "
+            "index is kept in memory for this process; choose a writable file with "
+            "grail_index(..., path := '/writable/folder/name.grail.parquet')")
+    warnings.warn(f"grail_duckdb: index {source.get('name')!r} {note}", GrailWarning,
+                  stacklevel=3)
+    return note

@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
-from ..errors import GrailError, IndexFileError, StaleIndexError
+from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
 from . import files, names
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
                         table_check, where_is)
@@ -350,14 +350,29 @@ class Registry:
         return probe
 
     def _build(self, cur, probe: Entry, progress) -> Entry:
-        """Read the edge table through ``cur``, build the index, persist it with its source."""
-        edges = read_edge_table(cur, probe.table, probe.src, probe.dst)
-        probe.index = build_index(edges, labels=probe.labels, progress=progress)
-        probe.action = "built"
+        """Read the edge table through ``cur`` and build the index, its file (with its
+        source) written as the build goes: the children during the labels, the rest after
+        them (``build_index(..., save_to=writer)``). A file that cannot be written leaves the
+        index in memory, with a note."""
+        writer = None
         if probe.path is not None:
-            database = str(self._database_file(probe.where, cur) or "")
-            probe.path, probe.note = files.save_index(probe.index, probe.path,
-                                                      probe.source(database))
+            source = probe.source(str(self._database_file(probe.where, cur) or ""))
+            writer, probe.note = files.open_writer(probe.path, source)
+            if writer is None:
+                probe.path = None
+        try:
+            edges = read_edge_table(cur, probe.table, probe.src, probe.dst)
+        except BaseException:
+            if writer is not None:
+                writer.discard()
+            raise
+        try:
+            probe.index = build_index(edges, labels=probe.labels, progress=progress,
+                                      save_to=writer)
+        except IndexNotSavedError as exc:
+            probe.index, probe.path = exc.index, None
+            probe.note = files.kept_in_memory(source, writer.path, exc.__cause__ or exc)
+        probe.action = "built"
         return probe
 
     def _default_path(self, name: str, where=None, cur=None) -> Path | None:

@@ -47,6 +47,8 @@ def test_every_workload_has_every_figure(quick_run):
         assert build["memory"]["rss_peak_bytes"] >= build["memory"]["rss_start_bytes"] > 0
         assert build["persistence"]["size_bytes"] > 0
         assert build["persistence"]["save_seconds"] > 0
+        assert build["persistence"]["etl_save_seconds"] > 0
+        assert build["persistence"]["etl_build_seconds"] > 0
         for graph in ("input graph", "condensed DAG"):
             assert cpu["gteps"][graph]["roots"] <= 64
         assert cpu["gteps"]["input graph"]["gteps"] > 0

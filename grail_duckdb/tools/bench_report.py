@@ -121,6 +121,9 @@ def _build_table(report: dict) -> list[str]:
         row(p, lambda bd, w, p=p: _ms(bd["phases_seconds"].get(p)))
     row("**total build**", lambda bd, w: f"**{_ms(bd['total_seconds'])}**")
     row("save (persistence)", lambda bd, w: _ms(bd["persistence"].get("save_seconds")))
+    row("build that saves as it goes: build / save after the labels",
+        lambda bd, w: f'{_ms(bd["persistence"].get("etl_build_seconds"))} / '
+                      f'{_ms(bd["persistence"].get("etl_save_seconds"))}')
     row("load", lambda bd, w: _ms(bd["persistence"].get("load_seconds")))
     row("SQL `grail_index()` (read table, build; in-memory DB)",
         lambda bd, w: _ms(bd.get("sql_grail_index_seconds")))

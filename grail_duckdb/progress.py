@@ -38,7 +38,8 @@ import time
 
 ENV_VAR = "GRAIL_DUCKDB_PROGRESS"
 #: the phases :func:`grail_duckdb.build_index` reports (ingest, read, ids, fingerprint, csr, scc,
-#: four label passes, the tree of chosen children, hubs, window hubs)
+#: four label passes, the tree of chosen children, hubs, window hubs; and ``save`` after them
+#: when it writes the index file as it goes)
 BUILD_PHASES = 13
 
 
@@ -238,14 +239,15 @@ class BuildProgress(Progress):
 
 
 @contextlib.contextmanager
-def build_progress(progress=None, what: str = "building the index"):
+def build_progress(progress=None, what: str = "building the index",
+                   phases: int = BUILD_PHASES):
     """The phase callback a build reports to, for the ``progress`` argument of
     :func:`grail_duckdb.build_index`: None (the default) gives a :class:`BuildProgress` line
-    on stderr for builds over 2 s, False nothing, a callable itself."""
+    on stderr for builds over 2 s (of ``phases`` phases), False nothing, a callable itself."""
     if progress is False:
         yield None
     elif progress is None or progress is True:
-        with BuildProgress(what) as line:
+        with BuildProgress(what, phases) as line:
             yield line
     else:
         yield progress

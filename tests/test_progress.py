@@ -29,6 +29,16 @@ def test_build_index_reports_every_phase_when_forced(monkeypatch, capsys):
     assert err.count(f"phase {BUILD_PHASES}/{BUILD_PHASES} done (") == 1
 
 
+def test_a_build_that_saves_counts_its_save_as_a_phase(monkeypatch, capsys, tmp_path):
+    """The line does not say "done" while the file is still being written."""
+    monkeypatch.setenv(progress.ENV_VAR, "1")
+    idx = gd.build_index(*EDGES, backend="cpu", save_to=tmp_path / "e.grail.parquet")
+    assert len(idx.build_seconds) == BUILD_PHASES + 1
+    err = capsys.readouterr().err
+    last = BUILD_PHASES + 1
+    assert err.count(f"phase {last}/{last} done (save ") == 1
+
+
 def test_short_builds_are_silent_and_the_switches_silence(monkeypatch, capsys):
     monkeypatch.delenv(progress.ENV_VAR, raising=False)
     gd.build_index(*EDGES, backend="cpu")                      # well under 2 s

@@ -23,7 +23,7 @@ import numpy as np
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex, search_edge_levels
 from ..errors import IndexNotSavedError
-from ..progress import build_progress
+from ..progress import BUILD_PHASES, build_progress
 from . import persistence, queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
@@ -307,7 +307,7 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     freed, and the input graph's rows are freed as soon as the condensed DAG no longer needs
     them.
     """
-    with build_progress(progress) as report:
+    with build_progress(progress, phases=BUILD_PHASES + (save_to is not None)) as report:
         return _build(edges, dst, src, labels, seed, backend, report, save_to)
 
 

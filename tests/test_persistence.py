@@ -145,6 +145,25 @@ def test_changed_metadata_and_a_moved_digest_are_refused(saved):
     assert gd.load_index(path).n_vertices > 0
 
 
+def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_path,
+                                                                 monkeypatch):
+    """Parts grow past ``PART_BYTES`` where that would make more than ``MAX_PARTS`` of them;
+    the file loads to the same answers either way."""
+    rng = np.random.default_rng(30)
+    src, dst = rng.integers(0, 20_000, 60_000), rng.integers(0, 20_000, 60_000)
+    idx = gd.build_index(src, dst, labels=2, backend=backend)
+    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 10)
+    many = idx.save(tmp_path / "many.grail.parquet")
+    monkeypatch.setattr(persistence, "MAX_PARTS", 4)
+    few = idx.save(tmp_path / "few.grail.parquet")
+    assert pq.ParquetFile(many).metadata.num_row_groups == -(-idx.n_vertices // 1024)
+    assert pq.ParquetFile(few).metadata.num_row_groups == 4
+    qs, qd = rng.integers(-3, 20_003, 20_000), rng.integers(-3, 20_003, 20_000)
+    want = idx.reaches(qs, qd)
+    for path in (many, few):
+        assert gd.load_index(path, backend=backend).reaches(qs, qd).equals(want)
+
+
 def test_a_component_over_several_row_groups_round_trips(backend, tmp_path, monkeypatch):
     """A cycle of 60,000 vertices (one component) cut into row groups of which all but the
     first hold no representative row, then a chain of 51: loaded as it was saved."""

@@ -96,8 +96,14 @@ from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_V
 from .index_reader import IndexReader
 from .ingest import workers
 
-#: raw bytes of index data per part (one row group, encoded by one thread)
+#: raw bytes of index data per part (one row group, encoded by one thread), at least
 PART_BYTES = 64 << 20
+#: parts of a large index, at most: each costs a fixed share of work (its writer, footer,
+#: pages, copies), and at 2.5B edges (656 parts of 64 MB) the label columns were encoded and
+#: written in 9.9-10.8 s against 8.4-8.9 s in parts of 160 MB (whole saves to /dev/shm,
+#: alternated in one process, NVIDIA H200 host; README, Scale, stop 30); an index of a few
+#: GB keeps parts of 64 MB, so that a load still has many row groups per core
+MAX_PARTS = 256
 #: bytes written between two flushes to disk while a save is under way, where the kernel
 #: cannot be asked to write a range back as soon as it is written (no ``sync_file_range``)
 _SYNC_BYTES = 256 << 20
@@ -144,8 +150,9 @@ class _Graph:
 def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
     """The :class:`_Graph` of a condensation: the components and the DAG's row pointers copied
     to the host (in parallel), the children left where they are; parts of about
-    ``PART_BYTES`` of raw data, counted with two words of hub bits per side (the labels' own
-    widths are not known yet)."""
+    ``PART_BYTES`` of raw data, or larger ones where that makes more than ``MAX_PARTS``,
+    counted with two words of hub bits per side (the labels' own widths are not known
+    yet)."""
     with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
         host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
                                   [comp, dag.indptr])
@@ -153,7 +160,7 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
     n = host_comp.shape[0]
     rep = None if n_components == n else _representatives(host_comp)
     per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag.indices.shape[0] / max(n, 1)
-    step = max(1024, int(PART_BYTES / per_row))
+    step = max(1024, int(PART_BYTES / per_row), -(-n // MAX_PARTS))
     bounds = [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
     # components are numbered by their representatives' rows: those before a row count them
     before = (np.arange(n + 1) if rep is None

@@ -24,8 +24,8 @@ from .tools.readers import read_edges
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "IndexNotSavedError", "KeyTypeError",
-    "StaleIndexError", "DatasetError", "DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex",
-    "QueryStats", "build_index", "load_index", "install", "sql", "explain", "per_chunk",
-    "read_edges", "load_dataset", "warm_up",
+    "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "IndexNotSavedError",
+    "KeyTypeError", "StaleIndexError", "DatasetError", "DEFAULT_LABELS", "DEFAULT_SEED",
+    "GrailIndex", "QueryStats", "build_index", "load_index", "install", "sql", "explain",
+    "per_chunk", "read_edges", "load_dataset", "warm_up",
 ]

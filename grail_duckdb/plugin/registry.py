@@ -354,7 +354,7 @@ class Registry:
         source) written as the build goes: the children during the labels, the rest after
         them (``build_index(..., save_to=writer)``). A file that cannot be written leaves the
         index in memory, with a note."""
-        writer = None
+        writer = source = None
         if probe.path is not None:
             source = probe.source(str(self._database_file(probe.where, cur) or ""))
             writer, probe.note = files.open_writer(probe.path, source)

@@ -78,7 +78,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -346,16 +346,28 @@ def _written(part: parquet_parts.Part, buffers: parquet_parts.Buffers) -> None:
 @dataclass
 class _Region:
     """The children's pages at the front of the file, one per part (empty parts have none):
-    where each lies, and the hash of each (the first half of its row group's leaf)."""
+    where each lies (known as soon as the condensation is), and each page's writing, whose
+    result is the page's hash (the first half of its row group's leaf) and which records
+    when it ended."""
 
     at: list[int]
     sizes: list[int]
-    hashes: list[bytes]
-    seconds: float = 0.0  # from the region's start to its last page written
+    pages: list  # Future per page: its hash, once written
+    start: float  # perf_counter at the region's start
+    ends: list[float] = field(default_factory=list)  # perf_counter as each page was written
 
     @property
     def end(self) -> int:
         return self.at[-1] + self.sizes[-1] if self.at else len(parquet_parts.MAGIC)
+
+    def hashes(self) -> list[bytes]:
+        """Every page's hash, once every page is written (a failed write raises here)."""
+        return [page.result() for page in self.pages]
+
+    @property
+    def seconds(self) -> float:
+        """From the region's start to its last page written (once they are)."""
+        return max(self.ends, default=self.start) - self.start
 
 
 class IndexWriter:
@@ -365,8 +377,10 @@ class IndexWriter:
     The file is the index's row groups behind a region that holds every group's children
     (their BLOBs' chunk, 42% of the file at 2.5B edges): :meth:`write_children` writes that
     region in the background, on every core, from the condensation alone, so a build writes
-    it while it computes the labels; :meth:`finish` then writes the groups' label columns
-    after it, the footer and the digest, and renames the file over ``path``
+    it while it computes the labels; :meth:`finish` then encodes the groups' label columns
+    on every core and writes them after it, while the region's last pages are still being
+    written (its layout is known from the condensation; only the digest waits for its
+    pages), then the footer and the digest, and renames the file over ``path``
     (:class:`.atomic_write.Replacement`: checks first, a locked temporary, a flush, the
     rename; a failure or :meth:`discard` leaves the old file as it was). ``source`` (str ->
     str) describes where the edges came from (:func:`save`)."""
@@ -375,9 +389,10 @@ class IndexWriter:
         self.path, self.fsync, self.source = Path(path), fsync, source
         self._file = Replacement(Path(path), FORMAT_NAME)
         self._writer = _Writer(self._file.fd, fsync)
-        self._pool = ThreadPoolExecutor(workers())
+        self._pool = ThreadPoolExecutor(workers())  # the region's pages
+        self._encoders = ThreadPoolExecutor(workers())  # the label columns, beside them
         self._io = ThreadPoolExecutor(_WRITERS)
-        self._conductor = ThreadPoolExecutor(1)  # lays out the region, then waits for it
+        self._conductor = ThreadPoolExecutor(1)  # lays out the region
         self._local = threading.local()
         self._buffers = parquet_parts.Buffers()
         self._graph = self._region = None
@@ -395,12 +410,14 @@ class IndexWriter:
         self._region = self._conductor.submit(self._children, ids, comp, n_components, dag, d)
 
     def _children(self, ids, comp, n_components, dag, d) -> _Region:
+        """The region's layout, its pages handed to the pool (not waited for)."""
         t0 = time.perf_counter()
         g = self._graph = _graph(ids, comp, n_components, dag, d)
         rows = [hi - lo for lo, hi in g.bounds]
         sizes = [parquet_parts.blob_page_size(g.blobs(k, children=False), r) if r else 0
                  for k, r in enumerate(rows)]
         at = list(np.cumsum([len(parquet_parts.MAGIC)] + sizes[:-1]).tolist())
+        region = _Region(at, sizes, [], t0)
 
         def page(k: int) -> bytes:
             if not sizes[k]:
@@ -411,12 +428,12 @@ class IndexWriter:
                 out = buf[:sizes[k]]
                 parquet_parts.write_blob_page(blobs, rows[k], out)
                 self._writer.write(at[k], out)
+                region.ends.append(time.perf_counter())
                 return leaf_hash(out)
             finally:
                 self._buffers.give(buf)
 
-        region = _Region(at, sizes, list(self._pool.map(page, range(len(sizes)))))
-        region.seconds = time.perf_counter() - t0
+        region.pages = [self._pool.submit(page, k) for k in range(len(sizes))]
         return region
 
     def finish(self, index, *, timings: dict | None = None) -> Path:
@@ -431,12 +448,12 @@ class IndexWriter:
             rows = _rows(index, self._graph)
             meta = metadata(index, rows.graph.idx.shape[0], self.source)
             t1 = time.perf_counter()
-            if timings is not None:
-                timings["children's region"] = region.seconds
-                timings["children (waited for)"] = t1 - t0
             self._write_groups(rows, region, meta)
             t2 = time.perf_counter()
             if timings is not None:
+                timings["children's region"] = region.seconds
+                timings["children after the labels"] = max(0.0, max(region.ends, default=0.0)
+                                                            - t0)
                 timings["encode and write"] = t2 - t1
             out = self._file.commit(fsync=self.fsync)
             if timings is not None:
@@ -455,13 +472,14 @@ class IndexWriter:
 
     def _shutdown(self) -> None:
         if self._region is not None:
-            self._region.exception()  # its tasks are over before the file goes
-        for pool in (self._conductor, self._pool, self._io):
-            pool.shutdown()
+            self._region.exception()  # its pages are handed out before the pools close
+        for pool in (self._conductor, self._pool, self._encoders, self._io):
+            pool.shutdown()  # their tasks are over before the file goes
 
     def _write_groups(self, rows: _Rows, region: _Region, meta: dict[str, str]) -> None:
         """Encode the groups' label columns on every core, write each after the region as
-        soon as the groups before it are known, then the footer with the digest."""
+        soon as the groups before it are known (the region's pages may still be under way),
+        then, once every page is written, the footer with the digest."""
         names = ["key", "component"] + rows.names + ["dag_children"]
         options = {empty: write_options(names, rows.graph.ids.kind, 0 if empty else 1)
                    for empty in (False, True)}
@@ -474,11 +492,11 @@ class IndexWriter:
             if region.sizes[k]:
                 parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
             own = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
-            return part, group_leaf(region.hashes[k], leaf_hash(own)), g.edges(k)
+            return part, leaf_hash(own), g.edges(k)
 
         writes = [self._io.submit(self._writer.write, 0, parquet_parts.MAGIC)]
-        parts, leaves, edges, groups, pos = [], [], [], [], region.end
-        for part, leaf, count in self._pool.map(encode, range(len(g.bounds))):
+        parts, owns, edges, groups, pos = [], [], [], [], region.end
+        for part, own, count in self._encoders.map(encode, range(len(g.bounds))):
             groups += parquet_parts.moved_groups(part, pos, len(groups))
             chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
             writes.append(self._io.submit(self._writer.write, pos, chunks))
@@ -486,10 +504,11 @@ class IndexWriter:
             del chunks  # the part's bytes are freed once written
             pos += part.size
             parts.append(part)
-            leaves.append(leaf)
+            owns.append(own)
             edges.append(str(count))
         for w in writes:
             w.result()
+        leaves = [group_leaf(page, own) for page, own in zip(region.hashes(), owns)]
         meta = {**meta, "group_edges": ",".join(edges)}
         pairs = {**{META_PREFIX + k: v for k, v in meta.items()}, DIGEST_KEY: DIGEST_PLACEHOLDER}
         tail = parquet_parts.footer(parts, pairs, groups)

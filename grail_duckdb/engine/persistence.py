@@ -474,7 +474,8 @@ class IndexWriter:
         if self._region is not None:
             self._region.exception()  # its pages are handed out before the pools close
         for pool in (self._conductor, self._pool, self._encoders, self._io):
-            pool.shutdown()  # their tasks are over before the file goes
+            pool.shutdown(cancel_futures=True)  # a failed save's queued pages are not written;
+            # the running ones are over before the file goes
 
     def _write_groups(self, rows: _Rows, region: _Region, meta: dict[str, str]) -> None:
         """Encode the groups' label columns on every core, write each after the region as

@@ -250,6 +250,39 @@ def test_a_build_that_fails_during_the_labels_leaves_the_old_index(saved, monkey
     assert os.listdir(path.parent) == [path.name]
 
 
+def test_a_build_that_fails_does_not_write_the_rest_of_its_region(tmp_path, monkeypatch):
+    """The labels fail while the children's pages are queued: the queued pages are dropped,
+    not written into a temporary that is about to go."""
+    import threading
+    import time
+
+    from grail_duckdb.engine import index as index_module
+    from grail_duckdb.engine import parquet_parts as pp
+
+    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 10)  # a part per 1,024 rows
+    written, real = [], pp.write_blob_page
+    queued = threading.Event()
+
+    def slow_page(*args):
+        queued.wait(10)
+        time.sleep(0.01)
+        written.append(1)
+        return real(*args)
+
+    def fail(*args, **kwargs):
+        queued.set()
+        raise MemoryError("simulated: the labels do not fit")
+
+    monkeypatch.setattr(pp, "write_blob_page", slow_page)
+    monkeypatch.setattr(index_module, "grail_labels", fail)
+    n = 200 * 1024
+    with pytest.raises(MemoryError):
+        gd.build_index(np.arange(n), (np.arange(n) + 1) % (n + 1), backend="cpu",
+                       save_to=tmp_path / "x.grail.parquet")
+    assert len(written) <= 2 * persistence.workers() < 200
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("fails", ["region", "groups"])
 def test_a_build_whose_file_cannot_be_written_keeps_the_index(saved, monkeypatch, fails):
     """A full disk while the children's region is written (during the labels) or while the

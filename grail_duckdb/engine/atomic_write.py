@@ -151,15 +151,3 @@ class Replacement:
     def discard(self) -> None:
         """Remove the temporary (the target stays as it was)."""
         self._stack.close()
-
-
-def replace_atomically(path: Path, format_name: str, write, *, fsync: bool = True) -> Path:
-    """Write a new ``path`` with ``write(tmp_path)``: checks, stale clean-up, a locked
-    temporary, flush, rename, and a flush of the folder."""
-    replacement = Replacement(path, format_name)
-    try:
-        write(replacement.tmp)
-    except BaseException:
-        replacement.discard()
-        raise
-    return replacement.commit(fsync=fsync)

@@ -526,8 +526,8 @@ def save(index, path, *, source: dict | None = None, fsync: bool = True,
     intact). A ``path`` that exists and is not an index of this project is refused with
     :class:`IndexFileError`. ``source`` (str -> str) describes where the edges came from;
     :func:`read_metadata` returns it under ``source.<key>``. ``timings``: a dict that
-    receives the seconds of the steps (the children's region, the wait for it, encode and
-    write, final flush)."""
+    receives the seconds of the steps (the children's region, how long it ran past the
+    start of the label columns, encode and write, final flush)."""
     return IndexWriter(path, source=source, fsync=fsync).finish(index, timings=timings)
 
 

@@ -440,7 +440,9 @@ def download(a, chunk: int, out: np.ndarray | None = None, ready: bool = False) 
     can download arrays side by side at the link's speed. ``ready``: ``a`` was complete
     before the device's last synchronization, so the copy does not wait for the current
     stream (where other threads' kernels queue: the children written during a build's label
-    passes waited for them at every part, and wrote almost nothing until they were over)."""
+    passes waited for them at every part, and wrote almost nothing until they were over);
+    ``a`` must then be contiguous, as the children's slices are (a contiguous copy would be
+    made on the current stream, which the copy does not wait for)."""
     a = cp.ascontiguousarray(a)
     if out is None:
         out = np.empty(a.shape, a.dtype)

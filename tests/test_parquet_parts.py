@@ -88,19 +88,30 @@ def test_groups_moved_as_parts_come_give_the_same_footer():
 
 def test_group_spans_cover_the_column_chunks_in_order(tmp_path):
     rng = np.random.default_rng(1)
-    parts = [pp.encode_part(_table(rng, k), **_OPTIONS["mixed"]) for k in (100, 0, 40, 7)]
+    parts = [pp.encode_part(_table(rng, k), **_OPTIONS["mixed"]) for k in (100, 40, 7)]
     data = _join(parts, {})
     _, end = pp.read_footer(data)
     spans = pp.group_spans(pq.ParquetFile(pa.BufferReader(data)).metadata, end)
-    assert all(a == b for (a, b), _ in spans)  # no region: every chunk among its group's bytes
-    spans = [own for _, own in spans]
+    # no region: every chunk among its group's bytes
+    assert all(a == b and c == d for (a, b), (c, d), _ in spans)
     starts = pp.offsets(parts)
-    nonempty = [(s, s + p.size) for s, p in zip(starts, parts)]
-    assert [sp for sp in spans if sp[1] > sp[0]] == [sp for sp in nonempty if sp[1] > sp[0]]
-    assert spans[0][0] == 4 and spans[-1][1] == end
-    for (start, stop), p in zip([sp for sp in spans if sp[1] > sp[0]],
-                                [p for p in parts if p.size]):
+    assert [own for *_, own in spans] == [(s, s + p.size) for s, p in zip(starts, parts)]
+    assert spans[0][2][0] == 4 and spans[-1][2][1] == end
+    for (*_, (start, stop)), p in zip(spans, parts):
         assert data[start:stop] == bytes(p.data)[4:p.data_end]
+
+
+def test_an_empty_group_holds_the_file_alone():
+    """The one empty row group of a file (an index of no vertices) holds every byte; an
+    empty group among others is refused (the save never makes one)."""
+    rng = np.random.default_rng(5)
+    alone = _join([pp.encode_part(_table(rng, 0))], {})
+    _, end = pp.read_footer(alone)
+    assert pp.group_spans(pq.ParquetFile(pa.BufferReader(alone)).metadata, end)[0][2] == (4, end)
+    among = _join([pp.encode_part(_table(rng, k)) for k in (3, 0, 2)], {})
+    _, end = pp.read_footer(among)
+    with pytest.raises(pp.FooterError, match="empty row group"):
+        pp.group_spans(pq.ParquetFile(pa.BufferReader(among)).metadata, end)
 
 
 def test_the_footer_codec_gives_back_the_bytes_it_decoded(tmp_path):
@@ -147,8 +158,8 @@ def _blob_table(rng, rows: int, valid_share: float):
 
 def _join_with_region(made, metadata) -> tuple[bytes, list]:
     """Parts whose BLOBs lie in a region at the front (as the index's save lays them: pages
-    of ``write_blob_page``, the parts' placeholders pointed there by ``external_chunk``), an
-    empty part among them; the file's bytes and where each page lies."""
+    of ``write_blob_page``, the parts' placeholders pointed there by ``external_chunk``);
+    the file's bytes and where each page lies."""
     pages, rows = [], []
     for table, blobs, _ in made:
         out = np.zeros(pp.blob_page_size(blobs, table.num_rows), np.uint8)
@@ -161,7 +172,6 @@ def _join_with_region(made, metadata) -> tuple[bytes, list]:
         part = pp.encode_part(table, compression="none", use_dictionary=False)
         pp.external_chunk(part, table, a, len(page))
         parts.append(part)
-    parts.insert(1, pp.encode_part(made[0][0].slice(0, 0), compression="none"))  # no page
     start = 4 + sum(len(p) for p in pages)
     out = io.BytesIO()
     for pos, data in pp.place(parts, start):
@@ -180,7 +190,7 @@ def test_blobs_written_apart_read_as_pyarrow_would_write_them(tmp_path, shares):
     """The BLOB column's pages written by parquet_parts (one PLAIN page per part, the lengths
     and the words interleaved) in a region before the parts' other chunks read in pyarrow
     and DuckDB as the same values from pyarrow's own writer, with every row valid (one RLE
-    run of levels) or some NULL (bit-packed levels), in parts of odd sizes and an empty one;
+    run of levels) or some NULL (bit-packed levels), in parts of odd sizes;
     ``group_spans`` finds each group's page in the region and its own bytes after it."""
     rng = np.random.default_rng(len(shares))
     made = [_blob_table(rng, int(rng.integers(1, 3000)), s) for s in shares]
@@ -203,32 +213,81 @@ def test_blobs_written_apart_read_as_pyarrow_would_write_them(tmp_path, shares):
     assert dict(counted) == dict(collections.Counter(blobs))
     _, end = pp.read_footer(data)
     spans = pp.group_spans(f.metadata, end)
-    outside = [o for o, _ in spans]
-    assert [o for k, o in enumerate(outside) if k != 1] == [(a, a + n) for a, n in pages]
-    assert outside[1][0] == outside[1][1]  # the empty part has no page
-    owns = [own for _, own in spans]
+    assert [o for o, _, _ in spans] == [(a, a + n) for a, n in pages]
+    assert all(e[0] == e[1] for _, e, _ in spans)  # no early columns
+    owns = [own for *_, own in spans]
     assert owns[0][0] == pages[-1][0] + pages[-1][1] and owns[-1][1] == end
     assert all(a[1] == b[0] for a, b in zip(owns, owns[1:]))
 
 
-def test_region_chunks_out_of_order_are_refused():
+def test_chunks_that_do_not_tile_the_file_are_refused():
+    """Spans that leave a byte out or count one twice: a page pointed one byte off."""
     made = [_blob_table(np.random.default_rng(4), k, 0.5) for k in (300, 500)]
     data, pages = _join_with_region(made, {})
     f = pq.ParquetFile(pa.BufferReader(data))
     _, end = pp.read_footer(data)
     pp.group_spans(f.metadata, end)
     (a0, n0), (a1, n1) = pages
-    swapped = bytearray(data)
-    swapped[a0:a0 + n1] = data[a1:a1 + n1]
-    swapped[a0 + n1:a1 + n1] = data[a0:a0 + n0]
     parts = [pp.encode_part(t, compression="none", use_dictionary=False) for t, _, _ in made]
-    pp.external_chunk(parts[0], made[0][0], a0 + n1, n0)
-    pp.external_chunk(parts[1], made[1][0], a0, n1)
-    parts.insert(1, pp.encode_part(made[0][0].slice(0, 0), compression="none"))
+    pp.external_chunk(parts[0], made[0][0], a0, n0 - 1)  # its last byte left out
+    pp.external_chunk(parts[1], made[1][0], a1, n1)
     tail = pp.footer(parts, {}, start=a1 + n1)
-    bad = bytes(swapped[:len(data) - len(tail)]) + tail
-    with pytest.raises(pp.FooterError, match="region"):
+    bad = data[:len(data) - len(pp.footer(parts, {}, start=a1 + n1))] + tail
+    with pytest.raises(pp.FooterError, match="tile"):
         pp.group_spans(pq.ParquetFile(pa.BufferReader(bad)).metadata, len(bad) - len(tail))
+
+
+@pytest.mark.parametrize("sizes", [[1], [300, 500], [7, 1, 2000]])
+def test_early_columns_joined_from_a_region_read_as_one_table(tmp_path, sizes):
+    """The index's layout (format 8): each group's first columns encoded as a part of their
+    own and laid in a region after the children's pages (``joined``), its other columns
+    after both; pyarrow and DuckDB read the rows whole, and ``group_spans`` finds the three
+    spans of every group, which tile the file."""
+    rng = np.random.default_rng(sum(sizes))
+    made = [_blob_table(rng, k, 0.6) for k in sizes]
+    firsts = [pa.table({"a": rng.integers(0, 9, t.num_rows), "s": [f"x{v}" for v in
+                                                                  rng.integers(0, 5, t.num_rows)]})
+              for t, _, _ in made]
+    pages = []
+    for table, blobs, _ in made:
+        out = np.zeros(pp.blob_page_size(blobs, table.num_rows), np.uint8)
+        pp.write_blob_page(blobs, table.num_rows, out)
+        pages.append(out.tobytes())
+    at = np.cumsum([4] + [len(p) for p in pages[:-1]]).tolist()
+    buf = io.BytesIO(b"PAR1" + b"".join(pages))
+    buf.seek(0, io.SEEK_END)
+    early = []
+    for first in firsts:
+        part = pp.encode_part(first, compression="lz4")
+        early.append((buf.tell(), part))
+        buf.write(bytes(part.data)[4:part.data_end])
+    parts, groups = [], []
+    for (table, _, _), a, page, (pos, first) in zip(made, at, pages, early):
+        part = pp.encode_part(table, compression="none", use_dictionary=False)
+        pp.external_chunk(part, table, a, len(page))
+        whole = pp.joined(first, part, pos)
+        groups += pp.moved_groups(whole, buf.tell(), len(groups))
+        buf.write(bytes(part.data)[4:part.data_end])
+        parts.append(whole)
+    end = buf.tell()
+    buf.write(pp.footer(parts, {"k": "v"}, groups))
+    path = tmp_path / "joined.parquet"
+    path.write_bytes(buf.getvalue())
+    want = pa.concat_tables([pa.Table.from_arrays(f.columns + w.columns, f.column_names
+                                                  + w.column_names)
+                             for f, (_, _, w) in zip(firsts, made)])
+    got = pq.read_table(path)
+    assert got.column_names == want.column_names
+    assert all(got.column(c).equals(want.column(c)) for c in want.column_names)
+    got = duckdb.connect().execute("SELECT sum(a), count(kids), max(s), sum(key) FROM "
+                                   "read_parquet(?)", [str(path)]).fetchone()
+    kids = want.column("kids").to_pylist()
+    assert got == (sum(want.column("a").to_pylist()), sum(k is not None for k in kids),
+                   max(want.column("s").to_pylist()), sum(want.column("key").to_pylist()))
+    spans = pp.group_spans(pq.ParquetFile(path).metadata, end, early=2)
+    assert [c for c, _, _ in spans] == [(a, a + len(p)) for a, p in zip(at, pages)]
+    assert [e for _, e, _ in spans] == [(pos, pos + p.size) for pos, p in early]
+    assert spans[0][2][0] == early[-1][0] + early[-1][1].size and spans[-1][2][1] == end
 
 
 def test_blobs_that_do_not_fit_their_rows_are_refused():

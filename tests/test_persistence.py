@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 
 import duckdb
 import numpy as np
@@ -419,6 +420,33 @@ def test_save_replaces_its_own_index(saved):
     other = gd.build_index([1, 2], [2, 3], backend="cpu")
     other.save(path)
     assert gd.load_index(path).n_vertices == 3
+
+
+def test_the_replaced_index_is_removed_after_the_save_returns(saved, monkeypatch):
+    """The file a save replaces is unlinked on a thread of its own once the new one is in
+    place (freeing its blocks took 2.1 s for 9.5 GB on the device host's ext4): the save
+    returns before it is gone, a reader that holds it open still reads it whole, and once
+    the removal is over the folder holds the new index alone."""
+    idx, path = saved
+    before = path.read_bytes()
+    release, removing = threading.Event(), []
+    plain = atomic_write._remove
+
+    def slow(old):
+        removing.append(old)
+        release.wait(10)
+        plain(old)
+
+    monkeypatch.setattr(atomic_write, "_remove", slow)
+    with open(path, "rb") as held:
+        gd.build_index([1, 2], [2, 3], backend="cpu").save(path)
+        assert gd.load_index(path).n_vertices == 3  # the new one is in place ...
+        aside = [p for p in path.parent.iterdir() if p.name.endswith(".old.tmp")]
+        assert len(aside) == 1 and aside[0].read_bytes() == before  # ... the old one aside
+        release.set()
+        atomic_write.wait_for_removals()
+        assert removing == aside and held.read() == before
+    assert os.listdir(path.parent) == [path.name]
 
 
 _KILLED_SAVE = """

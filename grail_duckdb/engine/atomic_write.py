@@ -12,12 +12,20 @@
   still locked belongs to a live writer and is left alone.
 * **The user's umask decides the mode** (item 13): the temporary is created with mode 0666 and
   the umask applied by the system, as any file the user creates (``mkstemp`` made them 0600).
+* **The replaced file is removed after the rename, on a thread of its own.** Freeing a large
+  file's blocks is slow on some file systems (ext4 mounted with ``discard`` trims every
+  block: 2.1 s for a 9.5 GB index on the NVIDIA H200 host, 0.5 s for 3 GB on the development
+  machine), and a save that replaced an index waited for it. The old file is kept under a
+  temporary name (a hard link) until the new one is in place, then unlinked in the
+  background; the process waits for that at exit (:func:`wait_for_removals`), and a
+  leftover of a process that died is a stale temporary like any other.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import secrets
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -133,11 +141,18 @@ class Replacement:
         self.tmp = str(tmp)
 
     def commit(self, *, fsync: bool = True) -> Path:
-        """Flush the temporary, rename it over the target and flush the folder."""
+        """Flush the temporary, rename it over the target and flush the folder; the file it
+        replaced is removed in the background."""
+        old = None
         try:
             if fsync:
                 os.fsync(self.fd)
+            old = _keep_aside(self.path)
             os.replace(self.tmp, self.path)
+        except BaseException:
+            if old is not None:
+                _remove(old)
+            raise
         finally:
             self._stack.close()
         if fsync and hasattr(os, "O_DIRECTORY"):
@@ -146,8 +161,52 @@ class Replacement:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
+        if old is not None:
+            _remove_later(old)
         return self.path
 
     def discard(self) -> None:
         """Remove the temporary (the target stays as it was)."""
         self._stack.close()
+
+
+#: the removals of replaced files still under way (:func:`wait_for_removals`)
+_REMOVALS: list[threading.Thread] = []
+_REMOVALS_LOCK = threading.Lock()
+
+
+def _keep_aside(path: Path) -> Path | None:
+    """A second name for the file at ``path`` (a temporary beside it, a hard link), so that
+    renaming another file over ``path`` does not free its blocks; None where there is no
+    file or no hard link can be made (the rename then frees them itself)."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    aside = path.with_name(f".{path.name}.{secrets.token_hex(6)}.old.tmp")
+    try:
+        os.link(path, aside)
+    except OSError:
+        return None
+    return aside
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _remove_later(path: Path) -> None:
+    """Unlink ``path`` on a thread of its own (not a daemon: the interpreter waits for it at
+    exit, so no replaced file is left behind)."""
+    thread = threading.Thread(target=_remove, args=(path,), name="grail-duckdb-remove")
+    with _REMOVALS_LOCK:
+        _REMOVALS[:] = [t for t in _REMOVALS if t.is_alive()]
+        _REMOVALS.append(thread)
+    thread.start()
+
+
+def wait_for_removals() -> None:
+    """Wait until every replaced file is removed."""
+    with _REMOVALS_LOCK:
+        pending = list(_REMOVALS)
+    for thread in pending:
+        thread.join()

@@ -296,8 +296,8 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     ``save_to``: a path the index is also saved to, as :meth:`GrailIndex.save` would (the
     ETL path: the command line's ``build``), or a :class:`.persistence.IndexWriter` (SQL's
     ``grail_index``: it records the edge table's description). The file's children, 42% of
-    it at 2.5B edges, are written while the labels are computed, and the rest after them, as
-    one last phase, ``save``. A build that fails leaves the old file (if any) as it was; a
+    it at 2.5B edges, are written while the labels are computed, its levels, trees and
+    intervals while the hub bits are, and the rest after them, as one last phase, ``save``. A build that fails leaves the old file (if any) as it was; a
     build whose file cannot be written raises :class:`~grail_duckdb.errors.IndexNotSavedError`
     (an ``OSError``), whose ``index`` is the built index.
 
@@ -339,7 +339,8 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
         timer("scc")
         if writer is not None:
             writer.write_children(ids, cond.comp, cond.n_components, cond.dag, d)
-        lab = grail_labels(k, cond, d, int(seed), timer)
+        lab = grail_labels(k, cond, d, int(seed), timer,
+                           on_intervals=None if writer is None else writer.write_intervals)
         index = GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components,
                            dag=cond.dag, labels=lab, seed=int(seed), edge_rows=rows,
                            fingerprint=fp, kernels=k)

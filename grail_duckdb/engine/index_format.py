@@ -1,4 +1,4 @@
-"""The index file's format (7): names, metadata checks, the digest (see :mod:`.persistence`
+"""The index file's format (8): names, metadata checks, the digest (see :mod:`.persistence`
 for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..errors import IndexFileError
 from ..kernels.cpu.digest import hash_bytes
 
 FORMAT_NAME = "grail_duckdb-index"
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 #: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,
@@ -38,11 +38,27 @@ ZSTD_LEVEL = 1
 
 
 def label_names(d: int, hub_words: int, win_words: int) -> list[str]:
-    """The per-component columns, in file order."""
+    """The per-component columns, in file order: first those known once the intervals are
+    (:func:`early_count`), then the hub bits."""
     return (["level"] + [c for size, post, *_ in TREE_FILE_COLUMNS for c in (size, post)]
             + [f"{side}_{j + 1}" for j in range(d) for side in ("inner", "outer")]
             + [f"hub_{side}_{w + 1}" for w in range(hub_words) for side in ("down", "up")]
             + [f"win_{side}_{w + 1}" for w in range(win_words) for side in ("down", "up")])
+
+
+#: the label arrays known once the GRAIL intervals are (pass 4), before the hub passes
+EARLY_FIELDS = ("level", "tree", "inner", "outer")
+
+
+def early_count(d: int) -> int:
+    """How many of the file's first columns are known once the intervals are: the key, the
+    component, the level, the two trees' columns and the d intervals' (format 8 writes
+    their chunks in a region of their own during the hub passes: :mod:`.persistence`).
+
+    >>> early_count(2), label_names(2, 1, 0)[early_count(2) - 2]
+    (11, 'hub_down_1')
+    """
+    return 2 + 1 + 2 * len(TREE_FILE_COLUMNS) + 2 * d
 
 
 def first_text(first) -> str:
@@ -96,11 +112,12 @@ def leaf_hash(data) -> bytes:
     return hash_bytes(data)
 
 
-def group_leaf(outside: bytes, own: bytes) -> bytes:
-    """One leaf of the digest: a row group's, from the :func:`leaf_hash` of its children's
-    chunk in the region at the front of the file (of no bytes where it has none there) and
-    that of its own bytes (:func:`.parquet_parts.group_spans`)."""
-    return hash_bytes(outside + own)
+def group_leaf(children: bytes, early: bytes, own: bytes) -> bytes:
+    """One leaf of the digest: a row group's, from the :func:`leaf_hash` of each of its
+    spans (:func:`.parquet_parts.group_spans`): its children's chunk in the region at the
+    front of the file, its early columns' chunks in the region after it, its own bytes (a
+    span of no bytes where it has none)."""
+    return hash_bytes(children + early + own)
 
 
 #: the metadata key of the digest: the footer's last key-value pair

@@ -1,8 +1,8 @@
-"""Reading an index file (format 7) on every core, straight into the arrays of a backend.
+"""Reading an index file (format 8) on every core, straight into the arrays of a backend.
 
 Each worker thread takes one row group: it hashes the group's bytes (its children's chunk in
-the region at the front of the file and its own chunks: the digest's leaf, from the
-memory-mapped file), decodes the group with pyarrow, checks it (component ids and DAG
+the region at the front of the file, its early columns' chunks in the region after it, and
+its own chunks: the digest's leaf, from the memory-mapped file), decodes the group with pyarrow, checks it (component ids and DAG
 edges in range, on a CPU load: a GPU load checks those once on the device at the end; the
 representatives' components consecutive, children BLOBs whole int32) and copies its values
 into the final arrays, which live on the device when the index is loaded onto a GPU: every
@@ -31,8 +31,8 @@ from ..kernels import copy_into, upload_staging
 from . import parquet_parts
 from .csr import CSR
 from .ids import VertexIds
-from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, first_array, group_leaf,
-                           label_names, leaf_hash, root_digest, tree_lo)
+from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, early_count, first_array,
+                           group_leaf, label_names, leaf_hash, root_digest, tree_lo)
 from .ingest import as_column, workers
 from .labels import Labels
 
@@ -62,7 +62,7 @@ class IndexReader:
         if self.site < 0 or self.footer[self.site:self.site + len(digest)] != digest:
             raise ValueError("content digest mismatch (the footer's digest is not where it "
                              "belongs)")
-        self.spans = parquet_parts.group_spans(md, start)
+        self.spans = parquet_parts.group_spans(md, start, early_count(self.d))
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
         edges = np.cumsum([0] + [int(e) for e in meta["group_edges"].split(",") if e])
         if edges.shape[0] != md.num_row_groups + 1 or edges[-1] != int(meta["dag_edges"]):
@@ -123,9 +123,8 @@ class IndexReader:
         """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``, DAG edges ``[e0, e1)``),
         check it and place its values, its rows' pointers and children included; returns
         ``(leaf, keys, component span [c0, c1))``."""
-        (a, b), (start, stop) = self.spans[g]
         with memoryview(self.mapped) as view:  # no view outlives the call (the map closes)
-            leaf = group_leaf(leaf_hash(view[a:b]), leaf_hash(view[start:stop]))
+            leaf = group_leaf(*(leaf_hash(view[a:b]) for a, b in self.spans[g]))
         table = self._file().read_row_group(g, use_threads=False)
         if table.num_rows != hi - lo:
             raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")

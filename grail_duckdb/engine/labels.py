@@ -69,8 +69,12 @@ class Labels:
         return out
 
 
-def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) -> Labels:
+def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
+                 on_intervals=None) -> Labels:
     """Compute the d label pairs, levels and tree intervals of a condensed DAG.
+    ``on_intervals``, if given, is called once the levels, trees and intervals are final,
+    before the hub passes, with those arrays (``level``, ``tree``, ``inner``, ``outer``: a
+    build that saves writes them to its file meanwhile).
 
     Memory (issue 12's budget of the build): each pass's inputs are dropped once no later
     pass reads them, the tree of chosen children is made before the post orders exist, and
@@ -96,6 +100,8 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None) 
     inner, outer = k.interval_bounds(cond.dag, topo, post)
     del post
     tick("labels: intervals (pass 4)")
+    if on_intervals is not None:
+        on_intervals({"level": topo.level, "tree": tree, "inner": inner, "outer": outer})
     hub_of = hub_slots(xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
     down, up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, HUB_WORDS)
     tick("labels: hubs")

@@ -13,7 +13,9 @@ to its own position, so moving a part's chunks only changes the offsets in its f
 footer is decoded into a generic tree (field id, type, value) and encoded back, so fields this
 module does not know about are kept as they are. A chunk may also lie apart from its part's
 bytes, anywhere before them (:func:`external_chunk`: the index's children, written in a
-region of their own at the front of the file while the labels are still being computed).
+region of their own at the front of the file while the labels are still being computed),
+and a row group's first columns may come from another part of the same rows, written
+before it (:func:`joined`: the labels known before the hub passes, in a second region).
 
 >>> import pyarrow as pa, pyarrow.parquet as pq, io
 >>> parts = [encode_part(pa.table({"x": [1, 2]})), encode_part(pa.table({"x": [3]}))]
@@ -42,6 +44,8 @@ _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _ST
 
 # field ids (parquet.thrift) of the offsets that move with a part
 _FILE_ROW_GROUPS, _FILE_NUM_ROWS, _FILE_KV = 4, 3, 5
+# ... and of what two parts of the same rows join (:func:`joined`)
+_FILE_SCHEMA, _FILE_COLUMN_ORDERS, _SE_NUM_CHILDREN = 2, 7, 5
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
 _CM_OFFSETS = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom filter
@@ -399,6 +403,45 @@ def external_chunk(part: Part, table: pa.Table, at: int, size: int) -> None:
     part.data_end = start
 
 
+def joined(first: Part, second: Part, at: int) -> Part:
+    """One part of the rows of two (one row group each): the columns of ``first``, whose
+    chunks lie at ``at`` in the output (written apart, before ``second``'s), then those of
+    ``second``, whose bytes stay the part's own. The schema, the column orders and the row
+    group's chunks and sizes are joined; ``first``'s writer is kept.
+
+    >>> import io
+    >>> a, b = encode_part(pa.table({"x": [1, 2]})), encode_part(pa.table({"y": [3, 4]}))
+    >>> both = joined(a, b, 4)
+    >>> buf = io.BytesIO(MAGIC + bytes(a.data)[4:a.data_end])
+    >>> _ = buf.seek(0, io.SEEK_END)
+    >>> _ = buf.write(bytes(b.data)[4:b.data_end] + footer([both], start=4 + a.size))
+    >>> pq.read_table(buf).to_pydict()
+    {'x': [1, 2], 'y': [3, 4]}
+    """
+    if first.rows != second.rows:
+        raise ValueError(f"parts of {first.rows} and {second.rows} rows cannot be joined")
+    meta, other = _copy(first.meta), second.meta
+    schema, more = _field(meta, _FILE_SCHEMA)[2][1], _field(other, _FILE_SCHEMA)[2][1]
+    _set_field(schema[0], _SE_NUM_CHILDREN, _I32, len(schema) + len(more) - 2)
+    _set_field(meta, _FILE_SCHEMA, _LIST, (_STRUCT, schema + _copy_all(more[1:])))
+    orders, more_orders = _field(meta, _FILE_COLUMN_ORDERS), _field(other, _FILE_COLUMN_ORDERS)
+    if (orders is None) != (more_orders is None):
+        raise FooterError("one part has column orders, the other not")
+    if orders is not None:
+        orders[2] = (orders[2][0], orders[2][1] + _copy_all(more_orders[2][1]))
+    (group,), (more_group,) = _field(meta, _FILE_ROW_GROUPS)[2][1], _field(other, _FILE_ROW_GROUPS)[2][1]
+    columns = _field(group, _RG_COLUMNS)[2][1]
+    ahead = len(columns)
+    columns += _copy_all(_field(more_group, _RG_COLUMNS)[2][1])
+    for fid in (_RG_BYTES, _RG_COMPRESSED):
+        extra = _field(more_group, fid)
+        if extra is not None and _field(group, fid) is not None:
+            _shift(group, fid, extra[2])
+    moves = {c: at - len(MAGIC) for c in range(ahead)}
+    moves.update({ahead + c: move for c, move in second.moves.items()})
+    return Part(second.data, meta, second.data_end, second.buffer, moves)
+
+
 def place(parts: list[Part], start: int = len(MAGIC)):
     """``(position, bytes)`` of each part's column chunks in the output, the first at
     ``start`` (after ``PAR1``, or after a region of chunks written apart), and ``(0, PAR1)``
@@ -426,7 +469,7 @@ def moved_groups(part: Part, start: int, ordinal: int) -> list[bytes]:
     out = []
     for rg in _field(part.meta, _FILE_ROW_GROUPS)[2][1]:
         rg = _copy(rg)
-        _shift(rg, _RG_FILE_OFFSET, delta)
+        _shift(rg, _RG_FILE_OFFSET, part.moves.get(0, delta))  # where its first chunk lies
         for c, cc in enumerate(_field(rg, _RG_COLUMNS)[2][1]):
             move = part.moves.get(c, delta)
             for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
@@ -496,43 +539,64 @@ def read_footer(buf) -> tuple[list, int]:
     return meta, start
 
 
-def group_spans(md: pq.FileMetaData, end: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The bytes of each row group, for a file laid out as the index's save lays it: first
-    a region of the last column's chunks that were written apart (:func:`external_chunk`), in
-    group order, then each group's other chunks one after the other (:func:`place`). Per
-    group: ``((start, stop) of its chunk in the region, or an empty span where it has none
-    there, (start, stop) of its own bytes)``; a group's own bytes start at its first
-    column's first page and end where the next group's start (the last one's at the footer,
-    ``end``). ``md``: the file's metadata as pyarrow decoded it. Refused (FooterError): spans
-    that do not tile the file from ``PAR1`` to the footer."""
-    starts, outside = [], []
+Span = tuple[int, int]
+
+
+def group_spans(md: pq.FileMetaData, end: int, early: int = 0) -> list[tuple[Span, Span, Span]]:
+    """The bytes of each row group of a file laid out as the index's save lays it: a region
+    of the last column's chunks written apart (:func:`external_chunk`), then a region of the
+    first ``early`` columns' chunks (:func:`joined`), then each group's other chunks. Per
+    group: ``(its last column's chunk where it lies apart, its first ``early`` columns'
+    chunks, its other chunks)``, each ``(start, stop)`` (``start == stop``: none). A file
+    of one group of no rows holds all its bytes as the last span. ``md``: the file's
+    metadata as pyarrow decoded it, ``end``: where its footer starts. Refused (FooterError):
+    a group's chunks of one span that do not follow each other, spans that do not tile the
+    file from ``PAR1`` to the footer, an empty group among others."""
+    start = len(MAGIC)
+    out = []
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
-        if not rg.num_rows or not rg.num_columns:
-            starts.append(None)  # an empty group holds no bytes
-            outside.append(None)
+        if not rg.num_rows:
+            if md.num_row_groups != 1:
+                raise FooterError("an empty row group among others")
+            out.append(((start, start), (start, start), (start, end)))
             continue
-        first, last = rg.column(0), rg.column(rg.num_columns - 1)
-        starts.append(first.dictionary_page_offset if first.has_dictionary_page
-                      else first.data_page_offset)
-        at = last.dictionary_page_offset if last.has_dictionary_page else last.data_page_offset
-        outside.append((at, at + last.total_compressed_size))
-    region = next((a for a in starts if a is not None), end)
-    for g in range(len(starts) - 1, -1, -1):
-        if starts[g] is None:
-            starts[g] = starts[g + 1] if g + 1 < len(starts) else end
-    stops = starts[1:] + [end]
-    pos = len(MAGIC)
-    for g, span in enumerate(outside):
-        if span is None or span[0] >= region:
-            outside[g] = (pos, pos)  # the group's chunk lies among its own bytes
-        elif span[0] != pos:
-            raise FooterError("the region's chunks out of order")
-        else:
-            pos = span[1]
-    if any(a > b for a, b in zip(starts, stops)) or (starts and starts[0] != pos):
-        raise FooterError("row groups out of order")
-    return list(zip(outside, zip(starts, stops)))
+        chunks = [_chunk_span(rg.column(c)) for c in range(rg.num_columns)]
+        if not early < len(chunks):
+            raise FooterError("a row group without its own columns")
+        apart = len(chunks) > early + 1 and chunks[-1][0] != chunks[-2][1]
+        last = chunks[-1] if apart else (start, start)
+        out.append((last, _run(chunks[:early]), _run(chunks[early:len(chunks) - apart])))
+    spans = sorted(s for group in out for s in group if s[1] > s[0])
+    pos = start
+    for a, b in spans:
+        if a != pos:
+            raise FooterError("the row groups' chunks out of order: they do not tile the file")
+        pos = b
+    if pos != end and spans:
+        raise FooterError("the row groups' chunks do not reach the footer")
+    return out
+
+
+def _chunk_span(column) -> Span:
+    """Where a column chunk lies (pyarrow's metadata): its first page to its end."""
+    at = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    return at, at + column.total_compressed_size
+
+
+def _run(chunks: list[Span]) -> Span:
+    """The span of chunks that follow each other (empty: none)."""
+    if not chunks:
+        return (0, 0)
+    for (_, stop), (nxt, _) in zip(chunks, chunks[1:]):
+        if nxt != stop:
+            raise FooterError("a row group's chunks out of order")
+    return chunks[0][0], chunks[-1][1]
+
+
+def _copy_all(items: list) -> list:
+    """Deep copies of decoded structs."""
+    return [_copy(v) for v in items]
 
 
 def _copy(fields: list) -> list:

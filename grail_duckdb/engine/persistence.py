@@ -89,10 +89,10 @@ from ..kernels import Landing, to_host, to_host_all
 from . import parquet_parts
 from .atomic_write import Replacement
 from .ids import VertexIds
-from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, FORMAT_NAME, FORMAT_VERSION,
-                           META_PREFIX, TREE_FILE_COLUMNS, digest_site, first_text, group_leaf,
-                           label_names, leaf_hash, read_metadata, root_digest, tree_size,
-                           write_options)
+from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, EARLY_FIELDS, FORMAT_NAME,
+                           FORMAT_VERSION, META_PREFIX, TREE_FILE_COLUMNS, digest_site,
+                           first_text, group_leaf, leaf_hash, read_metadata, root_digest,
+                           tree_size, write_options)
 from .index_reader import IndexReader
 from .ingest import workers
 
@@ -172,34 +172,42 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
 
 @dataclass
 class _Rows:
-    """The index's label arrays, and how they make each part's table. They stay on the
-    index's backend: each part gathers its rows there (on the device for a GPU index) and
-    brings them to the host (:func:`~grail_duckdb.kernels.to_host_all`), so the copy is
-    spread over the encoding threads instead of preceding them."""
+    """Label arrays, and how they make each part's table: the early ones (:data:`EARLY_FIELDS`,
+    after the key and the component) or the hub bits (before the children's placeholder).
+    They stay on the index's backend: each part gathers its rows there (on the device for a
+    GPU index) and brings them to the host (:func:`~grail_duckdb.kernels.to_host_all`), so the
+    copy is spread over the encoding threads instead of preceding them."""
 
     graph: _Graph
     fields: dict[str, object]  # label array name -> backend array (1-D, or 2-D: one column per j)
     cols: dict[str, tuple[str, int | None]]  # file column -> (label array, its column j)
-    names: list[str]
+    early: bool  # the key and the component first; else the children's placeholder last
+
+    @property
+    def names(self) -> list[str]:
+        """The table's columns, in file order."""
+        return ((["key", "component"] if self.early else []) + list(self.cols)
+                + ([] if self.early else ["dag_children"]))
 
     def part(self, lo: int, hi: int, landing: Landing | None = None) -> pa.Table:
-        """Rows ``[lo, hi)`` as an Arrow table: label columns gathered per vertex, the
-        children's column all NULL, a placeholder for their page in the region
+        """Rows ``[lo, hi)`` as an Arrow table: label columns gathered per vertex; for the hub
+        bits, the children's column all NULL, a placeholder for their page in the region
         (:func:`.parquet_parts.external_chunk`). Device rows land in ``landing``
         (:class:`~grail_duckdb.kernels.Landing`: the table is valid until its next use)."""
         g = self.graph
-        comp = g.comp[lo:hi]
         rows = slice(lo, hi) if g.rep is None else g.dev_comp[lo:hi]
         names = list(self.fields)
         gathered = [self.fields[f][rows] for f in names]
         host = to_host_all([a if a.ndim == 1 else a.T for a in gathered], landing)
         by_field = dict(zip(names, host))
-        rng = g.ids.key_range()
-        if rng is not None:
-            key = pa.array(np.arange(rng[0] + lo, rng[0] + hi, dtype=np.int64))
-        else:
-            key = g.ids.keys.slice(lo, hi - lo)
-        arrays = {"key": key, "component": pa.array(comp)}
+        arrays = {}
+        if self.early:
+            rng = g.ids.key_range()
+            if rng is not None:
+                arrays["key"] = pa.array(np.arange(rng[0] + lo, rng[0] + hi, dtype=np.int64))
+            else:
+                arrays["key"] = g.ids.keys.slice(lo, hi - lo)
+            arrays["component"] = pa.array(g.comp[lo:hi])
         for name, (field, j) in self.cols.items():
             if name in _SIZES:  # the interval [lo, post] stored as its size
                 lo_j, post_j = _SIZES[name]
@@ -207,33 +215,40 @@ class _Rows:
             else:
                 values = by_field[field] if j is None else by_field[field][j]
             arrays[name] = pa.array(values)
-        arrays["dag_children"] = pa.nulls(hi - lo, pa.binary())
+        if not self.early:
+            arrays["dag_children"] = pa.nulls(hi - lo, pa.binary())
         # every column but the children is declared NOT NULL: no definition levels to decode
         return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
 
 
-def _rows(index, graph: _Graph) -> _Rows:
-    """The index's label rows over ``graph``'s parts (the label arrays left where they are)."""
-    lab = index.labels
-    fields = {name: a for name, a in lab.arrays().items() if name != "win_first"}
-    d, hw = fields["inner"].shape[1], fields["hub_down"].shape[1]
-    ww = win_words(lab)
-    names = label_names(d, hw, ww)
-    cols: dict = {"level": ("level", None)}
-    for size, post, lo_j, post_j in TREE_FILE_COLUMNS:
-        cols[size] = ("tree", lo_j)
-        cols[post] = ("tree", post_j)
-    for j in range(d):
-        cols[f"inner_{j + 1}"] = ("inner", j)
-        cols[f"outer_{j + 1}"] = ("outer", j)
-    for w in range(hw):
-        cols[f"hub_down_{w + 1}"] = ("hub_down", w)
-        cols[f"hub_up_{w + 1}"] = ("hub_up", w)
-    for w in range(ww):
-        cols[f"win_down_{w + 1}"] = ("win_down", w)
-        cols[f"win_up_{w + 1}"] = ("win_up", w)
-    return _Rows(graph, fields, {n: cols[n] for n in names}, names)
+def _rows(fields: dict, graph: _Graph, early: bool) -> _Rows:
+    """The rows of the early label arrays (``fields``: :data:`EARLY_FIELDS`) or of the hub
+    bits (``hub_down``, ``hub_up`` and the window hubs' where there are), left where they
+    are."""
+    cols: dict = {}
+    if early:
+        d = fields["inner"].shape[1]
+        cols["level"] = ("level", None)
+        for size, post, lo_j, post_j in TREE_FILE_COLUMNS:
+            cols[size] = ("tree", lo_j)
+            cols[post] = ("tree", post_j)
+        for j in range(d):
+            cols[f"inner_{j + 1}"] = ("inner", j)
+            cols[f"outer_{j + 1}"] = ("outer", j)
+    else:
+        for base in ("hub", "win"):
+            for w in range(fields[f"{base}_down"].shape[1] if f"{base}_down" in fields else 0):
+                cols[f"{base}_down_{w + 1}"] = (f"{base}_down", w)
+                cols[f"{base}_up_{w + 1}"] = (f"{base}_up", w)
+    return _Rows(graph, fields, cols, early)
+
+
+def _split(lab) -> tuple[dict, dict]:
+    """A :class:`~.labels.Labels`' arrays: the early ones, the hub bits."""
+    arrays = {name: a for name, a in lab.arrays().items() if name != "win_first"}
+    return ({f: arrays[f] for f in EARLY_FIELDS},
+            {f: a for f, a in arrays.items() if f not in EARLY_FIELDS})
 
 
 def win_words(lab) -> int:
@@ -370,20 +385,47 @@ class _Region:
         return max(self.ends, default=self.start) - self.start
 
 
+@dataclass
+class _Early:
+    """The early label columns' chunks (:data:`EARLY_FIELDS`, with the key and the
+    component), one part per row group, laid one after the other in the region that follows
+    the children's: each part (its footer; its bytes until written), where it lies, the hash
+    of its bytes, and the writes under way."""
+
+    start: float  # perf_counter at the region's start
+    at: list[int] = field(default_factory=list)
+    parts: list = field(default_factory=list)
+    hashes: list[bytes] = field(default_factory=list)
+    raw: list = field(default_factory=list)  # an empty part's bytes (its leaf spans the file)
+    writes: list = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)  # perf_counter as each part was written
+    end: int = 0  # where the region ends: the groups' own bytes start there
+
+    def wait(self) -> None:
+        """Every part written (a failed write raises here)."""
+        for w in self.writes:
+            w.result()
+
+    @property
+    def seconds(self) -> float:
+        return max(self.ends, default=self.start) - self.start
+
+
 class IndexWriter:
     """An index file under way (one :func:`save`; or a build's, started as soon as the
     condensation is done: :func:`~grail_duckdb.engine.index.build_index` with ``save_to``).
 
-    The file is the index's row groups behind a region that holds every group's children
-    (their BLOBs' chunk, 42% of the file at 2.5B edges): :meth:`write_children` writes that
-    region in the background, on every core, from the condensation alone, so a build writes
-    it while it computes the labels; :meth:`finish` then encodes the groups' label columns
-    on every core and writes them after it, while the region's last pages are still being
-    written (its layout is known from the condensation; only the digest waits for its
-    pages), then the footer and the digest, and renames the file over ``path``
-    (:class:`.atomic_write.Replacement`: checks first, a locked temporary, a flush, the
-    rename; a failure or :meth:`discard` leaves the old file as it was). ``source`` (str ->
-    str) describes where the edges came from (:func:`save`)."""
+    The file is the index's row groups behind two regions: one that holds every group's
+    children (their BLOBs' chunk, 42% of the file at 2.5B edges), known from the
+    condensation, and one that holds every group's early label columns (levels, trees,
+    intervals: 85% of the label bytes of a citation index), known once the intervals are.
+    :meth:`write_children` writes the first in the background, on every core, so a build
+    writes it while it computes the labels; :meth:`write_intervals` encodes and writes the
+    second while the build computes the hub bits; :meth:`finish` then encodes the groups' hub
+    bits on every core and writes them after both, then the footer and the digest, and
+    renames the file over ``path`` (:class:`.atomic_write.Replacement`: checks first, a
+    locked temporary, a flush, the rename; a failure or :meth:`discard` leaves the old file
+    as it was). ``source`` (str -> str) describes where the edges came from (:func:`save`)."""
 
     def __init__(self, path, *, source: dict | None = None, fsync: bool = True):
         self.path, self.fsync, self.source = Path(path), fsync, source
@@ -392,10 +434,10 @@ class IndexWriter:
         self._pool = ThreadPoolExecutor(workers())  # the region's pages
         self._encoders = ThreadPoolExecutor(workers())  # the label columns, beside them
         self._io = ThreadPoolExecutor(_WRITERS)
-        self._conductor = ThreadPoolExecutor(1)  # lays out the region
+        self._conductor = ThreadPoolExecutor(1)  # lays out the regions
         self._local = threading.local()
         self._buffers = parquet_parts.Buffers()
-        self._graph = self._region = None
+        self._graph = self._region = self._early = None
 
     def _landing(self) -> Landing:
         if not hasattr(self._local, "landing"):
@@ -408,6 +450,16 @@ class IndexWriter:
         if self._region is not None:
             raise RuntimeError("the children are being written already")
         self._region = self._conductor.submit(self._children, ids, comp, n_components, dag, d)
+
+    def write_intervals(self, fields: dict) -> None:
+        """Start writing the early label columns' region (``fields``: the arrays
+        :data:`EARLY_FIELDS` of the labels under way, which must not change any more), after
+        the children's; returns at once."""
+        if self._region is None:
+            raise RuntimeError("the children's region comes first")
+        if self._early is not None:
+            raise RuntimeError("the intervals are being written already")
+        self._early = self._conductor.submit(self._intervals, dict(fields))
 
     def _children(self, ids, comp, n_components, dag, d) -> _Region:
         """The region's layout, its pages handed to the pool (not waited for)."""
@@ -436,24 +488,76 @@ class IndexWriter:
         region.pages = [self._pool.submit(page, k) for k in range(len(sizes))]
         return region
 
+    def _intervals(self, fields: dict) -> _Early:
+        """The early columns encoded on every core (beside the region's last pages) and each
+        part written after the children's region as soon as the parts before it are known;
+        returns once every part is handed to the writers."""
+        early = _Early(time.perf_counter())
+        rows = _rows(fields, self._graph, early=True)
+        region = self._region.result()  # laid out already: this thread did it
+        pos = early.end = region.end
+        for part, own, raw in self._encoders.map(lambda k: self._encode(rows, k),
+                                                 range(len(self._graph.bounds))):
+            early.at.append(pos)
+            early.parts.append(part)
+            early.hashes.append(own)
+            early.raw.append(raw)
+            early.writes.append(self._write_part(part, pos, early.ends))
+            pos += part.size
+        early.end = pos
+        return early
+
+    def _encode(self, rows: _Rows, k: int):
+        """Part ``k`` of ``rows`` encoded: ``(part, hash of its bytes, its bytes when it
+        holds no rows)``."""
+        lo, hi = self._graph.bounds[k]
+        table = rows.part(lo, hi, self._landing())
+        part = parquet_parts.encode_part(table, self._buffers,
+                                         **write_options(rows.names, self._graph.ids.kind,
+                                                         hi - lo))
+        if not rows.early and self._region.result().sizes[k]:
+            region = self._region.result()
+            parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
+        own = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
+        return part, leaf_hash(own), bytes(own) if hi == lo else None
+
+    def _write_part(self, part: parquet_parts.Part, pos: int, ends: list[float]):
+        """Write a part's chunks at ``pos`` (a writer thread; its buffer goes back after)."""
+        def done(_):
+            ends.append(time.perf_counter())
+            _written(part, self._buffers)
+
+        chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
+        write = self._io.submit(self._writer.write, pos, chunks)
+        write.add_done_callback(done)
+        return write
+
     def finish(self, index, *, timings: dict | None = None) -> Path:
-        """Write the rest of ``index`` (the children first, if :meth:`write_children` was not
-        called) and put the file in place; ``timings`` receives the seconds of the steps."""
+        """Write the rest of ``index`` (the children and the early columns first, if
+        :meth:`write_children` and :meth:`write_intervals` were not called) and put the file
+        in place; ``timings`` receives the seconds of the steps."""
         try:
             t0 = time.perf_counter()
+            early_fields, hub_fields = _split(index.labels)
             if self._region is None:
                 self.write_children(index.ids, index.comp, index.n_components, index.dag,
                                     index.d)
+            if self._early is None:
+                self.write_intervals(early_fields)
             region = self._region.result()
-            rows = _rows(index, self._graph)
+            early = self._early.result()
+            rows = _rows(hub_fields, self._graph, early=False)
             meta = metadata(index, rows.graph.idx.shape[0], self.source)
             t1 = time.perf_counter()
-            self._write_groups(rows, region, meta)
+            self._write_groups(rows, region, early, meta)
             t2 = time.perf_counter()
             if timings is not None:
                 timings["children's region"] = region.seconds
                 timings["children after the labels"] = max(0.0, max(region.ends, default=0.0)
                                                             - t0)
+                timings["intervals' region"] = early.seconds
+                timings["intervals after the labels"] = max(0.0, max(early.ends, default=0.0)
+                                                             - t0)
                 timings["encode and write"] = t2 - t1
             out = self._file.commit(fsync=self.fsync)
             if timings is not None:
@@ -471,45 +575,39 @@ class IndexWriter:
         self._file.discard()
 
     def _shutdown(self) -> None:
-        if self._region is not None:
-            self._region.exception()  # its pages are handed out before the pools close
+        for task in (self._region, self._early):
+            if task is not None:
+                task.exception()  # their work is handed out before the pools close
         for pool in (self._conductor, self._pool, self._encoders, self._io):
             pool.shutdown(cancel_futures=True)  # a failed save's queued pages are not written;
             # the running ones are over before the file goes
 
-    def _write_groups(self, rows: _Rows, region: _Region, meta: dict[str, str]) -> None:
-        """Encode the groups' label columns on every core, write each after the region as
-        soon as the groups before it are known (the region's pages may still be under way),
-        then, once every page is written, the footer with the digest."""
-        names = ["key", "component"] + rows.names + ["dag_children"]
-        options = {empty: write_options(names, rows.graph.ids.kind, 0 if empty else 1)
-                   for empty in (False, True)}
-        g = rows.graph
-
-        def encode(k: int):
-            lo, hi = g.bounds[k]
-            table = rows.part(lo, hi, self._landing())
-            part = parquet_parts.encode_part(table, self._buffers, **options[hi == lo])
-            if region.sizes[k]:
-                parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
-            own = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
-            return part, leaf_hash(own), g.edges(k)
-
+    def _write_groups(self, rows: _Rows, region: _Region, early: _Early,
+                      meta: dict[str, str]) -> None:
+        """Encode the groups' hub bits on every core, join each group's early columns to
+        them and write them after both regions as soon as the groups before are known (the
+        regions' last writes may still be under way), then, once everything is written, the
+        footer with the digest."""
         writes = [self._io.submit(self._writer.write, 0, parquet_parts.MAGIC)]
-        parts, owns, edges, groups, pos = [], [], [], [], region.end
-        for part, own, count in self._encoders.map(encode, range(len(g.bounds))):
-            groups += parquet_parts.moved_groups(part, pos, len(groups))
-            chunks = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
-            writes.append(self._io.submit(self._writer.write, pos, chunks))
-            writes[-1].add_done_callback(lambda _, p=part: _written(p, self._buffers))
-            del chunks  # the part's bytes are freed once written
+        parts, leaves, edges, groups, pos, ends = [], [], [], [], early.end, []
+        g = rows.graph
+        for k, (part, own, raw) in enumerate(self._encoders.map(
+                lambda k: self._encode(rows, k), range(len(g.bounds)))):
+            whole = parquet_parts.joined(early.parts[k], part, early.at[k])
+            groups += parquet_parts.moved_groups(whole, pos, len(groups))
+            writes.append(self._write_part(part, pos, ends))
             pos += part.size
-            parts.append(part)
-            owns.append(own)
-            edges.append(str(count))
+            parts.append(whole)
+            leaves.append((own, raw))
+            edges.append(str(g.edges(k)))
         for w in writes:
             w.result()
-        leaves = [group_leaf(page, own) for page, own in zip(region.hashes(), owns)]
+        early.wait()
+        pages = region.hashes()
+        leaves = [group_leaf(page, before, own) if raw is None else
+                  group_leaf(leaf_hash(b""), leaf_hash(b""), leaf_hash(early_raw + raw))
+                  for page, before, early_raw, (own, raw)
+                  in zip(pages, early.hashes, early.raw, leaves)]
         meta = {**meta, "group_edges": ",".join(edges)}
         pairs = {**{META_PREFIX + k: v for k, v in meta.items()}, DIGEST_KEY: DIGEST_PLACEHOLDER}
         tail = parquet_parts.footer(parts, pairs, groups)

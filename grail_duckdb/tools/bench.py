@@ -51,6 +51,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from ..engine import atomic_write
 from ..engine.index import DEFAULT_LABELS, build_index, load_index
 from ..engine.ingest import as_column
 from ..errors import GrailError
@@ -412,31 +413,67 @@ def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, di
     return idx, out
 
 
+class _FreshPaths:
+    """A new file name for every timed save, the file before it removed first, untimed: a
+    save over an existing file also frees that file's blocks (on ext4 with ``discard``, 2.1 s
+    for a 9.5 GB index, in the background since round 2, stop 31), which is the disk's
+    work, not the save's; the figures are those of a first build's file."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.count, self.last = folder, 0, None
+
+    def next(self) -> Path:
+        if self.last is not None:
+            self.last.unlink(missing_ok=True)
+        atomic_write.wait_for_removals()
+        self.count += 1
+        self.last = self.folder / f"bench{self.count}.grail.parquet"
+        return self.last
+
+
 def bench_persistence(idx, build) -> dict:
     """Time ``idx.save`` (the whole save of a built index), the ETL path's save
-    (``build(save_to=path)``: the children written during the labels, the save phase the
-    time after them; the build it came with, its save excluded, is ``etl_build_seconds``;
-    the best of three when the build is short) and ``load_index``; the file's size."""
+    (``build(save_to=path)``: the children written during the labels, the intervals during
+    the hub passes, the save phase the time after them; the build it came with, its save
+    excluded, is ``etl_build_seconds``; the best of three when the build is short) and
+    ``load_index``; the file's size. Every save writes a new file (:class:`_FreshPaths`)."""
 
     with tempfile.TemporaryDirectory(prefix="grail-bench-") as tmp:
-        path = Path(tmp) / "bench.grail.parquet"
+        paths = _FreshPaths(Path(tmp))
         try:
-            save_s, _ = bl.best_of(lambda: idx.save(path))
+            save_s = _best_save(idx, paths)
         except (ImportError, AttributeError, NotImplementedError) as exc:
             return {"save_seconds": None, "note": f"persistence unavailable: {exc}"}
+        path = paths.last
         size = path.stat().st_size
         load_s, _ = bl.best_of(lambda: load_index(path, expect_fingerprint=idx.fingerprint))
         etl = []
         while not etl or (len(etl) < 3 and etl[0][0] + etl[0][1] < bl.SHORT_SECONDS):
-            streamed = build(save_to=path)
+            streamed = build(save_to=paths.next())
             phases = dict(streamed.build_seconds)
             etl.append((sum(phases.values()) - phases["save"], phases["save"],
                         dict(streamed.save_seconds)))
             del streamed
         etl_build, etl_save, steps = min(etl, key=lambda e: e[1])
+        paths.next()  # the last file removed before the folder goes
     return {"save_seconds": save_s, "load_seconds": load_s, "size_bytes": size,
             "etl_build_seconds": etl_build, "etl_save_seconds": etl_save,
             "etl_save_steps": steps}
+
+
+def _best_save(idx, paths: _FreshPaths, repeat: int = 3) -> float:
+    """The fastest of up to ``repeat`` whole saves, each to a new file (as
+    :func:`~.bench_baselines.best_of`: one run when it takes over a second)."""
+    best = None
+    for _ in range(repeat):
+        path = paths.next()
+        t0 = time.perf_counter()
+        idx.save(path)
+        seconds = time.perf_counter() - t0
+        best = seconds if best is None else min(best, seconds)
+        if best >= bl.SHORT_SECONDS:
+            break
+    return best
 
 
 def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:

@@ -148,11 +148,16 @@ def test_changed_metadata_and_a_moved_digest_are_refused(saved):
 
 def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_path,
                                                                  monkeypatch):
-    """Parts grow past ``PART_BYTES`` where that would make more than ``MAX_PARTS`` of them;
-    the file loads to the same answers either way."""
+    """Parts grow past ``PART_BYTES`` where that would make more than ``MAX_PARTS`` of them,
+    and shrink (to 1,024 rows) where that would make fewer than ``MIN_PARTS``; the file loads
+    to the same answers either way."""
     rng = np.random.default_rng(30)
     src, dst = rng.integers(0, 20_000, 60_000), rng.integers(0, 20_000, 60_000)
     idx = gd.build_index(src, dst, labels=2, backend=backend)
+    small = idx.save(tmp_path / "small.grail.parquet")  # 2 MB of data: 1,024 rows a part
+    assert pq.ParquetFile(small).metadata.num_row_groups == -(-idx.n_vertices // 1024)
+    monkeypatch.setattr(persistence, "MIN_PARTS", 4)
+    assert pq.ParquetFile(idx.save(small)).metadata.num_row_groups == 4
     monkeypatch.setattr(persistence, "PART_BYTES", 1 << 10)
     many = idx.save(tmp_path / "many.grail.parquet")
     monkeypatch.setattr(persistence, "MAX_PARTS", 4)
@@ -161,7 +166,7 @@ def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_pat
     assert pq.ParquetFile(few).metadata.num_row_groups == 4
     qs, qd = rng.integers(-3, 20_003, 20_000), rng.integers(-3, 20_003, 20_000)
     want = idx.reaches(qs, qd)
-    for path in (many, few):
+    for path in (small, many, few):
         assert gd.load_index(path, backend=backend).reaches(qs, qd).equals(want)
 
 

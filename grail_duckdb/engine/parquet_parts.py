@@ -407,7 +407,8 @@ def joined(first: Part, second: Part, at: int) -> Part:
     """One part of the rows of two (one row group each): the columns of ``first``, whose
     chunks lie at ``at`` in the output (written apart, before ``second``'s), then those of
     ``second``, whose bytes stay the part's own. The schema, the column orders and the row
-    group's chunks and sizes are joined; ``first``'s writer is kept.
+    group's chunks and sizes are joined; ``first``'s writer is kept. Both footers are taken
+    over, not copied (at 438M edges a save joins 256 pairs, under the interpreter's lock).
 
     >>> import io
     >>> a, b = encode_part(pa.table({"x": [1, 2]})), encode_part(pa.table({"y": [3, 4]}))
@@ -420,19 +421,19 @@ def joined(first: Part, second: Part, at: int) -> Part:
     """
     if first.rows != second.rows:
         raise ValueError(f"parts of {first.rows} and {second.rows} rows cannot be joined")
-    meta, other = _copy(first.meta), second.meta
+    meta, other = first.meta, second.meta
     schema, more = _field(meta, _FILE_SCHEMA)[2][1], _field(other, _FILE_SCHEMA)[2][1]
     _set_field(schema[0], _SE_NUM_CHILDREN, _I32, len(schema) + len(more) - 2)
-    _set_field(meta, _FILE_SCHEMA, _LIST, (_STRUCT, schema + _copy_all(more[1:])))
+    schema += more[1:]
     orders, more_orders = _field(meta, _FILE_COLUMN_ORDERS), _field(other, _FILE_COLUMN_ORDERS)
     if (orders is None) != (more_orders is None):
         raise FooterError("one part has column orders, the other not")
     if orders is not None:
-        orders[2] = (orders[2][0], orders[2][1] + _copy_all(more_orders[2][1]))
+        orders[2][1].extend(more_orders[2][1])
     (group,), (more_group,) = _field(meta, _FILE_ROW_GROUPS)[2][1], _field(other, _FILE_ROW_GROUPS)[2][1]
     columns = _field(group, _RG_COLUMNS)[2][1]
     ahead = len(columns)
-    columns += _copy_all(_field(more_group, _RG_COLUMNS)[2][1])
+    columns += _field(more_group, _RG_COLUMNS)[2][1]
     for fid in (_RG_BYTES, _RG_COMPRESSED):
         extra = _field(more_group, fid)
         if extra is not None and _field(group, fid) is not None:
@@ -460,15 +461,16 @@ def offsets(parts: list[Part], start: int = len(MAGIC)) -> list[int]:
     return out
 
 
-def moved_groups(part: Part, start: int, ordinal: int) -> list[bytes]:
+def moved_groups(part: Part, start: int, ordinal: int, *, in_place: bool = False) -> list[bytes]:
     """The part's row groups, encoded, with their offsets moved for a part whose column
     chunks start at ``start`` in the output and ordinals from ``ordinal`` on: a writer
     encodes them as its parts come (:func:`footer` takes them), instead of all of them at the
-    end (1.2 s for 656 parts at 2.5B edges: README, Scale, stop 28)."""
+    end (1.2 s for 656 parts at 2.5B edges: README, Scale, stop 28). ``in_place``: the
+    part's own footer is changed rather than a copy (a writer that moves each part once)."""
     delta = start - len(MAGIC)
     out = []
     for rg in _field(part.meta, _FILE_ROW_GROUPS)[2][1]:
-        rg = _copy(rg)
+        rg = rg if in_place else _copy(rg)
         _shift(rg, _RG_FILE_OFFSET, part.moves.get(0, delta))  # where its first chunk lies
         for c, cc in enumerate(_field(rg, _RG_COLUMNS)[2][1]):
             move = part.moves.get(c, delta)
@@ -592,11 +594,6 @@ def _run(chunks: list[Span]) -> Span:
         if nxt != stop:
             raise FooterError("a row group's chunks out of order")
     return chunks[0][0], chunks[-1][1]
-
-
-def _copy_all(items: list) -> list:
-    """Deep copies of decoded structs."""
-    return [_copy(v) for v in items]
 
 
 def _copy(fields: list) -> list:

@@ -96,14 +96,20 @@ from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, EARLY_FIELDS, FORMAT_
 from .index_reader import IndexReader
 from .ingest import workers
 
-#: raw bytes of index data per part (one row group, encoded by one thread), at least
-PART_BYTES = 64 << 20
-#: parts of a large index, at most: each costs a fixed share of work (its writer, footer,
-#: pages, copies), and at 2.5B edges (656 parts of 64 MB) the label columns were encoded and
-#: written in 9.9-10.8 s against 8.4-8.9 s in parts of 160 MB (whole saves to /dev/shm,
-#: alternated in one process, NVIDIA H200 host; README, Scale, stop 30); an index of a few
-#: GB keeps parts of 64 MB, so that a load still has many row groups per core
+#: raw bytes of index data per part (one row group, encoded by one thread), at least, where
+#: that makes ``MIN_PARTS`` parts or more. Each part costs a fixed share of work, much of it
+#: under the interpreter's lock (its writer's footer decoded and moved, its pages, its
+#: copies): at 438M edges, parts of 128 MB saved in 4.39-5.28 s and loaded in 2.30-2.44 s,
+#: parts of 64 MB in 5.13-6.75 s and 2.64-3.50 s (whole saves to /dev/shm and loads,
+#: alternated in one process, NVIDIA H200 host; README, Scale, stop 31)
+PART_BYTES = 128 << 20
+#: parts of a large index, at most: at 2.5B edges (656 parts of 64 MB) the label columns were
+#: encoded and written in 9.9-10.8 s against 8.4-8.9 s in parts of 160 MB (the same kind of
+#: A/B; README, Scale, stop 30)
 MAX_PARTS = 256
+#: parts of a small index, at least (where it has 1,024 rows per part): two per core, so that
+#: every core encodes and loads
+MIN_PARTS = 32
 #: bytes written between two flushes to disk while a save is under way, where the kernel
 #: cannot be asked to write a range back as soon as it is written (no ``sync_file_range``)
 _SYNC_BYTES = 256 << 20
@@ -151,6 +157,7 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
     """The :class:`_Graph` of a condensation: the components and the DAG's row pointers copied
     to the host (in parallel), the children left where they are; parts of about
     ``PART_BYTES`` of raw data, or larger ones where that makes more than ``MAX_PARTS``,
+    smaller ones where it makes fewer than ``MIN_PARTS`` (of 1,024 rows at least),
     counted with two words of hub bits per side (the labels' own widths are not known
     yet)."""
     with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
@@ -160,7 +167,8 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
     n = host_comp.shape[0]
     rep = None if n_components == n else _representatives(host_comp)
     per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag.indices.shape[0] / max(n, 1)
-    step = max(1024, int(PART_BYTES / per_row), -(-n // MAX_PARTS))
+    parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(n * per_row) // PART_BYTES)))
+    step = max(1024, -(-n // parts))
     bounds = [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
     # components are numbered by their representatives' rows: those before a row count them
     before = (np.arange(n + 1) if rep is None
@@ -594,7 +602,7 @@ class IndexWriter:
         for k, (part, own, raw) in enumerate(self._encoders.map(
                 lambda k: self._encode(rows, k), range(len(g.bounds)))):
             whole = parquet_parts.joined(early.parts[k], part, early.at[k])
-            groups += parquet_parts.moved_groups(whole, pos, len(groups))
+            groups += parquet_parts.moved_groups(whole, pos, len(groups), in_place=True)
             writes.append(self._write_part(part, pos, ends))
             pos += part.size
             parts.append(whole)

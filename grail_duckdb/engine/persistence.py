@@ -65,9 +65,14 @@ file): that region is known once the condensation is done, so a build that saves
 (``build_index(..., save_to=...)``, the command line's ``build``) writes it on every core
 while the GPU computes the labels, and only the label columns are left to write after them
 (:class:`IndexWriter`; 2.5B edges on an H200: the save after the labels 13.1 s against a
-14.9-s build, README, Scale, stop 29). A row group's digest leaf hashes its page in the
-region and its own bytes. Files of formats 1 to 6 are refused with a message that says to
-rebuild.
+14.9-s build, README, Scale, stop 29). Format 8 adds a second region after it: every
+group's columns known once the GRAIL intervals are (key, component, level, trees,
+intervals: :data:`~.index_format.EARLY_FIELDS`, 85% of a citation index's label bytes),
+encoded as a part of their own and written while the build computes the hub bits; each
+group's footer entry joins its two parts (:func:`.parquet_parts.joined`), so a reader sees
+one row group as before. A row group's digest leaf hashes its three spans (its page in the
+first region, its chunks in the second, its own bytes). Files of formats 1 to 7 are
+refused with a message that says to rebuild.
 """
 from __future__ import annotations
 
@@ -523,8 +528,8 @@ class IndexWriter:
         part = parquet_parts.encode_part(table, self._buffers,
                                          **write_options(rows.names, self._graph.ids.kind,
                                                          hi - lo))
-        if not rows.early and self._region.result().sizes[k]:
-            region = self._region.result()
+        region = self._region.result()
+        if not rows.early and region.sizes[k]:
             parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
         own = memoryview(part.data)[len(parquet_parts.MAGIC):part.data_end]
         return part, leaf_hash(own), bytes(own) if hi == lo else None

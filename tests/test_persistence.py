@@ -429,7 +429,7 @@ def test_save_replaces_its_own_index(saved):
 
 def test_the_replaced_index_is_removed_after_the_save_returns(saved, monkeypatch):
     """The file a save replaces is unlinked on a thread of its own once the new one is in
-    place (freeing its blocks took 2.1 s for 9.5 GB on the device host's ext4): the save
+    place (freeing its blocks took about 2 s for 9.5 GB on the device host's ext4): the save
     returns before it is gone, a reader that holds it open still reads it whole, and once
     the removal is over the folder holds the new index alone."""
     idx, path = saved

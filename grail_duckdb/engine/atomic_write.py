@@ -14,7 +14,7 @@
   the umask applied by the system, as any file the user creates (``mkstemp`` made them 0600).
 * **The replaced file is removed after the rename, on a thread of its own.** Freeing a large
   file's blocks is slow on some file systems (ext4 mounted with ``discard`` trims every
-  block: 2.1 s for a 9.5 GB index on the NVIDIA H200 host, 0.5 s for 3 GB on the development
+  block: about 2 s for a 9.5 GB index on the NVIDIA H200 host, 0.52 s for 3 GB on the development
   machine), and a save that replaced an index waited for it. The old file is kept under a
   temporary name (a hard link) until the new one is in place, then unlinked in the
   background; the process waits for that at exit (:func:`wait_for_removals`), and a

@@ -415,7 +415,7 @@ def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, di
 
 class _FreshPaths:
     """A new file name for every timed save, the file before it removed first, untimed: a
-    save over an existing file also frees that file's blocks (on ext4 with ``discard``, 2.1 s
+    save over an existing file also frees that file's blocks (on ext4 with ``discard``, about 2 s
     for a 9.5 GB index, in the background since round 2, stop 31), which is the disk's
     work, not the save's; the figures are those of a first build's file."""
 

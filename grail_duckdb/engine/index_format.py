@@ -58,7 +58,7 @@ def early_count(d: int) -> int:
     >>> early_count(2), label_names(2, 1, 0)[early_count(2) - 2]
     (11, 'hub_down_1')
     """
-    return 2 + 1 + 2 * len(TREE_FILE_COLUMNS) + 2 * d
+    return 2 + len(label_names(d, 0, 0))
 
 
 def first_text(first) -> str:

@@ -371,8 +371,25 @@ def _written(part: parquet_parts.Part, buffers: parquet_parts.Buffers) -> None:
         part.buffer = None
 
 
+class _Timed:
+    """When a region's writes ended (``start``, ``ends``: perf_counter at its start and as
+    each write ended)."""
+
+    start: float
+    ends: list[float]
+
+    @property
+    def seconds(self) -> float:
+        """From the region's start to its last write (once they are over)."""
+        return max(self.ends, default=self.start) - self.start
+
+    def past(self, t0: float) -> float:
+        """How long its writes ran past ``t0`` (the end of the labels)."""
+        return max(0.0, max(self.ends, default=0.0) - t0)
+
+
 @dataclass
-class _Region:
+class _Region(_Timed):
     """The children's pages at the front of the file, one per part (empty parts have none):
     where each lies (known as soon as the condensation is), and each page's writing, whose
     result is the page's hash (the first half of its row group's leaf) and which records
@@ -392,14 +409,9 @@ class _Region:
         """Every page's hash, once every page is written (a failed write raises here)."""
         return [page.result() for page in self.pages]
 
-    @property
-    def seconds(self) -> float:
-        """From the region's start to its last page written (once they are)."""
-        return max(self.ends, default=self.start) - self.start
-
 
 @dataclass
-class _Early:
+class _Early(_Timed):
     """The early label columns' chunks (:data:`EARLY_FIELDS`, with the key and the
     component), one part per row group, laid one after the other in the region that follows
     the children's: each part (its footer; its bytes until written), where it lies, the hash
@@ -418,10 +430,6 @@ class _Early:
         """Every part written (a failed write raises here)."""
         for w in self.writes:
             w.result()
-
-    @property
-    def seconds(self) -> float:
-        return max(self.ends, default=self.start) - self.start
 
 
 class IndexWriter:
@@ -566,11 +574,9 @@ class IndexWriter:
             t2 = time.perf_counter()
             if timings is not None:
                 timings["children's region"] = region.seconds
-                timings["children after the labels"] = max(0.0, max(region.ends, default=0.0)
-                                                            - t0)
+                timings["children after the labels"] = region.past(t0)
                 timings["intervals' region"] = early.seconds
-                timings["intervals after the labels"] = max(0.0, max(early.ends, default=0.0)
-                                                             - t0)
+                timings["intervals after the labels"] = early.past(t0)
                 timings["encode and write"] = t2 - t1
             out = self._file.commit(fsync=self.fsync)
             if timings is not None:

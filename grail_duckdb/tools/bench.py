@@ -441,7 +441,7 @@ def bench_persistence(idx, build) -> dict:
     with tempfile.TemporaryDirectory(prefix="grail-bench-") as tmp:
         paths = _FreshPaths(Path(tmp))
         try:
-            save_s = _best_save(idx, paths)
+            save_s, _ = bl.best_of(lambda: idx.save(paths.last), before=paths.next)
         except (ImportError, AttributeError, NotImplementedError) as exc:
             return {"save_seconds": None, "note": f"persistence unavailable: {exc}"}
         path = paths.last
@@ -459,21 +459,6 @@ def bench_persistence(idx, build) -> dict:
     return {"save_seconds": save_s, "load_seconds": load_s, "size_bytes": size,
             "etl_build_seconds": etl_build, "etl_save_seconds": etl_save,
             "etl_save_steps": steps}
-
-
-def _best_save(idx, paths: _FreshPaths, repeat: int = 3) -> float:
-    """The fastest of up to ``repeat`` whole saves, each to a new file (as
-    :func:`~.bench_baselines.best_of`: one run when it takes over a second)."""
-    best = None
-    for _ in range(repeat):
-        path = paths.next()
-        t0 = time.perf_counter()
-        idx.save(path)
-        seconds = time.perf_counter() - t0
-        best = seconds if best is None else min(best, seconds)
-        if best >= bl.SHORT_SECONDS:
-            break
-    return best
 
 
 def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:

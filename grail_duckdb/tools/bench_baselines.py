@@ -58,21 +58,24 @@ class Measured:
                 "note": self.note}
 
 
-def best_of(fn, repeat: int = 3, short: float = SHORT_SECONDS):
-    """``(seconds, result)`` of the fastest of up to ``repeat`` runs of ``fn()``.
+def best_of(fn, repeat: int = 3, short: float = SHORT_SECONDS, before=None):
+    """``(seconds, result)`` of the fastest of up to ``repeat`` runs of ``fn()``; ``before``,
+    if given, is called before each run, untimed.
 
     Runs longer than ``short`` seconds are not repeated: they are not noise-bound, and the
     bench must finish. Runs under ``TINY_SECONDS`` are repeated at least ``TINY_REPEAT``
     times: a sub-millisecond call is all noise at three.
     """
-    t0 = time.perf_counter()
-    result = fn()
-    best = time.perf_counter() - t0
-    runs = 1
-    while best < short and runs < (max(repeat, TINY_REPEAT) if best < TINY_SECONDS else repeat):
+    best = result = None
+    runs = 0
+    while best is None or (best < short and runs < (max(repeat, TINY_REPEAT)
+                                                     if best < TINY_SECONDS else repeat)):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         result = fn()
-        best = min(best, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        best = seconds if best is None else min(best, seconds)
         runs += 1
     return best, result
 

@@ -661,6 +661,71 @@ def test_device_arrays_land_in_reused_host_memory(backend, monkeypatch):
     assert (views[0] == -1).all() and (views[1] == 2).all()
 
 
+def test_columns_come_to_the_host_transposed(backend, monkeypatch):
+    """``to_host_columns``: 1-D arrays as they are, 2-D runs of rows as their columns,
+    contiguous, with or without a :class:`Landing` (the downloaded rows and the columns
+    share its memory without overlapping), on this thread's own stream."""
+    from grail_duckdb.kernels import Landing, mark_ready, on_own_stream, to_host_columns
+
+    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
+    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    xp, rng, landing = backend.xp, np.random.default_rng(9), Landing()
+    for rows in (3_000, 40, 12_000):
+        host = [rng.integers(0, 2**31, (rows, 9)).astype(np.int32),
+                rng.integers(0, 2**31, rows).astype(np.int32),
+                rng.integers(0, 2**62, (rows, 4)).astype(np.uint64)]
+        dev = [xp.asarray(a) for a in host]
+        lo, hi = rows // 3, rows - 5
+        for land in (landing, None):
+            with on_own_stream(mark_ready(dev[0])):
+                got = to_host_columns([a[lo:hi] for a in dev], land)
+            want = [host[0][lo:hi].T, host[1][lo:hi], host[2][lo:hi].T]
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.flags.c_contiguous
+                np.testing.assert_array_equal(g, w)
+
+
+_LATE_FILL = r"""
+extern "C" __global__ void late_fill(int* out, int n, long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = i + 1;
+}
+"""
+
+
+@pytest.mark.gpu
+def test_own_stream_waits_for_the_work_before_the_mark(backend):
+    """A thread that copies on its own stream (a save's parts, while the build's hub passes
+    run) sees what the default stream's work before :func:`mark_ready` wrote, not what was
+    there before: a kernel that writes late, then the copies from another thread, large (the
+    pinned download) and small."""
+    if backend.name == "cpu":
+        pytest.skip("streams are the GPU backend's")
+    import cupy as cp
+    from grail_duckdb.kernels import mark_ready, on_own_stream, to_host_columns
+
+    n = 4_000_000
+    for rows in (n, 1_000):
+        out = cp.zeros((rows, 2), cp.int32)
+        cp.cuda.runtime.deviceSynchronize()
+        cp.RawKernel(_LATE_FILL, "late_fill")((64,), (256,), (out, np.int32(2 * rows),
+                                                             np.int64(300_000_000)))
+        ready = mark_ready(out)
+        got = []
+
+        def copy():
+            with on_own_stream(ready):
+                got.extend(to_host_columns([out]))
+
+        worker = threading.Thread(target=copy)
+        worker.start()
+        worker.join()
+        want = np.arange(1, 2 * rows + 1, dtype=np.int32).reshape(rows, 2).T
+        np.testing.assert_array_equal(got[0], want)
+
+
 def test_host_values_reach_a_slice_of_a_backend_array(backend, monkeypatch):
     """``copy_into``: host values into row blocks of 1-D and 2-D arrays, through several
     pinned chunks on a GPU (odd chunk sizes that split elements), converting the dtype."""

@@ -336,18 +336,18 @@ def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
     return bytes(out)
 
 
-def _blob_head(blobs: Blobs, rows: int) -> bytes:
-    """The page header, the levels' length and the levels of ``blobs``' page (the words
-    follow), its rows checked against the pointers."""
-    valid_rows = blobs.ptr.shape[0] - 1
-    if (blobs.valid is None and valid_rows != rows) or (
-            blobs.valid is not None and (blobs.valid.shape[0] != rows
-                                         or int(np.count_nonzero(blobs.valid)) != valid_rows)):
-        raise ValueError(f"{blobs.name}: {valid_rows} BLOBs for {rows} rows")
-    levels = _def_levels(blobs.valid, rows)
-    body = 4 + len(levels) + 4 * (valid_rows + int(blobs.ptr[-1] - blobs.ptr[0]))
+def _blob_head(name: str, rows: int, valid: np.ndarray | None, count: int, words: int) -> bytes:
+    """The page header, the levels' length and the levels of a page of ``count`` BLOBs of
+    ``words`` words in all over ``rows`` rows (the words follow), its rows checked against
+    the BLOBs."""
+    if (valid is None and count != rows) or (
+            valid is not None and (valid.shape[0] != rows
+                                   or int(np.count_nonzero(valid)) != count)):
+        raise ValueError(f"{name}: {count} BLOBs for {rows} rows")
+    levels = _def_levels(valid, rows)
+    body = 4 + len(levels) + 4 * (count + words)
     if body >= 1 << 31:
-        raise ValueError(f"{blobs.name}: a part's BLOBs exceed one Parquet page (2 GB)")
+        raise ValueError(f"{name}: a part's BLOBs exceed one Parquet page (2 GB)")
     header = bytearray()
     _write_struct(header, [[1, _I32, _DATA_PAGE], [2, _I32, body], [3, _I32, body],
                            [5, _STRUCT, [[1, _I32, rows], [2, _I32, _PLAIN], [3, _I32, _RLE],
@@ -355,11 +355,19 @@ def _blob_head(blobs: Blobs, rows: int) -> bytes:
     return bytes(header) + struct.pack("<I", len(levels)) + levels
 
 
+def blob_page_bytes(name: str, rows: int, valid: np.ndarray | None, count: int,
+                    words: int) -> int:
+    """Bytes of the PLAIN page that :func:`write_blob_page` writes for ``count`` BLOBs of
+    ``words`` words in all over ``rows`` rows (``valid``: the rows that hold one; None:
+    every row), known before the BLOBs are at hand."""
+    return len(_blob_head(name, rows, valid, count, words)) + 4 * (count + words)
+
+
 def blob_page_size(blobs: Blobs, rows: int) -> int:
     """Bytes of the PLAIN page that :func:`write_blob_page` writes for ``blobs`` (known from
     the pointers alone: the children need not be at hand yet)."""
-    return len(_blob_head(blobs, rows)) + 4 * (blobs.ptr.shape[0] - 1
-                                               + int(blobs.ptr[-1] - blobs.ptr[0]))
+    return blob_page_bytes(blobs.name, rows, blobs.valid, blobs.ptr.shape[0] - 1,
+                           int(blobs.ptr[-1] - blobs.ptr[0]))
 
 
 def write_blob_page(blobs: Blobs, rows: int, out: np.ndarray) -> None:
@@ -369,8 +377,9 @@ def write_blob_page(blobs: Blobs, rows: int, out: np.ndarray) -> None:
     the words need not be aligned: Numba stores them as they are, at the same speed)."""
     if int(blobs.ptr[-1] - blobs.ptr[0]) != blobs.children.shape[0]:
         raise ValueError(f"{blobs.name}: the BLOBs' pointers do not cover their children")
-    head = _blob_head(blobs, rows)
-    if out.shape[0] != len(head) + 4 * (blobs.ptr.shape[0] - 1 + blobs.children.shape[0]):
+    count = blobs.ptr.shape[0] - 1
+    head = _blob_head(blobs.name, rows, blobs.valid, count, blobs.children.shape[0])
+    if out.shape[0] != len(head) + 4 * (count + blobs.children.shape[0]):
         raise ValueError(f"{blobs.name}: the page's buffer is not its size")
     out[:len(head)] = np.frombuffer(head, np.uint8)
     blob_words(blobs.ptr, blobs.children, out[len(head):].view(np.int32))

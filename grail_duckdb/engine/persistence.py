@@ -90,7 +90,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import IndexFileError, StaleIndexError
-from ..kernels import Landing, to_host, to_host_all
+from ..kernels import Landing, mark_ready, on_own_stream, to_host, to_host_all, to_host_columns
 from . import parquet_parts
 from .atomic_write import Replacement
 from .ids import VertexIds
@@ -129,58 +129,90 @@ _SIZES = {size: (lo_j, post_j) for size, _, lo_j, post_j in TREE_FILE_COLUMNS}
 class _Graph:
     """What the children's region needs, known once the condensation is done (before the
     labels): the components, the DAG's rows, and how to cut the file's rows into parts. The
-    children stay on the index's backend: each part brings its own to the host."""
+    children stay on the index's backend: each part brings its own to the host, with its
+    row pointers where every row is its own component (a DAG's condensation: nothing is
+    copied before the first page; at 438M edges the whole pointers and components took
+    0.8 s to come over, while the disk waited: README, Scale, stop 32)."""
 
     ids: VertexIds
-    comp: np.ndarray  # host int32
-    dev_comp: object  # the same on the backend: the gather of the label rows
-    ptr: np.ndarray  # host int64
+    comp: np.ndarray | None  # host int32 (None: every row its own component, comp[i] == i)
+    dev_comp: object  # the components on the backend: the gather of the label rows
+    ptr: np.ndarray | None  # host int64 (None: each part brings its own)
+    dev_ptr: object  # the DAG's row pointers on the backend
     idx: object  # the DAG's children, on the backend
     rep: np.ndarray | None  # representative rows (None: every row is one)
     bounds: list[tuple[int, int]]  # the parts' rows
     spans: list[tuple[int, int]]  # the components whose representatives each part holds
+    ptr_at: list[int]  # the row pointer at each span's start, and at the last one's end
+    ready: object = None  # the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)
 
-    def blobs(self, k: int, landing: Landing | None = None,
-              children: bool = True) -> parquet_parts.Blobs:
-        """The children of part ``k``'s rows (landed in ``landing``; not brought over at all
-        without ``children``: the page's size needs the pointers only)."""
+    def blobs(self, k: int, landing: Landing | None = None) -> parquet_parts.Blobs:
+        """The children of part ``k``'s rows (landed in ``landing``), copied on this thread's
+        stream."""
         (lo, hi), (c0, c1) = self.bounds[k], self.spans[k]
-        kids = (to_host_all([self.idx[self.ptr[c0]:self.ptr[c1]]], landing, ready=True)[0]
-                if children else None)
-        valid = None if self.rep is None else self.rep[lo:hi]
-        return parquet_parts.Blobs("dag_children", self.ptr[c0:c1 + 1], kids, valid)
+        kids = self.idx[self.ptr_at[k]:self.ptr_at[k + 1]]
+        with on_own_stream(self.ready):
+            if self.ptr is None:
+                ptr, kids = to_host_all([self.dev_ptr[c0:c1 + 1], kids], landing, ready=True)
+            else:
+                ptr, kids = self.ptr[c0:c1 + 1], to_host_all([kids], landing, ready=True)[0]
+        return parquet_parts.Blobs("dag_children", ptr, kids, self.valid(k))
+
+    def valid(self, k: int) -> np.ndarray | None:
+        """Which of part ``k``'s rows hold their component's children (None: all)."""
+        lo, hi = self.bounds[k]
+        return None if self.rep is None else self.rep[lo:hi]
+
+    def page_size(self, k: int) -> int:
+        """Bytes of part ``k``'s page of children (0: a part of no rows has none)."""
+        (lo, hi), (c0, c1) = self.bounds[k], self.spans[k]
+        if hi == lo:
+            return 0
+        return parquet_parts.blob_page_bytes("dag_children", hi - lo, self.valid(k), c1 - c0,
+                                             self.edges(k))
+
+    def components(self, lo: int, hi: int) -> np.ndarray:
+        """The components of rows ``[lo, hi)``, on the host."""
+        return np.arange(lo, hi, dtype=np.int32) if self.comp is None else self.comp[lo:hi]
 
     def edges(self, k: int) -> int:
         """The DAG edges (children) that part ``k`` holds: the file's ``group_edges``, so
         that a reader places each row group's children without waiting for the groups
         before."""
-        c0, c1 = self.spans[k]
-        return int(self.ptr[c1] - self.ptr[c0])
+        return self.ptr_at[k + 1] - self.ptr_at[k]
 
 
-def _graph(ids: VertexIds, comp, n_components: int, dag, d: int) -> _Graph:
-    """The :class:`_Graph` of a condensation: the components and the DAG's row pointers copied
-    to the host (in parallel), the children left where they are; parts of about
-    ``PART_BYTES`` of raw data, or larger ones where that makes more than ``MAX_PARTS``,
-    smaller ones where it makes fewer than ``MIN_PARTS`` (of 1,024 rows at least),
-    counted with two words of hub bits per side (the labels' own widths are not known
-    yet)."""
-    with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
-        host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
-                                  [comp, dag.indptr])
-    host_comp = host_comp.astype(np.int32, copy=False)
-    n = host_comp.shape[0]
-    rep = None if n_components == n else _representatives(host_comp)
+def _graph(ids: VertexIds, comp, n_components: int, dag, d: int, ready=None) -> _Graph:
+    """The :class:`_Graph` of a condensation; parts of about ``PART_BYTES`` of raw data, or
+    larger ones where that makes more than ``MAX_PARTS``, smaller ones where it makes fewer
+    than ``MIN_PARTS`` (of 1,024 rows at least), counted with two words of hub bits per side
+    (the labels' own widths are not known yet). Where components hold several rows, the
+    components and the row pointers are copied to the host first (in parallel); else only
+    the row pointers at the parts' bounds, on this thread's stream after ``ready``
+    (:func:`~grail_duckdb.kernels.mark_ready`: the build's label passes run meanwhile)."""
+    n = int(comp.shape[0])
     per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag.indices.shape[0] / max(n, 1)
     parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(n * per_row) // PART_BYTES)))
     step = max(1024, -(-n // parts))
     bounds = [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
+    if n_components == n:  # components are numbered by their first rows: comp[i] == i
+        with on_own_stream(ready):
+            ptr_at = [int(to_host(dag.indptr[i:i + 1])[0]) for i, _ in bounds]
+            ptr_at.append(int(to_host(dag.indptr[n:n + 1])[0]))
+        return _Graph(ids, None, comp, None, dag.indptr, dag.indices, None, bounds, bounds,
+                      ptr_at, ready)
+    with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
+        host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
+                                  [comp, dag.indptr])
+    host_comp = host_comp.astype(np.int32, copy=False)
+    ptr = ptr.astype(np.int64, copy=False)
+    rep = _representatives(host_comp)
     # components are numbered by their representatives' rows: those before a row count them
-    before = (np.arange(n + 1) if rep is None
-              else np.concatenate([[0], np.cumsum(rep, dtype=np.int64)]))
+    before = np.concatenate([[0], np.cumsum(rep, dtype=np.int64)])
     spans = [(int(before[lo]), int(before[hi])) for lo, hi in bounds]
-    return _Graph(ids, host_comp, comp, ptr.astype(np.int64, copy=False), dag.indices, rep,
-                  bounds, spans)
+    ptr_at = [int(ptr[c0]) for c0, _ in spans] + [int(ptr[spans[-1][1]])]
+    return _Graph(ids, host_comp, comp, ptr, dag.indptr, dag.indices, rep, bounds, spans,
+                  ptr_at, ready)
 
 
 @dataclass
@@ -188,13 +220,16 @@ class _Rows:
     """Label arrays, and how they make each part's table: the early ones (:data:`EARLY_FIELDS`,
     after the key and the component) or the hub bits (before the children's placeholder).
     They stay on the index's backend: each part gathers its rows there (on the device for a
-    GPU index) and brings them to the host (:func:`~grail_duckdb.kernels.to_host_all`), so the
-    copy is spread over the encoding threads instead of preceding them."""
+    GPU index) and brings them to the host (:func:`~grail_duckdb.kernels.to_host_columns`),
+    so the copy is spread over the encoding threads instead of preceding them. Each thread
+    does so on a stream of its own, after ``ready``: the early columns are written while the
+    build's hub passes run on the default stream."""
 
     graph: _Graph
     fields: dict[str, object]  # label array name -> backend array (1-D, or 2-D: one column per j)
     cols: dict[str, tuple[str, int | None]]  # file column -> (label array, its column j)
     early: bool  # the key and the component first; else the children's placeholder last
+    ready: object = None  # the fields are made (:func:`~grail_duckdb.kernels.mark_ready`)
 
     @property
     def names(self) -> list[str]:
@@ -210,8 +245,8 @@ class _Rows:
         g = self.graph
         rows = slice(lo, hi) if g.rep is None else g.dev_comp[lo:hi]
         names = list(self.fields)
-        gathered = [self.fields[f][rows] for f in names]
-        host = to_host_all([a if a.ndim == 1 else a.T for a in gathered], landing)
+        with on_own_stream(self.ready):
+            host = to_host_columns([self.fields[f][rows] for f in names], landing)
         by_field = dict(zip(names, host))
         arrays = {}
         if self.early:
@@ -220,7 +255,7 @@ class _Rows:
                 arrays["key"] = pa.array(np.arange(rng[0] + lo, rng[0] + hi, dtype=np.int64))
             else:
                 arrays["key"] = g.ids.keys.slice(lo, hi - lo)
-            arrays["component"] = pa.array(g.comp[lo:hi])
+            arrays["component"] = pa.array(g.components(lo, hi))
         for name, (field, j) in self.cols.items():
             if name in _SIZES:  # the interval [lo, post] stored as its size
                 lo_j, post_j = _SIZES[name]
@@ -235,10 +270,12 @@ class _Rows:
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
 
 
-def _rows(fields: dict, graph: _Graph, early: bool) -> _Rows:
+def _rows(fields: dict, graph: _Graph, early: bool, ready=None) -> _Rows:
     """The rows of the early label arrays (``fields``: :data:`EARLY_FIELDS`) or of the hub
     bits (``hub_down``, ``hub_up`` and the window hubs' where there are), left where they
-    are."""
+    are; ``ready``: when they are made (None: now, on this thread's stream)."""
+    if ready is None:
+        ready = mark_ready(next(iter(fields.values())))
     cols: dict = {}
     if early:
         d = fields["inner"].shape[1]
@@ -254,7 +291,7 @@ def _rows(fields: dict, graph: _Graph, early: bool) -> _Rows:
             for w in range(fields[f"{base}_down"].shape[1] if f"{base}_down" in fields else 0):
                 cols[f"{base}_down_{w + 1}"] = (f"{base}_down", w)
                 cols[f"{base}_up_{w + 1}"] = (f"{base}_up", w)
-    return _Rows(graph, fields, cols, early)
+    return _Rows(graph, fields, cols, early, ready)
 
 
 def _split(lab) -> tuple[dict, dict]:
@@ -470,7 +507,9 @@ class IndexWriter:
         the labels it will have); returns at once."""
         if self._region is not None:
             raise RuntimeError("the children are being written already")
-        self._region = self._conductor.submit(self._children, ids, comp, n_components, dag, d)
+        ready = mark_ready(dag.indptr)  # here: the caller's stream, before its next kernels
+        self._region = self._conductor.submit(self._children, ids, comp, n_components, dag, d,
+                                              ready)
 
     def write_intervals(self, fields: dict) -> None:
         """Start writing the early label columns' region (``fields``: the arrays
@@ -480,15 +519,15 @@ class IndexWriter:
             raise RuntimeError("the children's region comes first")
         if self._early is not None:
             raise RuntimeError("the intervals are being written already")
-        self._early = self._conductor.submit(self._intervals, dict(fields))
+        ready = mark_ready(fields["level"])  # here: the caller's stream, before its next kernels
+        self._early = self._conductor.submit(self._intervals, dict(fields), ready)
 
-    def _children(self, ids, comp, n_components, dag, d) -> _Region:
+    def _children(self, ids, comp, n_components, dag, d, ready) -> _Region:
         """The region's layout, its pages handed to the pool (not waited for)."""
         t0 = time.perf_counter()
-        g = self._graph = _graph(ids, comp, n_components, dag, d)
+        g = self._graph = _graph(ids, comp, n_components, dag, d, ready)
         rows = [hi - lo for lo, hi in g.bounds]
-        sizes = [parquet_parts.blob_page_size(g.blobs(k, children=False), r) if r else 0
-                 for k, r in enumerate(rows)]
+        sizes = [g.page_size(k) for k in range(len(rows))]
         at = list(np.cumsum([len(parquet_parts.MAGIC)] + sizes[:-1]).tolist())
         region = _Region(at, sizes, [], t0)
 
@@ -509,12 +548,12 @@ class IndexWriter:
         region.pages = [self._pool.submit(page, k) for k in range(len(sizes))]
         return region
 
-    def _intervals(self, fields: dict) -> _Early:
+    def _intervals(self, fields: dict, ready) -> _Early:
         """The early columns encoded on every core (beside the region's last pages) and each
         part written after the children's region as soon as the parts before it are known;
         returns once every part is handed to the writers."""
         early = _Early(time.perf_counter())
-        rows = _rows(fields, self._graph, early=True)
+        rows = _rows(fields, self._graph, early=True, ready=ready)
         region = self._region.result()  # laid out already: this thread did it
         pos = early.end = region.end
         for part, own, raw in self._encoders.map(lambda k: self._encode(rows, k),

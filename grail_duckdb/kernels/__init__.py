@@ -12,6 +12,7 @@ error, never a silent fallback.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -22,7 +23,8 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "Landing", "copy_into", "resolve", "to_host", "to_host_all"]
+           "Landing", "copy_into", "mark_ready", "on_own_stream", "resolve", "to_host",
+           "to_host_all", "to_host_columns"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 
@@ -69,6 +71,55 @@ def to_host_all(arrays, landing: Landing | None = None, ready: bool = False
                 if landing is not None else [])
     return [to_host(a, next(outs, None) if p else None, ready) if p
             else np.ascontiguousarray(to_host(a, ready=ready)) for a, p in zip(arrays, pinned)]
+
+
+def to_host_columns(arrays, landing: Landing | None = None) -> list[np.ndarray]:
+    """Contiguous host copies of 1-D arrays, and of 2-D arrays as their columns (``(columns,
+    rows)``). A 2-D device array comes over as it lies (a run of rows of a C-contiguous
+    array is contiguous: the copy engines' work, with no kernel) and is transposed on the
+    host (NumPy, without the interpreter's lock). A kernel would wait for the device's
+    multiprocessors, which a build's persistent label passes hold while the build saves
+    (README, Scale, stop 32). Device arrays land in ``landing``'s memory when given (valid
+    until its next use)."""
+    arrays = list(arrays)
+    specs = ([(a.shape, a.dtype) for a in arrays if _on_device(a)]
+             + [(a.shape[::-1], a.dtype) for a in arrays if a.ndim == 2])
+    views = iter(landing.arrays(specs) if landing is not None
+                 else [np.empty(shape, dt) for shape, dt in specs])
+    hosts = [to_host(a, next(views)) if _on_device(a) else np.asarray(a) for a in arrays]
+    out = []
+    for host in hosts:
+        if host.ndim == 2:
+            columns = next(views)
+            np.copyto(columns, host.T)
+            host = columns
+        out.append(host)
+    return out
+
+
+def mark_ready(a):
+    """What :func:`on_own_stream` waits for: for a device array, the work queued so far on
+    the current stream (what made ``a`` included); None for a host array."""
+    if not _on_device(a):
+        return None
+    from .gpu import mark
+
+    return mark()
+
+
+@contextlib.contextmanager
+def on_own_stream(ready):
+    """Run the block's device work on this thread's own stream, after the work of ``ready``
+    (:func:`mark_ready`; None: host arrays, nothing to do). A thread that brings device
+    arrays to the host while another thread's kernels run (a build's hub passes, while the
+    build writes its file) would otherwise wait for those kernels on the default stream."""
+    if ready is None:
+        yield
+        return
+    from .gpu import own_stream
+
+    with own_stream(ready):
+        yield
 
 
 def _on_device(a) -> bool:

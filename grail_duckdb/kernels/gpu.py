@@ -475,6 +475,29 @@ def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> Non
     dst[lo:lo + size] = buf[:size]
 
 
+def mark() -> "cp.cuda.Event":
+    """An event recorded on the current stream: the work queued on it so far (:func:`own_stream`
+    waits for it)."""
+    event = cp.cuda.Event(disable_timing=True)
+    event.record()
+    return event
+
+
+_OWN = threading.local()
+
+
+def own_stream(after: "cp.cuda.Event") -> "cp.cuda.Stream":
+    """This thread's own non-blocking stream (made once per thread), waiting for ``after``;
+    use it as a context manager to make it current. Its work does not queue behind the
+    kernels of other threads on the default stream (a build's label passes while the build
+    saves), nor wait for their synchronization."""
+    stream = getattr(_OWN, "stream", None)
+    if stream is None:
+        stream = _OWN.stream = cp.cuda.Stream(non_blocking=True)
+    stream.wait_event(after)
+    return stream
+
+
 class Staging:
     """Pinned buffers (two per thread) and a stream per thread for uploads that return while
     their last chunk is still on its way (:func:`upload` with ``staging``). The owner

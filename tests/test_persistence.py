@@ -271,7 +271,7 @@ def test_a_build_that_fails_does_not_write_the_rest_of_its_region(tmp_path, monk
 
     def slow_page(*args):
         queued.wait(10)
-        time.sleep(0.01)
+        time.sleep(0.2)  # the failure reaches the pool's shutdown long before a second page
         written.append(1)
         return real(*args)
 

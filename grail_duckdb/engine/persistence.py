@@ -182,23 +182,24 @@ class _Graph:
         return self.ptr_at[k + 1] - self.ptr_at[k]
 
 
-def _graph(ids: VertexIds, comp, n_components: int, dag, d: int, ready=None) -> _Graph:
-    """The :class:`_Graph` of a condensation; parts of about ``PART_BYTES`` of raw data, or
-    larger ones where that makes more than ``MAX_PARTS``, smaller ones where it makes fewer
-    than ``MIN_PARTS`` (of 1,024 rows at least), counted with two words of hub bits per side
-    (the labels' own widths are not known yet). Where components hold several rows, the
-    components and the row pointers are copied to the host first (in parallel); else only
-    the row pointers at the parts' bounds, on this thread's stream after ``ready``
-    (:func:`~grail_duckdb.kernels.mark_ready`: the build's label passes run meanwhile)."""
-    n = int(comp.shape[0])
-    per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag.indices.shape[0] / max(n, 1)
+def _bounds(n: int, d: int, dag_edges: int) -> list[tuple[int, int]]:
+    """The parts' rows: parts of about ``PART_BYTES`` of raw data, or larger ones where that
+    makes more than ``MAX_PARTS``, smaller ones where it makes fewer than ``MIN_PARTS`` (of
+    1,024 rows at least), counted with two words of hub bits per side (the labels' own
+    widths are not known yet)."""
+    per_row = 8 + 4 + 4 * (2 * d + 5) + 32 + 4 * dag_edges / max(n, 1)
     parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(n * per_row) // PART_BYTES)))
     step = max(1024, -(-n // parts))
-    bounds = [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
+    return [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
+
+
+def _graph(ids: VertexIds, comp, n_components: int, dag, bounds, ptr_at, ready) -> _Graph:
+    """The :class:`_Graph` of a condensation cut at ``bounds`` (:func:`_bounds`). Where every
+    row is its own component, ``ptr_at`` holds the row pointers at the bounds and nothing
+    else is copied; else the components and the row pointers are copied to the host first
+    (in parallel). ``ready``: the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
+    n = int(comp.shape[0])
     if n_components == n:  # components are numbered by their first rows: comp[i] == i
-        with on_own_stream(ready):
-            ptr_at = [int(to_host(dag.indptr[i:i + 1])[0]) for i, _ in bounds]
-            ptr_at.append(int(to_host(dag.indptr[n:n + 1])[0]))
         return _Graph(ids, None, comp, None, dag.indptr, dag.indices, None, bounds, bounds,
                       ptr_at, ready)
     with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
@@ -507,9 +508,15 @@ class IndexWriter:
         the labels it will have); returns at once."""
         if self._region is not None:
             raise RuntimeError("the children are being written already")
-        ready = mark_ready(dag.indptr)  # here: the caller's stream, before its next kernels
-        self._region = self._conductor.submit(self._children, ids, comp, n_components, dag, d,
-                                              ready)
+        n = int(comp.shape[0])
+        bounds = _bounds(n, d, int(dag.indices.shape[0]))
+        ptr_at = None
+        if n_components == n:  # here, on the caller's stream before its next kernels (a
+            # copy from another thread waited 0.28 s for the first label pass at 438M edges)
+            ptr_at = to_host(dag.indptr[[lo for lo, _ in bounds] + [n]]).tolist()
+        ready = mark_ready(dag.indptr)
+        self._region = self._conductor.submit(self._children, ids, comp, n_components, dag,
+                                              bounds, ptr_at, ready)
 
     def write_intervals(self, fields: dict) -> None:
         """Start writing the early label columns' region (``fields``: the arrays
@@ -522,10 +529,10 @@ class IndexWriter:
         ready = mark_ready(fields["level"])  # here: the caller's stream, before its next kernels
         self._early = self._conductor.submit(self._intervals, dict(fields), ready)
 
-    def _children(self, ids, comp, n_components, dag, d, ready) -> _Region:
+    def _children(self, ids, comp, n_components, dag, bounds, ptr_at, ready) -> _Region:
         """The region's layout, its pages handed to the pool (not waited for)."""
         t0 = time.perf_counter()
-        g = self._graph = _graph(ids, comp, n_components, dag, d, ready)
+        g = self._graph = _graph(ids, comp, n_components, dag, bounds, ptr_at, ready)
         rows = [hi - lo for lo, hi in g.bounds]
         sizes = [g.page_size(k) for k in range(len(rows))]
         at = list(np.cumsum([len(parquet_parts.MAGIC)] + sizes[:-1]).tolist())

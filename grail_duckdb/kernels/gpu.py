@@ -190,6 +190,15 @@ class GpuKernels(GpuQueries):
     def _ctr():
         return cp.zeros(8, cp.int32)
 
+    @staticmethod
+    def _read_back(a) -> np.ndarray:
+        """A small device array on the host, the wait for the kernels queued before it spent
+        in a stream synchronization rather than in the copy: while a copy to pageable
+        memory waited for the first label pass, the other threads' copies (a build's
+        children written to its file) waited too (README, Scale, stop 32)."""
+        cp.cuda.get_current_stream().synchronize()
+        return a.get()
+
     def synchronize(self):
         """Wait for queued device work (the engine's phase timer calls this)."""
         cp.cuda.get_current_stream().synchronize()
@@ -312,7 +321,7 @@ class GpuKernels(GpuQueries):
             self._launch("levels_kernel", np.int32(n), fwd.indptr, fwd.indices, rev.indptr,
                          cp.empty(n, cp.int32), level, order, offs, cp.empty(n, cp.int32), ctr,
                          balance=self.settings.balance, frontier=n)
-        levels, seen = (int(x) for x in ctr[6:8].get())
+        levels, seen = (int(x) for x in self._read_back(ctr[6:8]))
         if seen != n:
             raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
         return TopoOrder(level, order, offs[: levels + 1].copy())
@@ -429,7 +438,7 @@ class GpuKernels(GpuQueries):
         out = cp.zeros(1, cp.uint64)
         if values.shape[0]:
             self._launch(kernel, np.int64(values.shape[0]), values, out)
-        return int(out.get()[0])
+        return int(self._read_back(out)[0])
 
 
 def download(a, chunk: int, out: np.ndarray | None = None, ready: bool = False) -> np.ndarray:

@@ -297,9 +297,10 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     ETL path: the command line's ``build``), or a :class:`.persistence.IndexWriter` (SQL's
     ``grail_index``: it records the edge table's description). The file's children, 42% of
     it at 2.5B edges, are written while the labels are computed, its levels, trees and
-    intervals while the hub bits are, and the rest after them, as one last phase, ``save``. A build that fails leaves the old file (if any) as it was; a
-    build whose file cannot be written raises :class:`~grail_duckdb.errors.IndexNotSavedError`
-    (an ``OSError``), whose ``index`` is the built index.
+    intervals while the hub bits are, and the rest after them, as one last phase, ``save``.
+    A build that fails leaves the old file (if any) as it was; a build whose file cannot be
+    written raises :class:`~grail_duckdb.errors.IndexNotSavedError` (an ``OSError``), whose
+    ``index`` is the built index.
 
     Memory (issue 12): the input stays on the host (Arrow chunks, or Parquet files read row
     group by row group); the device holds one uint64 per edge (the packed ids), from which the

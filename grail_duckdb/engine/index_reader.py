@@ -1,21 +1,20 @@
 """Reading an index file (format 8) on every core, straight into the arrays of a backend.
 
 Each worker thread takes one row group: it hashes the group's bytes (its children's chunk in
-the region at the front of the file, its early columns' chunks in the region after it, and
-its own chunks: the digest's leaf, from the memory-mapped file), decodes the group with pyarrow, checks it (component ids and DAG
-edges in range, on a CPU load: a GPU load checks those once on the device at the end; the
-representatives' components consecutive, children BLOBs whole int32) and copies its values
-into the final arrays, which live on the device when the index is loaded onto a GPU: every
-group is one block of rows there (through per-thread pinned buffers, not waited for until
-the end), so no whole-index host copy is made and the copies overlap the other workers'
-decoding. The per-component label matrices (``inner``, ``outer``, the two tree intervals,
-hub bits: one file column per matrix column) are written column by column: in place on the
-host, into a transposed device array on a GPU (contiguous blocks;
-one device transpose at the end). The DAG's children go the same way: the metadata says
-how many edges each row group holds (``group_edges``), so a worker knows where its group's
-row pointers and children start and places them at once (no host copy of the children is
-kept, no second pass). The digest is compared last: a damaged file is refused before the
-index is returned.
+the region at the front of the file, its early columns' chunks in the region after it, and its
+own chunks: the digest's leaf, from the memory-mapped file), decodes the group with pyarrow,
+checks it (component ids and DAG edges in range, on a CPU load: a GPU load checks those once
+on the device at the end; the representatives' components consecutive, children BLOBs whole
+int32) and copies its values into the final arrays, which live on the device when the index is
+loaded onto a GPU: every group is one block of rows there (through per-thread pinned buffers,
+not waited for until the end), so no whole-index host copy is made and the copies overlap the
+other workers' decoding. The per-component label matrices (``inner``, ``outer``, the two tree
+intervals, hub bits: one file column per matrix column) are written column by column: in place
+on the host, into a transposed device array on a GPU (contiguous blocks; one device transpose
+at the end). The DAG's children go the same way: the metadata says how many edges each row
+group holds (``group_edges``), so a worker knows where its group's row pointers and children
+start and places them at once (no host copy of the children is kept, no second pass). The
+digest is compared last: a damaged file is refused before the index is returned.
 """
 from __future__ import annotations
 

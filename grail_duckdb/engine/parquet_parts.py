@@ -439,7 +439,8 @@ def joined(first: Part, second: Part, at: int) -> Part:
         raise FooterError("one part has column orders, the other not")
     if orders is not None:
         orders[2][1].extend(more_orders[2][1])
-    (group,), (more_group,) = _field(meta, _FILE_ROW_GROUPS)[2][1], _field(other, _FILE_ROW_GROUPS)[2][1]
+    (group,) = _field(meta, _FILE_ROW_GROUPS)[2][1]
+    (more_group,) = _field(other, _FILE_ROW_GROUPS)[2][1]
     columns = _field(group, _RG_COLUMNS)[2][1]
     ahead = len(columns)
     columns += _field(more_group, _RG_COLUMNS)[2][1]

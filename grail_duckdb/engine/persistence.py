@@ -130,15 +130,14 @@ class _Graph:
     """What the children's region needs, known once the condensation is done (before the
     labels): the components, the DAG's rows, and how to cut the file's rows into parts. The
     children stay on the index's backend: each part brings its own to the host, with its
-    row pointers where every row is its own component (a DAG's condensation: nothing is
-    copied before the first page; at 438M edges the whole pointers and components took
-    0.8 s to come over, while the disk waited: README, Scale, stop 32)."""
+    row pointers. Where every row is its own component (a DAG's condensation) nothing is
+    copied before the first page (at 438M edges the whole pointers and components took 0.8 s
+    to come over, while the disk waited: README, Scale, stop 32)."""
 
     ids: VertexIds
     comp: np.ndarray | None  # host int32 (None: every row its own component, comp[i] == i)
     dev_comp: object  # the components on the backend: the gather of the label rows
-    ptr: np.ndarray | None  # host int64 (None: each part brings its own)
-    dev_ptr: object  # the DAG's row pointers on the backend
+    ptr: object  # the DAG's row pointers, on the backend
     idx: object  # the DAG's children, on the backend
     rep: np.ndarray | None  # representative rows (None: every row is one)
     bounds: list[tuple[int, int]]  # the parts' rows
@@ -152,10 +151,7 @@ class _Graph:
         (lo, hi), (c0, c1) = self.bounds[k], self.spans[k]
         kids = self.idx[self.ptr_at[k]:self.ptr_at[k + 1]]
         with on_own_stream(self.ready):
-            if self.ptr is None:
-                ptr, kids = to_host_all([self.dev_ptr[c0:c1 + 1], kids], landing, ready=True)
-            else:
-                ptr, kids = self.ptr[c0:c1 + 1], to_host_all([kids], landing, ready=True)[0]
+            ptr, kids = to_host_all([self.ptr[c0:c1 + 1], kids], landing, ready=True)
         return parquet_parts.Blobs("dag_children", ptr, kids, self.valid(k))
 
     def valid(self, k: int) -> np.ndarray | None:
@@ -193,27 +189,27 @@ def _bounds(n: int, d: int, dag_edges: int) -> list[tuple[int, int]]:
     return [(lo, min(lo + step, n)) for lo in range(0, max(n, 1), step)]
 
 
-def _graph(ids: VertexIds, comp, n_components: int, dag, bounds, ptr_at, ready) -> _Graph:
+def _graph(ids: VertexIds, comp, n_components: int, dag, bounds: list, ptr_at: list | None,
+           ready) -> _Graph:
     """The :class:`_Graph` of a condensation cut at ``bounds`` (:func:`_bounds`). Where every
     row is its own component, ``ptr_at`` holds the row pointers at the bounds and nothing
     else is copied; else the components and the row pointers are copied to the host first
-    (in parallel). ``ready``: the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
+    (in parallel: the representatives and the spans' pointers come from them). ``ready``: the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
     n = int(comp.shape[0])
     if n_components == n:  # components are numbered by their first rows: comp[i] == i
-        return _Graph(ids, None, comp, None, dag.indptr, dag.indices, None, bounds, bounds,
-                      ptr_at, ready)
+        return _Graph(ids, None, comp, dag.indptr, dag.indices, None, bounds, bounds, ptr_at,
+                      ready)
     with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
         host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
                                   [comp, dag.indptr])
     host_comp = host_comp.astype(np.int32, copy=False)
-    ptr = ptr.astype(np.int64, copy=False)
     rep = _representatives(host_comp)
     # components are numbered by their representatives' rows: those before a row count them
     before = np.concatenate([[0], np.cumsum(rep, dtype=np.int64)])
     spans = [(int(before[lo]), int(before[hi])) for lo, hi in bounds]
     ptr_at = [int(ptr[c0]) for c0, _ in spans] + [int(ptr[spans[-1][1]])]
-    return _Graph(ids, host_comp, comp, ptr, dag.indptr, dag.indices, rep, bounds, spans,
-                  ptr_at, ready)
+    return _Graph(ids, host_comp, comp, dag.indptr, dag.indices, rep, bounds, spans, ptr_at,
+                  ready)
 
 
 @dataclass
@@ -271,12 +267,10 @@ class _Rows:
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
 
 
-def _rows(fields: dict, graph: _Graph, early: bool, ready=None) -> _Rows:
+def _rows(fields: dict, graph: _Graph, early: bool, ready) -> _Rows:
     """The rows of the early label arrays (``fields``: :data:`EARLY_FIELDS`) or of the hub
     bits (``hub_down``, ``hub_up`` and the window hubs' where there are), left where they
-    are; ``ready``: when they are made (None: now, on this thread's stream)."""
-    if ready is None:
-        ready = mark_ready(next(iter(fields.values())))
+    are; ``ready``: when they are made (:func:`~grail_duckdb.kernels.mark_ready`)."""
     cols: dict = {}
     if early:
         d = fields["inner"].shape[1]
@@ -612,7 +606,8 @@ class IndexWriter:
                 self.write_intervals(early_fields)
             region = self._region.result()
             early = self._early.result()
-            rows = _rows(hub_fields, self._graph, early=False)
+            rows = _rows(hub_fields, self._graph, early=False,
+                         ready=mark_ready(hub_fields["hub_down"]))
             meta = metadata(index, rows.graph.idx.shape[0], self.source)
             t1 = time.perf_counter()
             self._write_groups(rows, region, early, meta)

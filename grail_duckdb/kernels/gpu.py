@@ -190,13 +190,12 @@ class GpuKernels(GpuQueries):
     def _ctr():
         return cp.zeros(8, cp.int32)
 
-    @staticmethod
-    def _read_back(a) -> np.ndarray:
+    def _read_back(self, a) -> np.ndarray:
         """A small device array on the host, the wait for the kernels queued before it spent
         in a stream synchronization rather than in the copy: while a copy to pageable
         memory waited for the first label pass, the other threads' copies (a build's
         children written to its file) waited too (README, Scale, stop 32)."""
-        cp.cuda.get_current_stream().synchronize()
+        self.synchronize()
         return a.get()
 
     def synchronize(self):

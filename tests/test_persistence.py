@@ -685,6 +685,34 @@ def test_columns_come_to_the_host_transposed(backend, monkeypatch):
                 np.testing.assert_array_equal(g, w)
 
 
+def test_rows_come_to_the_host_as_columns(backend, monkeypatch):
+    """``gather_columns``: rows taken at row numbers (a graph with cycles: each vertex's
+    component's labels, repeats and all) or as a slice, of 1-D and 2-D arrays of two types,
+    come to the host as ``to_host_columns`` brings them, with or without a :class:`Landing`."""
+    from grail_duckdb.kernels import Landing, gather_columns, mark_ready, on_own_stream
+
+    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
+    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    xp, rng, landing = backend.xp, np.random.default_rng(11), Landing()
+    c = 5_000
+    host = [rng.integers(0, 2**31, c).astype(np.int32),
+            rng.integers(0, 2**31, (c, 9)).astype(np.int32),
+            rng.integers(0, 2**62, (c, 2)).astype(np.uint64),
+            rng.integers(0, 2**31, (c, 4)).astype(np.int32),
+            rng.integers(0, 2**62, c).astype(np.uint64)]
+    dev = [xp.asarray(a) for a in host]
+    for at in (np.sort(rng.integers(0, c, 7_000)), np.array([4_999, 0, 0]), np.zeros(0, np.int64),
+               slice(100, 4_000), slice(7, 7)):
+        rows = at if isinstance(at, slice) else xp.asarray(at.astype(np.int32))
+        for land in (landing, None):
+            with on_own_stream(mark_ready(dev[0])):
+                got = gather_columns(dev, rows, land)
+            want = [a[at] if a.ndim == 1 else a[at].T for a in host]
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                np.testing.assert_array_equal(g, w)
+
+
 _LATE_FILL = r"""
 extern "C" __global__ void late_fill(int* out, int n, long long cycles) {
     long long t0 = clock64();
@@ -728,21 +756,37 @@ def test_own_stream_waits_for_the_work_before_the_mark(backend):
 
 def test_host_values_reach_a_slice_of_a_backend_array(backend, monkeypatch):
     """``copy_into``: host values into row blocks of 1-D and 2-D arrays, through several
-    pinned chunks on a GPU (odd chunk sizes that split elements), converting the dtype."""
-    from grail_duckdb.kernels import copy_into
+    pinned chunks on a GPU (odd chunk sizes that split elements), converting the dtype; the
+    values of one call one after the other through the buffers (many small ones sharing
+    one, larger ones across several), with a staging that the call does not wait for."""
+    from grail_duckdb.kernels import copy_into, upload_staging
 
     monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
     monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
     xp, rng = backend.xp, np.random.default_rng(7)
     wide = rng.integers(0, 2**62, (3_000, 3)).astype(np.uint64)
     dst = xp.zeros((3_000, 3), xp.uint64)
-    copy_into(dst[100:2_900], wide[100:2_900])
-    copy_into(dst[:5], wide[:5])
+    copy_into([(dst[100:2_900], wide[100:2_900])])
+    copy_into([(dst[:5], wide[:5])])
     want = wide.copy()
     want[2_900:] = 0
     want[5:100] = 0
     np.testing.assert_array_equal(to_host(dst), want)
     flat = xp.zeros(50_001, xp.int32)
     values = rng.integers(-2**31, 2**31, 50_001)
-    copy_into(flat, values)
+    copy_into([(flat, values)])
     np.testing.assert_array_equal(to_host(flat), values.astype(np.int32))
+    staging = upload_staging(xp)
+    cols = xp.zeros((40, 700), xp.int32)
+    small = [rng.integers(-2**31, 2**31, 17 * j % 700) for j in range(40)]
+    for _ in range(2):  # the second call's buffers wait for the first's copies
+        copy_into([(cols[j, :v.shape[0]], v) for j, v in enumerate(small)]
+                  + [(flat, values[::-1]), (dst[7:9], wide[:2])], staging)
+    if xp is not np:
+        xp.cuda.Device().synchronize()
+    got = to_host(cols)
+    for j, v in enumerate(small):
+        np.testing.assert_array_equal(got[j, :v.shape[0]], v.astype(np.int32))
+        assert not got[j, v.shape[0]:].any()
+    np.testing.assert_array_equal(to_host(flat), values[::-1].astype(np.int32))
+    np.testing.assert_array_equal(to_host(dst)[7:9], wide[:2])

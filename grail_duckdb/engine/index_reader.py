@@ -91,21 +91,22 @@ class IndexReader:
             pf = self._local.pf = pq.ParquetFile(self.path, memory_map=True)
         return pf
 
-    def _put(self, dst, lo: int, values: np.ndarray) -> None:
-        """``dst[lo:lo + len(values)] = values``: one block of rows (host -> device on a GPU)."""
-        if self.xp is np:
-            dst[lo:lo + values.shape[0]] = values
-        elif values.shape[0]:
-            with self._device:  # read() synchronizes the device before any array is used
-                copy_into(dst[lo:lo + values.shape[0]], values, self._staging)
+    def _column(self, base: str, j: int):
+        """Column ``j`` of the matrix ``base``: a strided view on the host, a contiguous row
+        of the transposed array on a GPU."""
+        return self.wide[base][:, j] if self._device is None else self.wide[base][j]
 
-    def _put_column(self, base: str, j: int, lo: int, values: np.ndarray) -> None:
-        """Column ``j`` of the matrix ``base``, rows ``[lo, lo + len(values))`` (a strided write
-        on the host; a contiguous block of the transposed array on a GPU)."""
+    def _put_all(self, puts: list) -> None:
+        """``dst[lo:lo + len(values)] = values`` for each ``(dst, lo, values)``: a row
+        group's blocks of rows, copied in one call (host -> device on a GPU: small columns
+        share the pinned buffers and their waits, :func:`~grail_duckdb.kernels.copy_into`)."""
+        pairs = [(dst[lo:lo + values.shape[0]], values) for dst, lo, values in puts
+                 if values.shape[0]]
         if self._device is None:
-            self.wide[base][lo:lo + values.shape[0], j] = values
-        else:
-            self._put(self.wide[base][j], lo, values)
+            copy_into(pairs)
+            return
+        with self._device:  # read() synchronizes the device before any array is used
+            copy_into(pairs, self._staging)
 
     def _matrices(self) -> dict:
         """The label matrices, one row per component (on the device transposed views: the
@@ -131,7 +132,7 @@ class IndexReader:
         comp = col["component"].to_numpy()
         if self._device is None:
             _check_range(comp, self.c, "component ids")
-        self._put(self.comp, lo, comp)
+        puts = [(self.comp, lo, comp)]
         children = col["dag_children"]
         if self.identity:  # row i is component i (on a GPU checked at the end, on the device)
             if children.null_count or (self._device is None and not _is_identity(np, comp, lo)):
@@ -142,16 +143,18 @@ class IndexReader:
             c0 = int(comp[take[0]]) if take.shape[0] else 0
             if not _is_identity(np, comp[take], c0):
                 raise ValueError("component numbering does not follow the rows")
-        self._put(self.level, c0, col["level"].to_numpy()[take])
+        puts.append((self.level, c0, col["level"].to_numpy()[take]))
         for size_name, post_name, lo_j, post_j in TREE_FILE_COLUMNS:
             post, size = col[post_name].to_numpy()[take], col[size_name].to_numpy()[take]
-            self._put_column("tree", post_j, c0, post)
+            puts.append((self._column("tree", post_j), c0, post))
             # a GPU load keeps the sizes until _matrices turns them into first ranks there
-            self._put_column("tree", lo_j, c0, size if self._device else tree_lo(post, size))
+            puts.append((self._column("tree", lo_j), c0,
+                         size if self._device else tree_lo(post, size)))
         for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
                             ("hub_up", self.hw), ("win_down", self.ww), ("win_up", self.ww)):
             for j in range(width):
-                self._put_column(base, j, c0, col[f"{base}_{j + 1}"].to_numpy()[take])
+                puts.append((self._column(base, j), c0,
+                             col[f"{base}_{j + 1}"].to_numpy()[take]))
         offsets, data = blobs(children)
         lengths = np.diff(offsets)[take]
         c1 = c0 + lengths.shape[0]
@@ -162,7 +165,8 @@ class IndexReader:
         part = data.view(np.int32)
         if self._device is None:
             _check_range(part, self.c, "DAG edges")
-        self._put(self.idx, e0, part)
+        puts.append((self.idx, e0, part))
+        self._put_all(puts)
         return leaf, col["key"], (c0, c1)
 
     def read(self) -> dict:

@@ -90,7 +90,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import IndexFileError, StaleIndexError
-from ..kernels import Landing, mark_ready, on_own_stream, to_host, to_host_all, to_host_columns
+from ..kernels import (Landing, gather_columns, mark_ready, on_own_stream, to_host,
+                       to_host_all)
 from . import parquet_parts
 from .atomic_write import Replacement
 from .ids import VertexIds
@@ -217,7 +218,7 @@ class _Rows:
     """Label arrays, and how they make each part's table: the early ones (:data:`EARLY_FIELDS`,
     after the key and the component) or the hub bits (before the children's placeholder).
     They stay on the index's backend: each part gathers its rows there (on the device for a
-    GPU index) and brings them to the host (:func:`~grail_duckdb.kernels.to_host_columns`),
+    GPU index) and brings them to the host (:func:`~grail_duckdb.kernels.gather_columns`),
     so the copy is spread over the encoding threads instead of preceding them. Each thread
     does so on a stream of its own, after ``ready``: the early columns are written while the
     build's hub passes run on the default stream."""
@@ -243,7 +244,7 @@ class _Rows:
         rows = slice(lo, hi) if g.rep is None else g.dev_comp[lo:hi]
         names = list(self.fields)
         with on_own_stream(self.ready):
-            host = to_host_columns([self.fields[f][rows] for f in names], landing)
+            host = gather_columns([self.fields[f] for f in names], rows, landing)
         by_field = dict(zip(names, host))
         arrays = {}
         if self.early:

@@ -23,7 +23,7 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "Landing", "copy_into", "mark_ready", "on_own_stream", "resolve", "to_host",
+           "Landing", "copy_into", "gather_columns", "mark_ready", "on_own_stream", "resolve", "to_host",
            "to_host_all", "to_host_columns"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
@@ -97,6 +97,26 @@ def to_host_columns(arrays, landing: Landing | None = None) -> list[np.ndarray]:
     return out
 
 
+def gather_columns(arrays, rows, landing: Landing | None = None) -> list[np.ndarray]:
+    """Rows ``rows`` (a slice, or an array of row numbers on the arrays' backend) of 1-D and
+    2-D arrays of one length, on the host as :func:`to_host_columns` returns them (2-D
+    arrays as their columns). Device arrays taken at row numbers are gathered on the device
+    already transposed, the arrays of one type packed into one block, so each type comes
+    over in one copy and the host transposes nothing (a save's parts of a graph with cycles:
+    four copies per part were most of a part's wait, README, Scale, stop 33); a slice comes
+    over as it lies (no kernel: :func:`to_host_columns`), and host arrays are gathered row
+    by row, the order a CPU gathers fastest."""
+    arrays = list(arrays)
+    if isinstance(rows, slice) or not arrays or not _on_device(arrays[0]):
+        return to_host_columns([a[rows] for a in arrays], landing)
+    from .gpu import take_columns
+
+    blocks, places = take_columns(arrays, rows)
+    hosts = to_host_all(blocks, landing)
+    return [hosts[b][at] if width is None else hosts[b][at:at + width]
+            for b, at, width in places]
+
+
 def mark_ready(a):
     """What :func:`on_own_stream` waits for: for a device array, the work queued so far on
     the current stream (what made ``a`` included); None for a host array."""
@@ -155,19 +175,26 @@ class Landing:
         return outs
 
 
-def copy_into(dst, values: np.ndarray, staging=None) -> None:
-    """``dst[...] = values`` for a contiguous host or device array ``dst``; host values over
-    1 MiB reach a device through the pinned buffers of :func:`.gpu.upload` (a pageable copy
-    runs at a few GB/s): those of ``staging`` (:func:`upload_staging`) without waiting for the
-    copy to end, or fresh ones, waiting."""
-    if isinstance(dst, np.ndarray):
-        dst[...] = values
-    elif values.nbytes > PINNED_MIN_BYTES:
+def copy_into(pairs, staging=None) -> None:
+    """``dst[...] = values`` for each ``(dst, values)`` pair of a contiguous host or device
+    array ``dst`` and host values. Values reach a device through the pinned buffers of
+    :func:`.gpu.upload` (a pageable copy runs at a few GB/s), one after the other, so small
+    ones share a buffer and its wait: those of ``staging`` (:func:`upload_staging`) without
+    waiting for the last copy to end, or fresh ones, waiting (where no value is over 1 MiB, a
+    plain copy each, with no pinned buffers)."""
+    pairs = list(pairs)
+    if not pairs:
+        return
+    if isinstance(pairs[0][0], np.ndarray):
+        for dst, values in pairs:
+            dst[...] = values
+    elif staging is None and all(values.nbytes <= PINNED_MIN_BYTES for _, values in pairs):
+        for dst, values in pairs:
+            dst.set(np.ascontiguousarray(values, dst.dtype))
+    else:
         from .gpu import upload
 
-        upload(dst, values, DOWNLOAD_CHUNK, staging)
-    else:
-        dst.set(np.ascontiguousarray(values, dst.dtype))
+        upload(pairs, DOWNLOAD_CHUNK, staging)
 
 
 def upload_staging(xp):

@@ -483,6 +483,26 @@ def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> Non
     dst[lo:lo + size] = buf[:size]
 
 
+def take_columns(arrays, rows) -> tuple[list, list]:
+    """Rows ``rows`` (a device array of row numbers) of device arrays of one length, gathered
+    transposed into one ``(columns, len(rows))`` block per dtype, on the current stream:
+    ``(blocks, places)``, where ``places[i] = (block, first row, width)`` says where array
+    ``i``'s columns lie (width None: a 1-D array, one row of its block)."""
+    order = list(dict.fromkeys(a.dtype for a in arrays))
+    widths, places = [0] * len(order), []
+    for a in arrays:
+        b, width = order.index(a.dtype), None if a.ndim == 1 else int(a.shape[1])
+        places.append((b, widths[b], width))
+        widths[b] += 1 if width is None else width
+    blocks = [cp.empty((w, rows.shape[0]), dt) for w, dt in zip(widths, order)]
+    for a, (b, at, width) in zip(arrays, places):
+        if width is None:
+            cp.take(a, rows, out=blocks[b][at])
+        elif width:
+            cp.take(a.T, rows, axis=1, out=blocks[b][at:at + width])
+    return blocks, places
+
+
 def mark() -> "cp.cuda.Event":
     """An event recorded on the current stream: the work queued on it so far (:func:`own_stream`
     waits for it)."""
@@ -504,6 +524,10 @@ def own_stream(after: "cp.cuda.Event") -> "cp.cuda.Stream":
         stream = _OWN.stream = cp.cuda.Stream(non_blocking=True)
     stream.wait_event(after)
     return stream
+
+
+#: bytes each value's place in a pinned buffer is rounded up to
+_ALIGN = 64
 
 
 class Staging:
@@ -529,31 +553,41 @@ class Staging:
         return got
 
 
-def upload(dst, values: np.ndarray, chunk: int, staging: Staging | None = None) -> None:
-    """Host ``values`` copied into the contiguous device array ``dst`` (as many elements)
-    through two pinned buffers of ``chunk`` bytes: this thread fills one while the device
-    takes the other on a stream of its own (the mirror of :func:`download`). With a
-    ``staging`` the buffers are the thread's lane of it and the call does not wait for its
-    last chunk (the thread's next upload fills the other buffer meanwhile); without, it
-    waits."""
-    src = np.ascontiguousarray(values, dst.dtype).reshape(-1).view(np.uint8)
-    n = src.nbytes
-    if n == 0:
-        return
+def upload(pairs, chunk: int, staging: Staging | None = None) -> None:
+    """Host values copied into contiguous device arrays (``(dst, values)`` pairs, as many
+    elements each) through two pinned buffers of ``chunk`` bytes: this thread fills one while
+    the device takes the other on a stream of its own (the mirror of :func:`download`). The
+    values follow one another through the buffers, so small ones share a buffer and its one
+    wait (a load's row group of a graph with cycles: 33 columns of 1 MiB each waited once
+    per column). With a ``staging`` the buffers are the thread's lane of it and the call
+    does not wait for its last buffer (the thread's next upload fills the other one
+    meanwhile); without, it waits."""
     if staging is None:
         bufs, stream, done, turn = ([cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)],
                                     cp.cuda.Stream(non_blocking=True), [None, None], [0])
     else:
         bufs, stream, done, turn = staging.lane()
         chunk = staging.chunk
-    for lo in range(0, n, chunk):
-        size, j = min(chunk, n - lo), turn[0]
-        turn[0] ^= 1
-        if done[j] is not None:
-            done[j].synchronize()  # the buffer's last copy is over
-        bufs[j][:size] = src[lo:lo + size]
-        cp.cuda.runtime.memcpyAsync(dst.data.ptr + lo, bufs[j].ctypes.data, size, _H2D,
-                                    stream.ptr)
+    j, pos = None, chunk
+    for dst, values in pairs:
+        src = np.ascontiguousarray(values, dst.dtype).reshape(-1).view(np.uint8)
+        lo = 0
+        while lo < src.nbytes:
+            if pos >= chunk:  # this buffer is full: the other one, once its last copy is over
+                if j is not None:
+                    done[j] = stream.record()
+                j = turn[0]
+                turn[0] ^= 1
+                if done[j] is not None:
+                    done[j].synchronize()
+                pos = 0
+            size = min(chunk - pos, src.nbytes - lo)
+            bufs[j][pos:pos + size] = src[lo:lo + size]
+            cp.cuda.runtime.memcpyAsync(dst.data.ptr + lo, bufs[j].ctypes.data + pos, size,
+                                        _H2D, stream.ptr)
+            lo += size
+            pos += -(-size // _ALIGN) * _ALIGN
+    if j is not None:
         done[j] = stream.record()
     if staging is None:
         stream.synchronize()

@@ -154,6 +154,7 @@ def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_pat
     rng = np.random.default_rng(30)
     src, dst = rng.integers(0, 20_000, 60_000), rng.integers(0, 20_000, 60_000)
     idx = gd.build_index(src, dst, labels=2, backend=backend)
+    monkeypatch.setattr(persistence, "MIN_PARTS", 32)
     small = idx.save(tmp_path / "small.grail.parquet")  # 2 MB of data: 1,024 rows a part
     assert pq.ParquetFile(small).metadata.num_row_groups == -(-idx.n_vertices // 1024)
     monkeypatch.setattr(persistence, "MIN_PARTS", 4)

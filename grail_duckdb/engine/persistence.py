@@ -199,7 +199,8 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, bounds: list, ptr_at: l
     """The :class:`_Graph` of a condensation cut at ``bounds`` (:func:`_bounds`). Where every
     row is its own component, ``ptr_at`` holds the row pointers at the bounds and nothing
     else is copied; else the components and the row pointers are copied to the host first
-    (in parallel: the representatives and the spans' pointers come from them). ``ready``: the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
+    (in parallel: the representatives and the spans' pointers come from them). ``ready``:
+    the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
     n = int(comp.shape[0])
     if n_components == n:  # components are numbered by their first rows: comp[i] == i
         return _Graph(ids, None, comp, dag.indptr, dag.indices, None, bounds, bounds, ptr_at,

@@ -23,8 +23,8 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "Landing", "copy_into", "gather_columns", "mark_ready", "on_own_stream", "resolve", "to_host",
-           "to_host_all", "to_host_columns"]
+           "Landing", "copy_into", "gather_columns", "mark_ready", "on_own_stream", "resolve",
+           "to_host", "to_host_all", "to_host_columns"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 

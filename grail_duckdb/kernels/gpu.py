@@ -558,10 +558,10 @@ def upload(pairs, chunk: int, staging: Staging | None = None) -> None:
     elements each) through two pinned buffers of ``chunk`` bytes: this thread fills one while
     the device takes the other on a stream of its own (the mirror of :func:`download`). The
     values follow one another through the buffers, so small ones share a buffer and its one
-    wait (a load's row group of a graph with cycles: 33 columns of 1 MiB each waited once
-    per column). With a ``staging`` the buffers are the thread's lane of it and the call
-    does not wait for its last buffer (the thread's next upload fills the other one
-    meanwhile); without, it waits."""
+    wait (a load's row group: its 33 columns had a call, a copy and a wait each, and rmat's,
+    of 1 MiB or less, took the pageable path). With a ``staging`` the buffers are the
+    thread's lane of it and the call does not wait for its last buffer (the thread's next
+    upload fills the other one meanwhile); without, it waits."""
     if staging is None:
         bufs, stream, done, turn = ([cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)],
                                     cp.cuda.Stream(non_blocking=True), [None, None], [0])

@@ -18,6 +18,7 @@ digest is compared last: a damaged file is refused before the index is returned.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -102,10 +103,8 @@ class IndexReader:
         share the pinned buffers and their waits, :func:`~grail_duckdb.kernels.copy_into`)."""
         pairs = [(dst[lo:lo + values.shape[0]], values) for dst, lo, values in puts
                  if values.shape[0]]
-        if self._device is None:
-            copy_into(pairs)
-            return
-        with self._device:  # read() synchronizes the device before any array is used
+        # on a GPU, read() synchronizes the device before any array is used
+        with self._device if self._device is not None else contextlib.nullcontext():
             copy_into(pairs, self._staging)
 
     def _matrices(self) -> dict:

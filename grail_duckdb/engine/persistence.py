@@ -77,6 +77,7 @@ refused with a message that says to rebuild.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 import sys
@@ -239,6 +240,16 @@ class _Rows:
         """The table's columns, in file order."""
         return ((["key", "component"] if self.early else []) + list(self.cols)
                 + ([] if self.early else ["dag_children"]))
+
+    @functools.cached_property
+    def _options(self) -> dict[bool, dict]:
+        """pyarrow's writer options of a part, by whether it is empty (made once)."""
+        return {empty: write_options(self.names, self.graph.ids.kind, 0 if empty else 1)
+                for empty in (False, True)}
+
+    def options(self, rows: int) -> dict:
+        """pyarrow's writer options of a part of ``rows`` rows (:func:`write_options`)."""
+        return self._options[rows == 0]
 
     def part(self, lo: int, hi: int, landing: Landing | None = None) -> pa.Table:
         """Rows ``[lo, hi)`` as an Arrow table: label columns gathered per vertex; for the hub
@@ -578,9 +589,7 @@ class IndexWriter:
         holds no rows)``."""
         lo, hi = self._graph.bounds[k]
         table = rows.part(lo, hi, self._landing())
-        part = parquet_parts.encode_part(table, self._buffers,
-                                         **write_options(rows.names, self._graph.ids.kind,
-                                                         hi - lo))
+        part = parquet_parts.encode_part(table, self._buffers, **rows.options(hi - lo))
         region = self._region.result()
         if not rows.early and region.sizes[k]:
             parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])

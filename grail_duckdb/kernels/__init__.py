@@ -180,18 +180,12 @@ def copy_into(pairs, staging=None) -> None:
     array ``dst`` and host values. Values reach a device through the pinned buffers of
     :func:`.gpu.upload` (a pageable copy runs at a few GB/s), one after the other, so small
     ones share a buffer and its wait: those of ``staging`` (:func:`upload_staging`) without
-    waiting for the last copy to end, or fresh ones, waiting (where no value is over 1 MiB, a
-    plain copy each, with no pinned buffers)."""
+    waiting for the last copy to end, or fresh ones, waiting."""
     pairs = list(pairs)
-    if not pairs:
-        return
-    if isinstance(pairs[0][0], np.ndarray):
+    if pairs and isinstance(pairs[0][0], np.ndarray):
         for dst, values in pairs:
             dst[...] = values
-    elif staging is None and all(values.nbytes <= PINNED_MIN_BYTES for _, values in pairs):
-        for dst, values in pairs:
-            dst.set(np.ascontiguousarray(values, dst.dtype))
-    else:
+    elif pairs:
         from .gpu import upload
 
         upload(pairs, DOWNLOAD_CHUNK, staging)

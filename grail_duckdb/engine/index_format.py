@@ -18,18 +18,21 @@ FORMAT_VERSION = 8
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 #: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,
-#: one thread; the load decodes, the save encodes): the GRAIL intervals and the tree's post ranks
-#: BYTE_STREAM_SPLIT + LZ4 (0.6-0.7 of their bytes; LZ4 alone 0.67-1.0 and twice the encoding
-#: time, zstd 0.5 at 2.5x the decoding time); hub bits as a dictionary (a few hundred distinct
+#: one thread; the load decodes, the save encodes): the GRAIL intervals, the trees' post ranks
+#: and sizes and the levels BYTE_STREAM_SPLIT + LZ4 (the intervals 0.6-0.7 of their bytes;
+#: LZ4 alone 0.67-1.0 and twice the encoding time, zstd 0.5 at 2.5x the decoding time; the
+#: sizes and levels, small numbers, 0.14-0.37 of their bytes, smaller than or as small as
+#: DELTA_BINARY_PACKED's and encoded in half its time on a 4M-paper citation index and on
+#: rmat:21:12; README, Scale, stop 34); hub bits as a dictionary (a few hundred distinct
 #: words per row group) + LZ4, 0.06 of their bytes, decoded 2.2x faster than through zstd and
-#: smaller; levels and tree sizes DELTA_BINARY_PACKED (small numbers: as small as zstd's, 2.2x
-#: faster to decode, 3x to encode); sorted keys and component ids delta-encoded too; the
-#: children plain (they hardly compress, and are copied straight from the file on load).
-_SPLIT_LZ4 = ("inner_", "outer_", "tree_post", "rtree_post")
+#: smaller; sorted keys and component ids DELTA_BINARY_PACKED (a DAG's: 0..n-1, next to
+#: nothing); the children plain (they hardly compress, and are copied straight from the file
+#: on load).
+_SPLIT_LZ4 = ("inner_", "outer_", "tree_post", "rtree_post", "tree_size", "rtree_size", "level")
 _DICTIONARY_LZ4 = ("hub_",)
 #: the window hubs' bits: LZ4 alone (their words differ from component to component)
 _LZ4 = ("win_",)
-_DELTA = ("level", "tree_size", "rtree_size", "component")
+_DELTA = ("component",)
 #: the file's columns of the two spanning trees: (size column, post column, the ``tree``
 #: matrix's lo and post columns: shared.TREE_COLUMNS)
 TREE_FILE_COLUMNS = (("tree_size", "tree_post", 0, 1), ("rtree_size", "rtree_post", 2, 3))

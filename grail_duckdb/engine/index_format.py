@@ -38,6 +38,12 @@ _DELTA = ("component",)
 TREE_FILE_COLUMNS = (("tree_size", "tree_post", 0, 1), ("rtree_size", "rtree_post", 2, 3))
 #: zstd's level for string keys: its fastest
 ZSTD_LEVEL = 1
+#: rows per data page, at most: pages are cut at pyarrow's 1 MiB instead (pyarrow's own cap,
+#: 20,000 rows, made 13 times as many pages of int32, each a header that a GPU load reads
+#: in Python: :mod:`.page_plan`); files as small or smaller, encoded and decoded by pyarrow
+#: in the same time (a 2M-paper citation index and rmat:21:12, one thread; README, Scale,
+#: stop 34)
+PAGE_ROWS = 1 << 20
 
 
 def label_names(d: int, hub_words: int, win_words: int) -> list[str]:
@@ -105,7 +111,7 @@ def write_options(names: list[str], key_kind: str, rows: int = 1) -> dict:
                 **{n: "BYTE_STREAM_SPLIT" for n in split}}
     return dict(compression=compression, compression_level={"key": ZSTD_LEVEL} if key_kind == "str"
                 else None, column_encoding=encoding, use_dictionary=dictionary,
-                write_statistics=False)
+                write_statistics=False, max_rows_per_page=PAGE_ROWS)
 
 
 # --- the digest: the bytes as written, hashed where they are written and read ------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,8 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..kernels import copy_into, upload_staging
-from . import parquet_parts
+from ..kernels import copy_into, kernels_for, upload_pages, upload_staging
+from ..kernels.cpu.pages import PAGE_DST, PAGE_SCRATCH, PAGE_SRC
+from . import page_plan, parquet_parts
 from .csr import CSR
 from .ids import VertexIds
 from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, early_count, first_array,
@@ -50,7 +52,7 @@ class IndexReader:
         self.names = ["key", "component"] + self.labels + ["dag_children"]
         self.identity = self.n == self.c
         self._local = threading.local()
-        md = pq.ParquetFile(path, memory_map=True).metadata
+        md = self.md = pq.ParquetFile(path, memory_map=True).metadata
         if md.num_rows != self.n:
             raise ValueError(f"{md.num_rows} rows, metadata says {self.n}")
         if md.schema.to_arrow_schema().names != self.names:
@@ -85,6 +87,14 @@ class IndexReader:
         if self.ww:
             self.wide.update(win_down=xp.empty(shape(self.ww), xp.uint64),
                              win_up=xp.empty(shape(self.ww), xp.uint64))
+        self._targets_of = self._targets()
+        self._dtypes = {name: dst.dtype for name, dst in self._targets_of.items()}
+        self._kernels = None if self._device is None else kernels_for("gpu")
+        self._err = None  # a page's damage, set by the device's decoding (_place)
+        if self._device is not None:
+            with self._device:
+                self._err = xp.zeros(1, xp.int32)
+                self._device.synchronize()  # zeroed before any worker's stream writes it
 
     def _file(self) -> pq.ParquetFile:
         pf = getattr(self._local, "pf", None)
@@ -118,16 +128,34 @@ class IndexReader:
                 tree[lo_j] = tree_lo(tree[post_j], tree[lo_j])
             return {k: v.T for k, v in self.wide.items()}
 
+    def _targets(self) -> dict:
+        """Each label column's destination: its array (a column of a label matrix, or the
+        levels), by file column."""
+        out = {"level": self.level}
+        for size_name, post_name, lo_j, post_j in TREE_FILE_COLUMNS:
+            out[post_name] = self._column("tree", post_j)
+            out[size_name] = self._column("tree", lo_j)  # sizes: first ranks made later
+        for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
+                            ("hub_up", self.hw), ("win_down", self.ww), ("win_up", self.ww)):
+            for j in range(width):
+                out[f"{base}_{j + 1}"] = self._column(base, j)
+        return out
+
     def group(self, g: int, lo: int, hi: int, e0: int, e1: int):
         """Hash row group ``g``'s bytes, decode it (rows ``[lo, hi)``, DAG edges ``[e0, e1)``),
         check it and place its values, its rows' pointers and children included; returns
-        ``(leaf, keys, component span [c0, c1))``."""
+        ``(leaf, keys, component span [c0, c1))``. A GPU load decodes the label columns
+        that :mod:`.page_plan` can on the device, from their bytes as they lie in the file;
+        pyarrow decodes the rest, and every column of a CPU load."""
         with memoryview(self.mapped) as view:  # no view outlives the call (the map closes)
             leaf = group_leaf(*(leaf_hash(view[a:b]) for a, b in self.spans[g]))
-        table = self._file().read_row_group(g, use_threads=False)
+        chunks = ({} if self._device is None
+                  else page_plan.group_chunks(self.md, g, self.mapped, self._dtypes))
+        table = self._file().read_row_group(
+            g, columns=[n for n in self.names if n not in chunks], use_threads=False)
         if table.num_rows != hi - lo:
             raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")
-        col = {name: as_column(table.column(name), name) for name in self.names}
+        col = {name: as_column(table.column(name), name) for name in table.column_names}
         comp = col["component"].to_numpy()
         if self._device is None:
             _check_range(comp, self.c, "component ids")
@@ -142,18 +170,14 @@ class IndexReader:
             c0 = int(comp[take[0]]) if take.shape[0] else 0
             if not _is_identity(np, comp[take], c0):
                 raise ValueError("component numbering does not follow the rows")
-        puts.append((self.level, c0, col["level"].to_numpy()[take]))
-        for size_name, post_name, lo_j, post_j in TREE_FILE_COLUMNS:
-            post, size = col[post_name].to_numpy()[take], col[size_name].to_numpy()[take]
-            puts.append((self._column("tree", post_j), c0, post))
-            # a GPU load keeps the sizes until _matrices turns them into first ranks there
-            puts.append((self._column("tree", lo_j), c0,
-                         size if self._device else tree_lo(post, size)))
-        for base, width in (("inner", self.d), ("outer", self.d), ("hub_down", self.hw),
-                            ("hub_up", self.hw), ("win_down", self.ww), ("win_up", self.ww)):
-            for j in range(width):
-                puts.append((self._column(base, j), c0,
-                             col[f"{base}_{j + 1}"].to_numpy()[take]))
+        host = {name: col[name].to_numpy() for name in self._targets_of if name in col}
+        for name, dst in self._targets_of.items():
+            if name in chunks:  # decoded on the device (_place)
+                continue
+            values = host[name][take]
+            if self._device is None and name in _POSTS:  # the tree interval's first ranks
+                values = tree_lo(host[_POSTS[name]][take], values)
+            puts.append((dst, c0, values))
         offsets, data = blobs(children)
         lengths = np.diff(offsets)[take]
         c1 = c0 + lengths.shape[0]
@@ -166,7 +190,54 @@ class IndexReader:
             _check_range(part, self.c, "DAG edges")
         puts.append((self.idx, e0, part))
         self._put_all(puts)
+        if chunks:
+            self._place(chunks, None if self.identity else take, hi - lo, c0)
         return leaf, col["key"], (c0, c1)
+
+    def _place(self, chunks: dict, take, rows: int, c0: int) -> None:
+        """Decode a row group's ``chunks`` on the device into their destinations from
+        component ``c0`` on (``take``: the rows that are their components' representatives,
+        in order; None: every row), their bytes copied as they lie in the file."""
+        order = sorted(chunks.values(), key=lambda ch: ch.start)
+        runs, tables, at, scratch = [], [], 0, 0
+        for ch in order:  # chunks that follow each other in the file go in one copy
+            if runs and runs[-1][1] == ch.start:
+                runs[-1][1] = ch.stop
+            else:
+                runs.append([ch.start, ch.stop])
+        starts = {}
+        for a, b in runs:
+            starts[a] = at
+            at += b - a
+        base = {}
+        for ch in order:
+            run = max(a for a, _ in runs if a <= ch.start)
+            base[ch.name] = starts[run] + ch.start - run
+        for ch in order:
+            t = ch.table.copy()
+            t[:, PAGE_SRC] += base[ch.name]
+            lz4 = t[:, PAGE_SCRATCH] >= 0
+            t[lz4, PAGE_SCRATCH] += scratch
+            scratch += ch.scratch
+            dst = self._targets_of[ch.name]
+            t[:, PAGE_DST] = dst[c0:].data.ptr if dst.shape[0] > c0 else dst.data.ptr
+            tables.append(t)
+        slot = None
+        if take is not None:
+            slot = np.full(rows, -1, np.int32)
+            slot[take] = np.arange(take.shape[0], dtype=np.int32)
+        view = memoryview(self.mapped)
+        try:
+            host_runs = [np.frombuffer(view, np.uint8, count=b - a, offset=a) for a, b in runs]
+            with self._device:
+                upload_pages(self._kernels, self._staging, host_runs, np.concatenate(tables),
+                             slot, scratch, self._err)
+        except BaseException as exc:  # the failed calls' frames hold views of the map
+            traceback.clear_frames(exc.__traceback__)
+            raise
+        finally:
+            host_runs = None
+            view.release()
 
     def read(self) -> dict:
         """Every row group in parallel, then the checks across groups and the digest."""
@@ -186,6 +257,8 @@ class IndexReader:
             raise ValueError("representative rows do not match the component count")
         if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
             raise ValueError("content digest mismatch")
+        if self._err is not None and int(self._err[0]):
+            raise ValueError("a label page does not decode into its values")
         if self._device is not None:  # the groups' checks, once, at the device's speed
             with self._device:
                 _check_range(self.comp, self.c, "component ids")
@@ -205,6 +278,8 @@ class IndexReader:
                     fingerprint=self.meta["fingerprint"])
 
 
+#: the tree intervals' size columns -> their post columns
+_POSTS = {size: post for size, post, *_ in TREE_FILE_COLUMNS}
 #: elements per reduction of the whole-array checks (a few GB, whatever a library's index width)
 _CHUNK = 1 << 30
 

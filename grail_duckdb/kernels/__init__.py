@@ -24,7 +24,7 @@ from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
            "Landing", "copy_into", "gather_columns", "mark_ready", "on_own_stream", "resolve",
-           "to_host", "to_host_all", "to_host_columns"]
+           "to_host", "to_host_all", "to_host_columns", "upload_pages", "upload_staging"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
 
@@ -189,6 +189,14 @@ def copy_into(pairs, staging=None) -> None:
         from .gpu import upload
 
         upload(pairs, DOWNLOAD_CHUNK, staging)
+
+
+def upload_pages(kernels, staging, runs, table, slot, scratch: int, err) -> None:
+    """A row group's label pages decoded on the device (:func:`.gpu.upload_pages`; a CPU
+    load decodes them with :func:`.cpu.pages.page_values` instead)."""
+    from .gpu import upload_pages as on_device
+
+    on_device(kernels, staging, runs, table, slot, scratch, err)
 
 
 def upload_staging(xp):

@@ -39,6 +39,8 @@ from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")
+#: the source of the module launched plainly (not cooperatively): the load's page decoding
+_PLAIN_SOURCE = "pages.cu"
 
 
 _INT_MAX = np.iinfo(np.int32).max
@@ -47,6 +49,9 @@ _U64_MAX = np.uint64(np.iinfo(np.uint64).max)
 _NARROW = frozenset({"trim_kernel", "levels_kernel", "parents_kernel", "sizes_kernel",
                      "post_kernel", "bounds_kernel", "hubs_kernel"})
 _BALANCE_MODES = {"binned": 0, "edges": 1}
+#: threads per block of ``pages_kernel`` (a block decodes a page at a time), and its
+#: blocks at most
+_PAGE_THREADS, _PAGE_GRID = 256, 4096
 #: packed edges per tile of the CSR compaction (PAIR_TILE in graph.cu)
 _PAIR_TILE = 256 * 16
 
@@ -135,6 +140,8 @@ class GpuKernels(GpuQueries):
         code = cuda_header() + "\n".join((d / f).read_text() for f in _SOURCES)
         self._module = cp.RawModule(code=code, options=("-std=c++17", f"-I{d}"),
                                     enable_cooperative_groups=True)
+        self._plain = cp.RawModule(code=cuda_header() + (d / _PLAIN_SOURCE).read_text(),
+                                   options=("-std=c++17", f"-I{d}"))
         self._grids: dict[str, int] = {}
         self._grid_lock = threading.Lock()
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -424,6 +431,20 @@ class GpuKernels(GpuQueries):
     def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True, budget=None):
         return self._bitmask_search(dag, lab, cs, ct, words, prune, budget)
 
+    def place_pages(self, src, table, n_pages: int, slot, scratch, err) -> None:
+        """Decode a row group's label pages and place their values, on the current stream
+        (``pages_kernel`` in ``kernels/pages.cu``, one block per page; the CPU twin is
+        :func:`.cpu.pages.page_values`): ``src`` the pages' bytes as they lie in the file,
+        ``table`` one row per page (:data:`.cpu.pages.PAGE_COLUMNS`, the destination's device
+        address last), ``slot`` each row's element in its destination (None: row r to element
+        r), ``scratch`` room for the decompressed pages. A page that does not hold its values
+        sets ``err[0]`` (read it once the stream is done)."""
+        if n_pages:
+            self._plain.get_function("pages_kernel")(
+                (min(n_pages, _PAGE_GRID),), (_PAGE_THREADS,),
+                (src, table, np.int32(n_pages), slot if slot is not None else np.uint64(0),
+                 scratch, err))
+
     @_out_of_memory
     def edge_hash_sum(self, pairs):
         return self._hash_sum("hash_sum_kernel", cp.asarray(pairs, cp.uint64))
@@ -551,6 +572,29 @@ class Staging:
                     [cupyx.empty_pinned(self.chunk, np.uint8) for _ in range(2)],
                     cp.cuda.Stream(non_blocking=True), [None, None], [0])
         return got
+
+
+def upload_pages(kernels: "GpuKernels", staging: Staging, runs, table: np.ndarray, slot,
+                 scratch: int, err) -> None:
+    """Bring a row group's label pages to the device as they lie in the file and decode
+    them there, into the arrays whose addresses ``table`` holds (:meth:`GpuKernels.place_pages`),
+    all on this thread's stream of ``staging`` and without waiting: ``runs`` the pages' bytes
+    (host uint8 arrays, laid one after the other: ``table``'s sources count from the first),
+    ``slot`` each row's element in its destination (host int32, or None), ``scratch`` bytes
+    of room for the decompressed pages. Its buffers go back to CuPy's pool when it returns,
+    for later work on the same stream only (the pool keeps a stream's blocks apart)."""
+    _, stream, _, _ = staging.lane()
+    with stream:
+        raw = cp.empty(sum(int(r.nbytes) for r in runs), cp.uint8)
+        pages = cp.empty(table.shape, cp.int64)
+        rows = None if slot is None else cp.empty(slot.shape, cp.int32)
+        pairs, at = [(pages, table)] + ([] if slot is None else [(rows, slot)]), 0
+        for run in runs:
+            pairs.append((raw[at:at + run.nbytes], run))
+            at += run.nbytes
+        upload(pairs, staging.chunk, staging)
+        kernels.place_pages(raw, pages, int(table.shape[0]), rows,
+                            cp.empty(max(scratch, 1), cp.uint8), err)
 
 
 def upload(pairs, chunk: int, staging: Staging | None = None) -> None:

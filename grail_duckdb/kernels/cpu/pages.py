@@ -1,4 +1,5 @@
-"""Host loops of the index file's pages (:mod:`grail_duckdb.engine.parquet_parts`).
+"""Host loops of the index file's pages (:mod:`grail_duckdb.engine.parquet_parts`, and the
+load's own decoding of label pages, :mod:`grail_duckdb.engine.page_plan`).
 
 The DAG's children are one BLOB of little-endian int32 per component. pyarrow's writer encodes
 a BLOB column value by value (about 50 ns each: a quarter of a save's encoding on the citation
@@ -31,3 +32,129 @@ def blob_words(ptr, children, out):
             out[q] = children[e]
             q += 1
     return q
+
+
+#: columns of a page table (:func:`page_values`, ``pages_kernel`` in ``kernels/pages.cu``):
+#: where the page's bytes start in the source and how many there are, its bytes once
+#: decompressed, where they go in the scratch, its first row in the row group, its rows,
+#: its value width in bytes, its flags (``PAGE_LZ4``, ``PAGE_SPLIT``), and (device only) the
+#: address of the column's destination
+PAGE_COLUMNS = 9
+PAGE_SRC, PAGE_LEN, PAGE_RAW, PAGE_SCRATCH, PAGE_ROW, PAGE_ROWS, PAGE_WIDTH, PAGE_FLAGS, PAGE_DST = \
+    range(PAGE_COLUMNS)
+#: the page's bytes are one LZ4 block (Parquet's LZ4_RAW); else they are stored as they are
+PAGE_LZ4 = 1
+#: the values are byte-stream-split (byte k of every value, then byte k + 1); else PLAIN
+PAGE_SPLIT = 2
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def lz4_block(src, a, b, dst, o, n):
+    """Decode the LZ4 block ``src[a:b]`` (the block format: sequences of a token, literals, a
+    2-byte offset and a match length; the last sequence literals only) into
+    ``dst[o:o + n]``; returns False for a block that does not decode into exactly ``n``
+    bytes or reaches outside its bounds (damage: never trusted). A match overlapping its
+    source copies byte by byte; ``pages.cu`` copies ``dst[q - offset + k % offset]``, the same
+    bytes, with every lane of a warp at once.
+
+    >>> out = np.zeros(7, np.uint8)  # a literal 7, a match of 5 at offset 1, a literal 9
+    >>> lz4_block(np.array([0x11, 7, 1, 0, 0x10, 9], np.uint8), 0, 6, out, 0, 7), out.tolist()
+    (True, [7, 7, 7, 7, 7, 7, 9])
+    """
+    ip, q, end = a, o, o + n
+    while ip < b:
+        token = src[ip]
+        ip += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                if ip >= b:
+                    return False
+                more = src[ip]
+                ip += 1
+                lit += more
+                if more != 255:
+                    break
+        if ip + lit > b or q + lit > end:
+            return False
+        dst[q:q + lit] = src[ip:ip + lit]
+        ip += lit
+        q += lit
+        if ip == b:  # the last sequence: literals only
+            break
+        if ip + 2 > b:
+            return False
+        offset = np.int64(src[ip]) | (np.int64(src[ip + 1]) << 8)
+        ip += 2
+        if offset == 0 or offset > q - o:
+            return False
+        length = np.int64(token & 15)
+        if length == 15:
+            while True:
+                if ip >= b:
+                    return False
+                more = src[ip]
+                ip += 1
+                length += more
+                if more != 255:
+                    break
+        length += 4
+        if q + length > end:
+            return False
+        if offset >= length:  # no overlap: one copy
+            dst[q:q + length] = dst[q - offset:q - offset + length]
+        elif offset == 1:
+            dst[q:q + length] = dst[q - 1]
+        else:
+            for k in range(length):
+                dst[q + k] = dst[q - offset + k]
+        q += length
+    return q == end
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def page_values(src, table, scratch, out):
+    """The values of a column chunk's data pages (``table``: one row per page, the columns
+    of :data:`PAGE_COLUMNS` but the destination) as bytes, value after value, into ``out``
+    (uint8, rows times width bytes): each page decompressed into ``scratch`` (LZ4) or read
+    where it lies, then PLAIN (values one after the other) or byte-stream-split (byte k of
+    every value, then byte k + 1). Returns False for a page that does not hold its values.
+    The CPU twin of ``pages_kernel`` (``kernels/pages.cu``), which places the values
+    itself."""
+    for p in range(table.shape[0]):
+        at, size, raw = table[p, PAGE_SRC], table[p, PAGE_LEN], table[p, PAGE_RAW]
+        first, rows, width = table[p, PAGE_ROW], table[p, PAGE_ROWS], table[p, PAGE_WIDTH]
+        flags = table[p, PAGE_FLAGS]
+        if raw != rows * width or at < 0 or at + size > src.shape[0] or (
+                first + rows) * width > out.shape[0]:
+            return False
+        if flags & PAGE_LZ4:
+            s0 = table[p, PAGE_SCRATCH]
+            if s0 < 0 or s0 + raw > scratch.shape[0]:
+                return False
+            if not lz4_block(src, at, at + size, scratch, s0, raw):
+                return False
+            body, b0 = scratch, s0
+        else:
+            if size != raw:
+                return False
+            body, b0 = src, at
+        base = first * width
+        if not flags & PAGE_SPLIT:
+            out[base:base + raw] = body[b0:b0 + raw]
+        elif width == 4:
+            _unsplit4(body, b0, rows, out[base:base + raw].view(np.uint32))
+        else:
+            for i in range(rows):
+                for k in range(width):
+                    out[base + i * width + k] = body[b0 + k * rows + i]
+    return True
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _unsplit4(body, b0, rows, out):
+    """``rows`` 4-byte values whose bytes are split in four streams from ``body[b0]`` on."""
+    for i in range(rows):
+        out[i] = (np.uint32(body[b0 + i]) | (np.uint32(body[b0 + rows + i]) << 8)
+                  | (np.uint32(body[b0 + 2 * rows + i]) << 16)
+                  | (np.uint32(body[b0 + 3 * rows + i]) << 24))

@@ -1,0 +1,107 @@
+// The load's own decoding of the index file's label pages (engine/page_plan.py builds the page
+// table; the CPU twins are cpu/pages.py: lz4_block and page_values, whose table columns these
+// indices follow). A module of its own, launched plainly: the traversals' module launches every
+// kernel cooperatively, which caps the grid at the blocks that fit at once and keeps other
+// streams' work off the device meanwhile.
+#include "common.cuh"
+#define PAGE_COLUMNS 9
+#define PAGE_LZ4 1
+#define PAGE_SPLIT 2
+
+// The LZ4 block src[0:size) decoded into dst[0:n) by one warp (cpu/pages.lz4_block): every
+// lane reads the same tokens (one broadcast load each) and the lanes copy a sequence's
+// literals and its match side by side; a match copies dst[q - offset + k % offset], the bytes
+// of LZ4's byte-by-byte overlapping copy, so a run of one byte (offset 1, the zero bytes of a
+// byte-stream-split page) is written 32 bytes at a time. False: the block does not decode into
+// exactly n bytes, or reaches outside its bounds.
+__device__ bool lz4_block_warp(const unsigned char* src, int size, unsigned char* dst, int n,
+                               int lane) {
+    int ip = 0, q = 0;
+    while (ip < size) {
+        const int token = src[ip++];
+        int lit = token >> 4;
+        if (lit == 15) {
+            int more;
+            do {
+                if (ip >= size) return false;
+                more = src[ip++];
+                lit += more;
+            } while (more == 255);
+        }
+        if (lit > size - ip || lit > n - q) return false;
+        for (int k = lane; k < lit; k += 32) dst[q + k] = src[ip + k];
+        ip += lit;
+        q += lit;
+        if (ip == size) break;  // the last sequence: literals only
+        if (ip + 2 > size) return false;
+        const int offset = src[ip] | (src[ip + 1] << 8);
+        ip += 2;
+        if (offset == 0 || offset > q) return false;
+        int length = token & 15;
+        if (length == 15) {
+            int more;
+            do {
+                if (ip >= size) return false;
+                more = src[ip++];
+                length += more;
+            } while (more == 255);
+        }
+        length += 4;
+        if (length > n - q) return false;
+        __syncwarp();  // the bytes written so far, before a match reads them
+        for (int k = lane; k < length; k += 32) dst[q + k] = dst[q - offset + k % offset];
+        __syncwarp();
+        q += length;
+    }
+    return q == n;
+}
+
+// One page of the table (pages_kernel below).
+__device__ void decode_page(const unsigned char* src, const i64* t, const int* slot,
+                            unsigned char* scratch, int* err) {
+    const i64 at = t[0], size = t[1], raw = t[2], s0 = t[3], first = t[4], rows = t[5];
+    const int width = (int)t[6], flags = (int)t[7];
+    unsigned char* out = (unsigned char*)t[8];
+    __shared__ int ok;
+    if (threadIdx.x == 0)
+        ok = raw == rows * width && (width == 4 || width == 8) && raw < (1ll << 31) &&
+             ((flags & PAGE_LZ4) || size == raw);
+    __syncthreads();
+    if ((flags & PAGE_LZ4) && ok && threadIdx.x < 32) {
+        const bool good = lz4_block_warp(src + at, (int)size, scratch + s0, (int)raw,
+                                         threadIdx.x);
+        if (threadIdx.x == 0 && !good) ok = 0;
+    }
+    __syncthreads();
+    const bool good = ok;
+    __syncthreads();  // every thread has read ok before the next page's thread 0 sets it
+    if (!good) {
+        if (threadIdx.x == 0) atomicExch(err, 1);
+        return;
+    }
+    const unsigned char* body = (flags & PAGE_LZ4) ? scratch + s0 : src + at;
+    const bool split = flags & PAGE_SPLIT;
+    for (i64 i = threadIdx.x; i < rows; i += blockDim.x) {
+        const i64 to = slot ? (i64)slot[first + i] : first + i;
+        if (to < 0) continue;
+        u64 v = 0;
+        for (int k = 0; k < width; ++k)
+            v |= (u64)body[split ? k * rows + i : i * width + k] << (8 * k);
+        if (width == 4)
+            ((unsigned*)out)[to] = (unsigned)v;
+        else
+            ((u64*)out)[to] = v;
+    }
+}
+
+// One block per page of the table at a time (cpu/pages.page_values, whose columns these are):
+// the block's first warp decompresses an LZ4 page into the scratch, then every thread
+// assembles values (PLAIN or byte-stream-split, 4 or 8 bytes) and writes row r of the row
+// group to element slot[r] of the page's destination (slot null: element r; slot[r] < 0: not
+// written, a row that is not its component's representative). A page that does not hold its
+// values sets *err and writes nothing.
+extern "C" __global__ void pages_kernel(const unsigned char* src, const i64* table, int n_pages,
+                                        const int* slot, unsigned char* scratch, int* err) {
+    for (int p = blockIdx.x; p < n_pages; p += gridDim.x)
+        decode_page(src, table + (i64)p * PAGE_COLUMNS, slot, scratch, err);
+}

@@ -1,0 +1,221 @@
+"""The load's own decoding of label pages (``engine/page_plan.py``, ``kernels/pages.cu`` and its
+Numba twin ``kernels/cpu/pages.py``): pages as pyarrow writes them (the index's encodings, one
+page or many, values random, small, repeated, constant), decoded value for value as pyarrow
+decodes them, on the host and on a GPU, placed at slots as a load of a graph with cycles
+places them; chunks of other kinds left to pyarrow; damaged pages refused."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grail_duckdb.engine import page_plan
+from grail_duckdb.engine.index_format import write_options
+from grail_duckdb.kernels import gpu_available
+from grail_duckdb.kernels.cpu.pages import PAGE_DST, PAGE_LEN, PAGE_SCRATCH, PAGE_SRC
+
+needs_gpu = [pytest.mark.gpu,
+             pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")]
+
+
+def _file(columns: dict, nullable: bool = False, **options) -> tuple[bytes, pq.FileMetaData]:
+    """One row group of ``columns`` (name -> NumPy values) written by pyarrow: its bytes and
+    metadata (``options``: the writer's; by default the index's own, :func:`write_options`)."""
+    names = list(columns)
+    if not options:
+        options = write_options(names, "int", 1)
+    schema = pa.schema([pa.field(n, pa.from_numpy_dtype(v.dtype), nullable=nullable)
+                        for n, v in columns.items()])
+    out = io.BytesIO()
+    rows = len(next(iter(columns.values())))
+    pq.write_table(pa.table([pa.array(v) for v in columns.values()], schema=schema), out,
+                   row_group_size=max(rows, 1), store_schema=False, **options)
+    data = out.getvalue()
+    return data, pq.ParquetFile(io.BytesIO(data)).metadata
+
+
+def _chunks(data: bytes, md: pq.FileMetaData, columns: dict) -> dict:
+    return page_plan.group_chunks(md, 0, data, {n: v.dtype for n, v in columns.items()})
+
+
+def _values(rng, rows: int) -> dict:
+    """Columns of the kinds an index holds, under the index's names (so its encodings)."""
+    return {
+        "inner_1": rng.integers(0, 2**31 - 1, rows).astype(np.int32),  # random ranks
+        "outer_1": np.sort(rng.integers(0, 5_000, rows)).astype(np.int32),  # near-sorted
+        "level": rng.integers(0, 6, rows).astype(np.int32),  # small numbers
+        "tree_size": np.ones(rows, np.int32),  # constant: long matches at offset 1
+        "tree_post": np.repeat(rng.integers(-1, 9, -(-rows // 7)), 7)[:rows].astype(
+            np.int32),  # runs, negatives
+        "win_down_1": np.where(rng.random(rows) < 0.9, 0, 1 << rng.integers(0, 64, rows)
+                               ).astype(np.uint64),  # sparse bits, PLAIN + LZ4
+        "win_up_1": rng.integers(0, 2**64 - 1, rows, dtype=np.uint64),  # incompressible
+    }
+
+
+def _cpu(data: bytes, chunks: dict) -> dict:
+    return {name: page_plan.decode(data, chunk) for name, chunk in chunks.items()}
+
+
+@pytest.mark.parametrize("rows,page_rows", [(1, None), (1_000, None), (20_001, None),
+                                            (50_000, 4_096), (3, 1)])
+def test_pages_decode_as_pyarrow_reads_them(rows, page_rows):
+    """Every column of the index's kinds, one page or many (pyarrow's 20,000-row pages, and
+    smaller ones), decoded on the host exactly as pyarrow reads it."""
+    rng = np.random.default_rng(rows)
+    columns = _values(rng, rows)
+    options = write_options(list(columns), "int", 1)
+    if page_rows:
+        options["max_rows_per_page"] = page_rows
+    data, md = _file(columns, **options)
+    chunks = _chunks(data, md, columns)
+    assert set(chunks) == set(columns)
+    for name, got in _cpu(data, chunks).items():
+        assert got.dtype == columns[name].dtype
+        np.testing.assert_array_equal(got, columns[name])
+
+
+@pytest.mark.parametrize("encoding,compression", [("BYTE_STREAM_SPLIT", "none"),
+                                                  ("PLAIN", "none"), ("PLAIN", "lz4"),
+                                                  ("BYTE_STREAM_SPLIT", "lz4")])
+@given(st.lists(st.integers(-2**31, 2**31 - 1) | st.sampled_from([0, 1, -1, 255, 256]),
+                min_size=1, max_size=3_000))
+def test_any_int32_values_decode(encoding, compression, values):
+    """Whatever the values (repeats, bytes that split into runs), both encodings, LZ4 or
+    not."""
+    col = {"x": np.array(values, np.int32), "y": np.array(values, np.int64) * 3}
+    data, md = _file(col, use_dictionary=False, compression=compression,
+                     column_encoding={"x": encoding, "y": encoding}, max_rows_per_page=700)
+    chunks = _chunks(data, md, col)
+    assert set(chunks) == {"x", "y"}
+    for name, got in _cpu(data, chunks).items():
+        np.testing.assert_array_equal(got, col[name])
+
+
+def test_other_chunks_are_left_to_pyarrow():
+    """A dictionary (the hub bits), a delta encoding, zstd, a nullable column, or a dtype
+    other than the destination's: no pages of its own, pyarrow decodes them."""
+    v = np.arange(5_000, dtype=np.int32) % 7
+    data, md = _file({"hub_down_1": v.astype(np.uint64), "component": v})  # index encodings
+    assert not _chunks(data, md, {"hub_down_1": v.astype(np.uint64), "component": v})
+    data, md = _file({"x": v}, use_dictionary=False, compression="zstd")
+    assert not _chunks(data, md, {"x": v})
+    data, md = _file({"x": v}, nullable=True, use_dictionary=False, compression="lz4")
+    assert not _chunks(data, md, {"x": v})
+    data, md = _file({"x": v}, use_dictionary=False, compression="lz4")
+    assert not page_plan.group_chunks(md, 0, data, {"x": np.dtype(np.uint64)})
+    assert set(_chunks(data, md, {"x": v})) == {"x"}
+
+
+def _damaged(rows: int = 30_000):
+    """A chunk of LZ4 pages, and copies of its bytes and table with each kind of damage: a
+    page's bytes overwritten (lengths that run past the page), a page cut short, a page
+    whose bytes claim more than they hold."""
+    col = {"inner_1": np.random.default_rng(3).integers(0, 1_000, rows).astype(np.int32)}
+    data, md = _file(col, **{**write_options(list(col), "int", 1), "max_rows_per_page": 8_000})
+    chunk = _chunks(data, md, col)["inner_1"]
+    t = chunk.table
+    cases = []
+    garbled = bytearray(data)
+    a = chunk.start + int(t[1, PAGE_SRC])
+    garbled[a:a + int(t[1, PAGE_LEN])] = b"\xff" * int(t[1, PAGE_LEN])
+    cases.append((bytes(garbled), t))
+    short = t.copy()
+    short[0, PAGE_LEN] -= 5
+    cases.append((data, short))
+    offset = bytearray(data)  # the first match's offset set past the bytes written so far
+    at = chunk.start + int(t[0, PAGE_SRC])
+    lit = offset[at] >> 4
+    pos = at + 1
+    if lit == 15:
+        while offset[pos] == 255:
+            pos += 1
+        lit += sum(offset[at + 1:pos + 1])
+        pos += 1
+    pos += lit
+    offset[pos:pos + 2] = (0xFFFF).to_bytes(2, "little")
+    cases.append((bytes(offset), t))
+    return col, chunk, cases
+
+
+def test_damaged_pages_are_refused_on_the_host():
+    col, chunk, cases = _damaged()
+    for data, table in cases:
+        bad = page_plan.Chunk(chunk.name, chunk.start, chunk.stop, chunk.dtype, table)
+        with pytest.raises(ValueError, match="does not decode"):
+            page_plan.decode(data, bad)
+
+
+def _device(data: bytes, chunks: dict, rows: int, take=None):
+    """The chunks decoded on the GPU (:func:`~grail_duckdb.kernels.upload_pages`, as a load
+    calls it: their bytes one after the other, one table), rows ``take`` (in order) placed
+    at consecutive slots: ``({name: host values}, damage flag)``."""
+    import cupy as cp
+    from grail_duckdb.kernels import kernels_for, upload_pages, upload_staging
+
+    outs, tables, runs, at, scratch = {}, [], [], 0, 0
+    for name, ch in chunks.items():
+        outs[name] = dst = cp.zeros(rows if take is None else len(take), ch.dtype)
+        t = ch.table.copy()
+        t[:, PAGE_SRC] += at
+        t[t[:, PAGE_SCRATCH] >= 0, PAGE_SCRATCH] += scratch
+        t[:, PAGE_DST] = dst.data.ptr
+        tables.append(t)
+        runs.append(np.frombuffer(data, np.uint8, count=ch.stop - ch.start, offset=ch.start))
+        at, scratch = at + ch.stop - ch.start, scratch + ch.scratch
+    slot = None
+    if take is not None:
+        slot = np.full(rows, -1, np.int32)
+        slot[take] = np.arange(len(take), dtype=np.int32)
+    err = cp.zeros(1, cp.int32)
+    cp.cuda.Device().synchronize()
+    upload_pages(kernels_for("gpu"), upload_staging(cp), runs, np.concatenate(tables), slot,
+                 scratch, err)
+    cp.cuda.Device().synchronize()
+    return {name: cp.asnumpy(v) for name, v in outs.items()}, int(err[0])
+
+
+@pytest.mark.parametrize("rows,page_rows", [(1, None), (20_001, None), (50_000, 4_096),
+                                            (40_000, 8)])  # more pages than blocks
+@pytest.mark.parametrize("placed", [False, True])
+def test_pages_decode_on_the_device_as_on_the_host(rows, page_rows, placed):
+    """The kernel against its Numba twin and pyarrow, every row or the rows of a take."""
+    if not gpu_available():
+        pytest.skip("no CUDA device visible to CuPy")
+    rng = np.random.default_rng(rows + placed)
+    columns = _values(rng, rows)
+    options = write_options(list(columns), "int", 1)
+    if page_rows:
+        options["max_rows_per_page"] = page_rows
+    data, md = _file(columns, **options)
+    chunks = _chunks(data, md, columns)
+    take = np.flatnonzero(rng.random(rows) < 0.6) if placed else None
+    got, err = _device(data, chunks, rows, take)
+    assert not err
+    host = _cpu(data, chunks)
+    for name, values in got.items():
+        want = host[name] if take is None else host[name][take]
+        np.testing.assert_array_equal(values, want)
+        np.testing.assert_array_equal(values, columns[name] if take is None
+                                      else columns[name][take])
+
+
+for _test in (test_pages_decode_on_the_device_as_on_the_host,):
+    for _mark in needs_gpu:
+        _mark(_test)
+
+
+@pytest.mark.gpu
+def test_damaged_pages_are_refused_on_the_device():
+    if not gpu_available():
+        pytest.skip("no CUDA device visible to CuPy")
+    col, chunk, cases = _damaged()
+    for data, table in cases:
+        bad = page_plan.Chunk(chunk.name, chunk.start, chunk.stop, chunk.dtype, table)
+        _, err = _device(data, {"inner_1": bad}, 30_000)
+        assert err

@@ -2,8 +2,10 @@
 
 Each worker thread takes one row group: it hashes the group's bytes (its children's chunk in
 the region at the front of the file, its early columns' chunks in the region after it, and its
-own chunks: the digest's leaf, from the memory-mapped file), decodes the group with pyarrow,
-checks it (component ids and DAG edges in range, on a CPU load: a GPU load checks those once
+own chunks: the digest's leaf, from the memory-mapped file), decodes the group (on a GPU load
+the label columns of the kinds :mod:`.page_plan` reads go to the device as they lie in the
+file and a kernel decodes and places them; pyarrow decodes the rest, and every column of a
+CPU load), checks it (component ids and DAG edges in range, on a CPU load: a GPU load checks those once
 on the device at the end; the representatives' components consecutive, children BLOBs whole
 int32) and copies its values into the final arrays, which live on the device when the index is
 loaded onto a GPU: every group is one block of rows there (through per-thread pinned buffers,

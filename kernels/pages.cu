@@ -8,6 +8,20 @@
 #define PAGE_LZ4 1
 #define PAGE_SPLIT 2
 
+// An LZ4 length whose token nibble is n: 15 goes on in the bytes from src[ip] (each added, until
+// one under 255); ip moves past them. -1: the bytes run past size (cpu/pages._length).
+__device__ int lz4_length(const unsigned char* src, int& ip, int size, int n) {
+    if (n == 15) {
+        int more;
+        do {
+            if (ip >= size) return -1;
+            more = src[ip++];
+            n += more;
+        } while (more == 255 && n < (1 << 30));
+    }
+    return n;
+}
+
 // The LZ4 block src[0:size) decoded into dst[0:n) by one warp (cpu/pages.lz4_block): every
 // lane reads the same tokens (one broadcast load each) and the lanes copy a sequence's
 // literals and its match side by side; a match copies dst[q - offset + k % offset], the bytes
@@ -19,16 +33,8 @@ __device__ bool lz4_block_warp(const unsigned char* src, int size, unsigned char
     int ip = 0, q = 0;
     while (ip < size) {
         const int token = src[ip++];
-        int lit = token >> 4;
-        if (lit == 15) {
-            int more;
-            do {
-                if (ip >= size) return false;
-                more = src[ip++];
-                lit += more;
-            } while (more == 255);
-        }
-        if (lit > size - ip || lit > n - q) return false;
+        const int lit = lz4_length(src, ip, size, token >> 4);
+        if (lit < 0 || lit > size - ip || lit > n - q) return false;
         for (int k = lane; k < lit; k += 32) dst[q + k] = src[ip + k];
         ip += lit;
         q += lit;
@@ -37,15 +43,8 @@ __device__ bool lz4_block_warp(const unsigned char* src, int size, unsigned char
         const int offset = src[ip] | (src[ip + 1] << 8);
         ip += 2;
         if (offset == 0 || offset > q) return false;
-        int length = token & 15;
-        if (length == 15) {
-            int more;
-            do {
-                if (ip >= size) return false;
-                more = src[ip++];
-                length += more;
-            } while (more == 255);
-        }
+        int length = lz4_length(src, ip, size, token & 15);
+        if (length < 0) return false;
         length += 4;
         if (length > n - q) return false;
         __syncwarp();  // the bytes written so far, before a match reads them
@@ -62,19 +61,20 @@ __device__ void decode_page(const unsigned char* src, const i64* t, const int* s
     const i64 at = t[0], size = t[1], raw = t[2], s0 = t[3], first = t[4], rows = t[5];
     const int width = (int)t[6], flags = (int)t[7];
     unsigned char* out = (unsigned char*)t[8];
-    __shared__ int ok;
-    if (threadIdx.x == 0)
-        ok = raw == rows * width && (width == 4 || width == 8) && raw < (1ll << 31) &&
-             ((flags & PAGE_LZ4) || size == raw);
-    __syncthreads();
-    if ((flags & PAGE_LZ4) && ok && threadIdx.x < 32) {
-        const bool good = lz4_block_warp(src + at, (int)size, scratch + s0, (int)raw,
-                                         threadIdx.x);
-        if (threadIdx.x == 0 && !good) ok = 0;
+    // what every thread of the block checks alike, so that the barriers below are the block's
+    bool good = raw == rows * width && (width == 4 || width == 8) && raw < (1ll << 31) &&
+                ((flags & PAGE_LZ4) || size == raw);
+    if (good && (flags & PAGE_LZ4)) {
+        __shared__ int ok;
+        if (threadIdx.x < 32) {
+            const bool done = lz4_block_warp(src + at, (int)size, scratch + s0, (int)raw,
+                                             threadIdx.x);
+            if (threadIdx.x == 0) ok = done;
+        }
+        __syncthreads();
+        good = ok;
+        __syncthreads();  // every thread has read ok before the next page's warp sets it
     }
-    __syncthreads();
-    const bool good = ok;
-    __syncthreads();  // every thread has read ok before the next page's thread 0 sets it
     if (!good) {
         if (threadIdx.x == 0) atomicExch(err, 1);
         return;

@@ -58,6 +58,20 @@ def _values(rng, rows: int) -> dict:
     }
 
 
+def _index_file(rng, rows: int, page_rows: int | None):
+    """Columns of every kind (:func:`_values`) written with the index's options (pages of at
+    most ``page_rows`` rows where given): ``(columns, bytes, chunks)``, every column's chunk
+    one the load decodes itself."""
+    columns = _values(rng, rows)
+    options = write_options(list(columns), "int", 1)
+    if page_rows:
+        options["max_rows_per_page"] = page_rows
+    data, md = _file(columns, **options)
+    chunks = _chunks(data, md, columns)
+    assert set(chunks) == set(columns)
+    return columns, data, chunks
+
+
 def _cpu(data: bytes, chunks: dict) -> dict:
     return {name: page_plan.decode(data, chunk) for name, chunk in chunks.items()}
 
@@ -67,14 +81,7 @@ def _cpu(data: bytes, chunks: dict) -> dict:
 def test_pages_decode_as_pyarrow_reads_them(rows, page_rows):
     """Every column of the index's kinds, one page or many (pyarrow's 20,000-row pages, and
     smaller ones), decoded on the host exactly as pyarrow reads it."""
-    rng = np.random.default_rng(rows)
-    columns = _values(rng, rows)
-    options = write_options(list(columns), "int", 1)
-    if page_rows:
-        options["max_rows_per_page"] = page_rows
-    data, md = _file(columns, **options)
-    chunks = _chunks(data, md, columns)
-    assert set(chunks) == set(columns)
+    columns, data, chunks = _index_file(np.random.default_rng(rows), rows, page_rows)
     for name, got in _cpu(data, chunks).items():
         assert got.dtype == columns[name].dtype
         np.testing.assert_array_equal(got, columns[name])
@@ -188,12 +195,7 @@ def test_pages_decode_on_the_device_as_on_the_host(rows, page_rows, placed):
     if not gpu_available():
         pytest.skip("no CUDA device visible to CuPy")
     rng = np.random.default_rng(rows + placed)
-    columns = _values(rng, rows)
-    options = write_options(list(columns), "int", 1)
-    if page_rows:
-        options["max_rows_per_page"] = page_rows
-    data, md = _file(columns, **options)
-    chunks = _chunks(data, md, columns)
+    columns, data, chunks = _index_file(rng, rows, page_rows)
     take = np.flatnonzero(rng.random(rows) < 0.6) if placed else None
     got, err = _device(data, chunks, rows, take)
     assert not err

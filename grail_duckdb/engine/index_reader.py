@@ -5,12 +5,12 @@ the region at the front of the file, its early columns' chunks in the region aft
 own chunks: the digest's leaf, from the memory-mapped file), decodes the group (on a GPU load
 the label columns of the kinds :mod:`.page_plan` reads go to the device as they lie in the
 file and a kernel decodes and places them; pyarrow decodes the rest, and every column of a
-CPU load), checks it (component ids and DAG edges in range, on a CPU load: a GPU load checks those once
-on the device at the end; the representatives' components consecutive, children BLOBs whole
-int32) and copies its values into the final arrays, which live on the device when the index is
-loaded onto a GPU: every group is one block of rows there (through per-thread pinned buffers,
-not waited for until the end), so no whole-index host copy is made and the copies overlap the
-other workers' decoding. The per-component label matrices (``inner``, ``outer``, the two tree
+CPU load), checks it (component ids and DAG edges in range, on a CPU load: a GPU load checks
+those once on the device at the end; the representatives' components consecutive, children
+BLOBs whole int32) and copies its values into the final arrays, which live on the device
+when the index is loaded onto a GPU: every group is one block of rows there (through
+per-thread pinned buffers, not waited for until the end), so no whole-index host copy is made
+and the copies overlap the other workers' decoding. The per-component label matrices (``inner``, ``outer``, the two tree
 intervals, hub bits: one file column per matrix column) are written column by column: in place
 on the host, into a transposed device array on a GPU (contiguous blocks; one device transpose
 at the end). The DAG's children go the same way: the metadata says how many edges each row
@@ -200,30 +200,19 @@ class IndexReader:
         """Decode a row group's ``chunks`` on the device into their destinations from
         component ``c0`` on (``take``: the rows that are their components' representatives,
         in order; None: every row), their bytes copied as they lie in the file."""
-        order = sorted(chunks.values(), key=lambda ch: ch.start)
         runs, tables, at, scratch = [], [], 0, 0
-        for ch in order:  # chunks that follow each other in the file go in one copy
-            if runs and runs[-1][1] == ch.start:
+        for ch in sorted(chunks.values(), key=lambda ch: ch.start):  # laid in file order
+            if runs and runs[-1][1] == ch.start:  # chunks that follow each other: one copy
                 runs[-1][1] = ch.stop
             else:
                 runs.append([ch.start, ch.stop])
-        starts = {}
-        for a, b in runs:
-            starts[a] = at
-            at += b - a
-        base = {}
-        for ch in order:
-            run = max(a for a, _ in runs if a <= ch.start)
-            base[ch.name] = starts[run] + ch.start - run
-        for ch in order:
             t = ch.table.copy()
-            t[:, PAGE_SRC] += base[ch.name]
-            lz4 = t[:, PAGE_SCRATCH] >= 0
-            t[lz4, PAGE_SCRATCH] += scratch
-            scratch += ch.scratch
+            t[:, PAGE_SRC] += at
+            t[t[:, PAGE_SCRATCH] >= 0, PAGE_SCRATCH] += scratch
             dst = self._targets_of[ch.name]
-            t[:, PAGE_DST] = dst[c0:].data.ptr if dst.shape[0] > c0 else dst.data.ptr
+            t[:, PAGE_DST] = dst.data.ptr + c0 * dst.strides[0]
             tables.append(t)
+            at, scratch = at + ch.stop - ch.start, scratch + ch.scratch
         slot = None
         if take is not None:
             slot = np.full(rows, -1, np.int32)

@@ -54,7 +54,8 @@ first rank plain, the labels, levels and hub bits LZ4. The children are one BLOB
 per component rather than a list: a list column costs a repetition level per child, ten times
 the time of the BLOB both ways (measured). Loading reads the row groups on every core straight
 into the final arrays (on the device, for a GPU index, which decodes the label pages there:
-:mod:`.page_plan`) and hashes them as they arrive (:mod:`.index_reader`). The digest is a blake2b over the footer's bytes (its own
+:mod:`.page_plan`) and hashes them as they arrive (:mod:`.index_reader`). The digest is a
+blake2b over the footer's bytes (its own
 digits read as zeros: the metadata, schema, offsets and encodings, hashed without decoding
 them) and a 128-bit hash of every row group's bytes (:mod:`grail_duckdb.kernels.cpu.digest`:
 it detects damage at memory speed; format 3's sha256 ran 2 GB/s per core). Format 5 adds the

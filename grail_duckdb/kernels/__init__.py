@@ -193,7 +193,7 @@ def copy_into(pairs, staging=None) -> None:
 
 def upload_pages(kernels, staging, runs, table, slot, scratch: int, err) -> None:
     """A row group's label pages decoded on the device (:func:`.gpu.upload_pages`; a CPU
-    load decodes them with :func:`.cpu.pages.page_values` instead)."""
+    load leaves them to pyarrow: :mod:`grail_duckdb.engine.page_plan`)."""
     from .gpu import upload_pages as on_device
 
     on_device(kernels, staging, runs, table, slot, scratch, err)

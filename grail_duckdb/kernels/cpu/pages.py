@@ -40,12 +40,30 @@ def blob_words(ptr, children, out):
 #: its value width in bytes, its flags (``PAGE_LZ4``, ``PAGE_SPLIT``), and (device only) the
 #: address of the column's destination
 PAGE_COLUMNS = 9
-PAGE_SRC, PAGE_LEN, PAGE_RAW, PAGE_SCRATCH, PAGE_ROW, PAGE_ROWS, PAGE_WIDTH, PAGE_FLAGS, PAGE_DST = \
-    range(PAGE_COLUMNS)
+(PAGE_SRC, PAGE_LEN, PAGE_RAW, PAGE_SCRATCH, PAGE_ROW, PAGE_ROWS, PAGE_WIDTH, PAGE_FLAGS,
+ PAGE_DST) = range(PAGE_COLUMNS)
 #: the page's bytes are one LZ4 block (Parquet's LZ4_RAW); else they are stored as they are
 PAGE_LZ4 = 1
 #: the values are byte-stream-split (byte k of every value, then byte k + 1); else PLAIN
 PAGE_SPLIT = 2
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _length(src, ip, b, n):
+    """An LZ4 length whose token nibble is ``n``: 15 goes on in the bytes from ``src[ip]``
+    (each added, until one under 255). Returns ``(length, next position)``; the length is
+    -1 where the bytes run past ``b``."""
+    n = np.int64(n)
+    if n == 15:
+        while True:
+            if ip >= b:
+                return np.int64(-1), ip
+            more = src[ip]
+            ip += 1
+            n += more
+            if more != 255:
+                break
+    return n, ip
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -65,17 +83,8 @@ def lz4_block(src, a, b, dst, o, n):
     while ip < b:
         token = src[ip]
         ip += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                if ip >= b:
-                    return False
-                more = src[ip]
-                ip += 1
-                lit += more
-                if more != 255:
-                    break
-        if ip + lit > b or q + lit > end:
+        lit, ip = _length(src, ip, b, token >> 4)
+        if lit < 0 or ip + lit > b or q + lit > end:
             return False
         dst[q:q + lit] = src[ip:ip + lit]
         ip += lit
@@ -88,18 +97,9 @@ def lz4_block(src, a, b, dst, o, n):
         ip += 2
         if offset == 0 or offset > q - o:
             return False
-        length = np.int64(token & 15)
-        if length == 15:
-            while True:
-                if ip >= b:
-                    return False
-                more = src[ip]
-                ip += 1
-                length += more
-                if more != 255:
-                    break
+        length, ip = _length(src, ip, b, token & 15)
         length += 4
-        if q + length > end:
+        if length < 4 or q + length > end:
             return False
         if offset >= length:  # no overlap: one copy
             dst[q:q + length] = dst[q - offset:q - offset + length]

@@ -221,3 +221,34 @@ def test_damaged_pages_are_refused_on_the_device():
         bad = page_plan.Chunk(chunk.name, chunk.start, chunk.stop, chunk.dtype, table)
         _, err = _device(data, {"inner_1": bad}, 30_000)
         assert err
+
+
+@pytest.mark.parametrize("spec", ["gen:rmat:12:8", "gen:citation:20000"])
+def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_path, spec):
+    """In a file the index's save writes (a graph with cycles, a DAG), a GPU load decodes
+    every label column itself but the hub bits (dictionaries), in every row group, and each
+    decodes as pyarrow reads it: a change of encodings that took a column off the device's
+    path fails here, not only in a benchmark."""
+    import mmap
+
+    import grail_duckdb as gd
+    from grail_duckdb.engine import persistence
+    from grail_duckdb.engine.index_format import label_names
+    from grail_duckdb.tools.bench import load_workload
+
+    path = tmp_path / "i.grail.parquet"
+    gd.build_index(load_workload(spec).edges, backend="cpu", progress=False).save(path)
+    meta = persistence.read_metadata(path)
+    names = label_names(int(meta["labels"]), int(meta["hub_words"]), int(meta["win_words"]))
+    assert int(meta["win_words"])  # the window hubs' columns are in the file
+    dtypes = {n: np.dtype(np.uint64 if n.startswith(("hub_", "win_")) else np.int32)
+              for n in names}
+    pf = pq.ParquetFile(path)
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for g in range(pf.metadata.num_row_groups):
+            chunks = page_plan.group_chunks(pf.metadata, g, mapped, dtypes)
+            assert set(chunks) == {n for n in names if not n.startswith("hub_")}
+            table = pf.read_row_group(g, columns=list(chunks))
+            for name, chunk in chunks.items():
+                np.testing.assert_array_equal(page_plan.decode(mapped, chunk),
+                                              table.column(name).to_numpy())

@@ -19,8 +19,7 @@ from grail_duckdb.engine.index_format import write_options
 from grail_duckdb.kernels import gpu_available
 from grail_duckdb.kernels.cpu.pages import PAGE_DST, PAGE_LEN, PAGE_SCRATCH, PAGE_SRC
 
-needs_gpu = [pytest.mark.gpu,
-             pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")]
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
 
 
 def _file(columns: dict, nullable: bool = False, **options) -> tuple[bytes, pq.FileMetaData]:
@@ -187,13 +186,13 @@ def _device(data: bytes, chunks: dict, rows: int, take=None):
     return {name: cp.asnumpy(v) for name, v in outs.items()}, int(err[0])
 
 
+@pytest.mark.gpu
+@needs_gpu
 @pytest.mark.parametrize("rows,page_rows", [(1, None), (20_001, None), (50_000, 4_096),
                                             (40_000, 8)])  # more pages than blocks
 @pytest.mark.parametrize("placed", [False, True])
 def test_pages_decode_on_the_device_as_on_the_host(rows, page_rows, placed):
     """The kernel against its Numba twin and pyarrow, every row or the rows of a take."""
-    if not gpu_available():
-        pytest.skip("no CUDA device visible to CuPy")
     rng = np.random.default_rng(rows + placed)
     columns, data, chunks = _index_file(rng, rows, page_rows)
     take = np.flatnonzero(rng.random(rows) < 0.6) if placed else None
@@ -207,15 +206,10 @@ def test_pages_decode_on_the_device_as_on_the_host(rows, page_rows, placed):
                                       else columns[name][take])
 
 
-for _test in (test_pages_decode_on_the_device_as_on_the_host,):
-    for _mark in needs_gpu:
-        _mark(_test)
-
 
 @pytest.mark.gpu
+@needs_gpu
 def test_damaged_pages_are_refused_on_the_device():
-    if not gpu_available():
-        pytest.skip("no CUDA device visible to CuPy")
     col, chunk, cases = _damaged()
     for data, table in cases:
         bad = page_plan.Chunk(chunk.name, chunk.start, chunk.stop, chunk.dtype, table)

@@ -10,13 +10,14 @@ those once on the device at the end; the representatives' components consecutive
 BLOBs whole int32) and copies its values into the final arrays, which live on the device
 when the index is loaded onto a GPU: every group is one block of rows there (through
 per-thread pinned buffers, not waited for until the end), so no whole-index host copy is made
-and the copies overlap the other workers' decoding. The per-component label matrices (``inner``, ``outer``, the two tree
-intervals, hub bits: one file column per matrix column) are written column by column: in place
-on the host, into a transposed device array on a GPU (contiguous blocks; one device transpose
-at the end). The DAG's children go the same way: the metadata says how many edges each row
-group holds (``group_edges``), so a worker knows where its group's row pointers and children
-start and places them at once (no host copy of the children is kept, no second pass). The
-digest is compared last: a damaged file is refused before the index is returned.
+and the copies overlap the other workers' decoding. The per-component label matrices
+(``inner``, ``outer``, the two tree intervals, hub bits: one file column per matrix column)
+are written column by column: in place on the host, into a transposed device array on a GPU
+(contiguous blocks; one device transpose at the end). The DAG's children go the same way:
+the metadata says how many edges each row group holds (``group_edges``), so a worker knows
+where its group's row pointers and children start and places them at once (no host copy of
+the children is kept, no second pass). The digest is compared last: a damaged file is refused
+before the index is returned.
 """
 from __future__ import annotations
 
@@ -172,14 +173,12 @@ class IndexReader:
             c0 = int(comp[take[0]]) if take.shape[0] else 0
             if not _is_identity(np, comp[take], c0):
                 raise ValueError("component numbering does not follow the rows")
-        host = {name: col[name].to_numpy() for name in self._targets_of if name in col}
-        for name, dst in self._targets_of.items():
-            if name in chunks:  # decoded on the device (_place)
-                continue
-            values = host[name][take]
+        # the columns pyarrow decoded (those of ``chunks`` are decoded on the device: _place)
+        taken = {name: col[name].to_numpy()[take] for name in self._targets_of if name in col}
+        for name, values in taken.items():
             if self._device is None and name in _POSTS:  # the tree interval's first ranks
-                values = tree_lo(host[_POSTS[name]][take], values)
-            puts.append((dst, c0, values))
+                values = tree_lo(taken[_POSTS[name]], values)
+            puts.append((self._targets_of[name], c0, values))
         offsets, data = blobs(children)
         lengths = np.diff(offsets)[take]
         c1 = c0 + lengths.shape[0]

@@ -7,12 +7,12 @@ intervals, the trees, the levels, the window hubs' bits) need no more than an LZ
 decoder and a byte transpose per page. On a GPU load their bytes go to the device as they lie
 in the file and ``pages_kernel`` (``kernels/pages.cu``) decodes each page and writes its
 values straight into the index's arrays. A CPU load leaves every column to pyarrow: its C
-decoder took a third of the time of the kernel's Numba twin
-(:func:`~grail_duckdb.kernels.cpu.pages.page_values`, :func:`decode`: 12.5 against 41.5 ms
-for the 27 such chunks of a 125K-row group, one thread), which the tests hold the kernel to.
-Any other column, and any chunk whose pages are not of that kind (a dictionary page, another
-codec, nullable or repeated, a header that does not decode), is left to pyarrow. A page that
-does not decode into its values refuses the file, as any damage does.
+decoder took a seventh of the time of the kernel's Numba twin
+(:func:`~grail_duckdb.kernels.cpu.pages.page_values`, :func:`decode`: 6.5-7.0 against 48-59
+ms for the 27 such chunks of a 125K-row group, one thread), which the tests hold the kernel
+to. Any other column, and any chunk whose pages are not of that kind (a dictionary page,
+another codec, nullable or repeated, a header that does not decode), is left to pyarrow. A
+page that does not decode into its values refuses the file, as any damage does.
 """
 from __future__ import annotations
 

@@ -579,10 +579,9 @@ def upload_pages(kernels: "GpuKernels", staging: Staging, runs, table: np.ndarra
     """Bring a row group's label pages to the device as they lie in the file and decode
     them there, into the arrays whose addresses ``table`` holds
     (:meth:`GpuKernels.place_pages`), all on this thread's stream of ``staging`` and without
-    waiting: ``runs`` the pages' bytes
-    (host uint8 arrays, laid one after the other: ``table``'s sources count from the first),
-    ``slot`` each row's element in its destination (host int32, or None), ``scratch`` bytes
-    of room for the decompressed pages. Its buffers go back to CuPy's pool when it returns,
+    waiting: ``runs`` the pages' bytes (host uint8 arrays, laid one after the other:
+    ``table``'s sources count from the first), ``slot`` each row's element in its
+    destination (host int32, or None), ``scratch`` bytes of room for the decompressed pages. Its buffers go back to CuPy's pool when it returns,
     for later work on the same stream only (the pool keeps a stream's blocks apart)."""
     _, stream, _, _ = staging.lane()
     with stream:

@@ -71,9 +71,9 @@ def lz4_block(src, a, b, dst, o, n):
     """Decode the LZ4 block ``src[a:b]`` (the block format: sequences of a token, literals, a
     2-byte offset and a match length; the last sequence literals only) into
     ``dst[o:o + n]``; returns False for a block that does not decode into exactly ``n``
-    bytes or reaches outside its bounds (damage: never trusted). A match overlapping its
-    source copies byte by byte; ``pages.cu`` copies ``dst[q - offset + k % offset]``, the same
-    bytes, with every lane of a warp at once.
+    bytes or reaches outside its bounds (damage: never trusted). A match copies byte by byte
+    (it may overlap the bytes it copies); ``pages.cu`` copies ``dst[q - offset + k % offset]``,
+    the same bytes, with every lane of a warp at once.
 
     >>> out = np.zeros(7, np.uint8)  # a literal 7, a match of 5 at offset 1, a literal 9
     >>> lz4_block(np.array([0x11, 7, 1, 0, 0x10, 9], np.uint8), 0, 6, out, 0, 7), out.tolist()
@@ -101,13 +101,8 @@ def lz4_block(src, a, b, dst, o, n):
         length += 4
         if length < 4 or q + length > end:
             return False
-        if offset >= length:  # no overlap: one copy
-            dst[q:q + length] = dst[q - offset:q - offset + length]
-        elif offset == 1:
-            dst[q:q + length] = dst[q - 1]
-        else:
-            for k in range(length):
-                dst[q + k] = dst[q - offset + k]
+        for k in range(length):  # byte by byte: a match may overlap the bytes it copies
+            dst[q + k] = dst[q - offset + k]
         q += length
     return q == end
 
@@ -142,19 +137,8 @@ def page_values(src, table, scratch, out):
         base = first * width
         if not flags & PAGE_SPLIT:
             out[base:base + raw] = body[b0:b0 + raw]
-        elif width == 4:
-            _unsplit4(body, b0, rows, out[base:base + raw].view(np.uint32))
         else:
             for i in range(rows):
                 for k in range(width):
                     out[base + i * width + k] = body[b0 + k * rows + i]
     return True
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def _unsplit4(body, b0, rows, out):
-    """``rows`` 4-byte values whose bytes are split in four streams from ``body[b0]`` on."""
-    for i in range(rows):
-        out[i] = (np.uint32(body[b0 + i]) | (np.uint32(body[b0 + rows + i]) << 8)
-                  | (np.uint32(body[b0 + 2 * rows + i]) << 16)
-                  | (np.uint32(body[b0 + 3 * rows + i]) << 24))

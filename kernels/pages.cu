@@ -56,7 +56,7 @@ __device__ bool lz4_block_warp(const unsigned char* src, int size, unsigned char
 }
 
 // One page of the table (pages_kernel below).
-__device__ void decode_page(const unsigned char* src, const i64* t, const int* slot,
+__device__ void decode_page(const unsigned char* src, const i64* t, i64 kept,
                             unsigned char* scratch, int* err) {
     const i64 at = t[0], size = t[1], raw = t[2], s0 = t[3], first = t[4], rows = t[5];
     const int width = (int)t[6], flags = (int)t[7];
@@ -81,9 +81,9 @@ __device__ void decode_page(const unsigned char* src, const i64* t, const int* s
     }
     const unsigned char* body = (flags & PAGE_LZ4) ? scratch + s0 : src + at;
     const bool split = flags & PAGE_SPLIT;
-    for (i64 i = threadIdx.x; i < rows; i += blockDim.x) {
-        const i64 to = slot ? (i64)slot[first + i] : first + i;
-        if (to < 0) continue;
+    const i64 stop = rows < kept - first ? rows : kept - first;  // rows past kept: not written
+    for (i64 i = threadIdx.x; i < stop; i += blockDim.x) {
+        const i64 to = first + i;
         u64 v = 0;
         for (int k = 0; k < width; ++k)
             v |= (u64)body[split ? k * rows + i : i * width + k] << (8 * k);
@@ -97,11 +97,10 @@ __device__ void decode_page(const unsigned char* src, const i64* t, const int* s
 // One block per page of the table at a time (cpu/pages.page_values, whose columns these are):
 // the block's first warp decompresses an LZ4 page into the scratch, then every thread
 // assembles values (PLAIN or byte-stream-split, 4 or 8 bytes) and writes row r of the row
-// group to element slot[r] of the page's destination (slot null: element r; slot[r] < 0: not
-// written, a row that is not its component's representative). A page that does not hold its
-// values sets *err and writes nothing.
+// group to element r of the page's destination, for r < kept (the rows after them hold no
+// component's labels). A page that does not hold its values sets *err and writes nothing.
 extern "C" __global__ void pages_kernel(const unsigned char* src, const i64* table, int n_pages,
-                                        const int* slot, unsigned char* scratch, int* err) {
+                                        i64 kept, unsigned char* scratch, int* err) {
     for (int p = blockIdx.x; p < n_pages; p += gridDim.x)
-        decode_page(src, table + (i64)p * PAGE_COLUMNS, slot, scratch, err);
+        decode_page(src, table + (i64)p * PAGE_COLUMNS, kept, scratch, err);
 }

@@ -1,8 +1,8 @@
 """The load's own decoding of label pages (``engine/page_plan.py``, ``kernels/pages.cu`` and its
 Numba twin ``kernels/cpu/pages.py``): pages as pyarrow writes them (the index's encodings, one
 page or many, values random, small, repeated, constant), decoded value for value as pyarrow
-decodes them, on the host and on a GPU, placed at slots as a load of a graph with cycles
-places them; chunks of other kinds left to pyarrow; damaged pages refused."""
+decodes them, on the host and on a GPU, placed as a load places them; chunks of other kinds
+left to pyarrow; damaged pages refused."""
 from __future__ import annotations
 
 import io
@@ -157,16 +157,17 @@ def test_damaged_pages_are_refused_on_the_host():
             page_plan.decode(data, bad)
 
 
-def _device(data: bytes, chunks: dict, rows: int, take=None):
+def _device(data: bytes, chunks: dict, rows: int, kept=None):
     """The chunks decoded on the GPU (:func:`~grail_duckdb.kernels.upload_pages`, as a load
-    calls it: their bytes one after the other, one table), rows ``take`` (in order) placed
-    at consecutive slots: ``({name: host values}, damage flag)``."""
+    calls it: their bytes one after the other, one table), their first ``kept`` rows placed
+    (all: None), the rest of their destinations left zero: ``({name: host values}, damage
+    flag)``."""
     import cupy as cp
     from grail_duckdb.kernels import kernels_for, upload_pages, upload_staging
 
     outs, tables, runs, at, scratch = {}, [], [], 0, 0
     for name, ch in chunks.items():
-        outs[name] = dst = cp.zeros(rows if take is None else len(take), ch.dtype)
+        outs[name] = dst = cp.zeros(rows, ch.dtype)
         t = ch.table.copy()
         t[:, PAGE_SRC] += at
         t[t[:, PAGE_SCRATCH] >= 0, PAGE_SCRATCH] += scratch
@@ -174,14 +175,10 @@ def _device(data: bytes, chunks: dict, rows: int, take=None):
         tables.append(t)
         runs.append(np.frombuffer(data, np.uint8, count=ch.stop - ch.start, offset=ch.start))
         at, scratch = at + ch.stop - ch.start, scratch + ch.scratch
-    slot = None
-    if take is not None:
-        slot = np.full(rows, -1, np.int32)
-        slot[take] = np.arange(len(take), dtype=np.int32)
     err = cp.zeros(1, cp.int32)
     cp.cuda.Device().synchronize()
-    upload_pages(kernels_for("gpu"), upload_staging(cp), runs, np.concatenate(tables), slot,
-                 scratch, err)
+    upload_pages(kernels_for("gpu"), upload_staging(cp), runs, np.concatenate(tables),
+                 rows if kept is None else kept, scratch, err)
     cp.cuda.Device().synchronize()
     return {name: cp.asnumpy(v) for name, v in outs.items()}, int(err[0])
 
@@ -192,19 +189,18 @@ def _device(data: bytes, chunks: dict, rows: int, take=None):
                                             (40_000, 8)])  # more pages than blocks
 @pytest.mark.parametrize("placed", [False, True])
 def test_pages_decode_on_the_device_as_on_the_host(rows, page_rows, placed):
-    """The kernel against its Numba twin and pyarrow, every row or the rows of a take."""
+    """The kernel against its Numba twin and pyarrow, every row or the rows before a
+    bound inside a page (a row group past the last component: its rows after it not written)."""
     rng = np.random.default_rng(rows + placed)
     columns, data, chunks = _index_file(rng, rows, page_rows)
-    take = np.flatnonzero(rng.random(rows) < 0.6) if placed else None
-    got, err = _device(data, chunks, rows, take)
+    kept = int(rng.integers(0, rows)) if placed else rows
+    got, err = _device(data, chunks, rows, kept)
     assert not err
     host = _cpu(data, chunks)
     for name, values in got.items():
-        want = host[name] if take is None else host[name][take]
-        np.testing.assert_array_equal(values, want)
-        np.testing.assert_array_equal(values, columns[name] if take is None
-                                      else columns[name][take])
-
+        np.testing.assert_array_equal(values[:kept], host[name][:kept])
+        np.testing.assert_array_equal(values[:kept], columns[name][:kept])
+        assert not values[kept:].any()
 
 
 @pytest.mark.gpu

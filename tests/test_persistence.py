@@ -18,6 +18,7 @@ import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
 import grail_duckdb.kernels as kernels_pkg
 from grail_duckdb.kernels import to_host
+from grail_duckdb.kernels.shared import TREE_COLUMNS
 from harness import all_pairs, expected
 from strategies import KEY_KINDS, graphs, keys_of
 
@@ -460,6 +461,7 @@ import os, signal, sys
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
 from grail_duckdb.kernels import to_host
+from grail_duckdb.kernels.shared import TREE_COLUMNS
 
 def killed(self, *rest):
     os.pwrite(self._file.fd, b"PAR1" + b"x" * 4096, 0)
@@ -593,6 +595,27 @@ def test_duckdb_reads_the_children_as_int32_blobs(saved):
     assert table.column("key").to_pylist() == idx.ids.keys.to_pylist()
 
 
+def test_duckdb_reads_the_labels_by_component(saved):
+    """The layout the module documents: row r of a label column holds component r's labels
+    (each component's once, however many vertices it has), the rows after the last component
+    zeros; the tree intervals as their sizes."""
+    idx, path = saved
+    assert idx.n_components < idx.n_vertices  # a graph with cycles: rows past the components
+    rows = duckdb.connect().execute(
+        "SELECT level, inner_1, outer_3, tree_post, tree_size, hub_up_1 "
+        "FROM read_parquet(?, file_row_number := true) ORDER BY file_row_number",
+        [str(path)]).fetchnumpy()
+    lab, c = idx.labels, idx.n_components
+    tree_lo, tree_post = TREE_COLUMNS.index("tree_lo"), TREE_COLUMNS.index("tree_post")
+    want = {"level": lab.level, "inner_1": lab.inner[:, 0], "outer_3": lab.outer[:, 2],
+            "tree_post": lab.tree[:, tree_post],
+            "tree_size": lab.tree[:, tree_post] - lab.tree[:, tree_lo] + 1,
+            "hub_up_1": lab.hub_up[:, 0]}
+    for name, values in want.items():
+        np.testing.assert_array_equal(rows[name][:c], values, err_msg=name)
+        assert not rows[name][c:].any(), name
+
+
 def test_a_truncated_index_may_be_replaced_but_not_a_truncated_data_file(saved, tmp_path):
     idx, path = saved
     data = path.read_bytes()
@@ -683,34 +706,6 @@ def test_columns_come_to_the_host_transposed(backend, monkeypatch):
             want = [host[0][lo:hi].T, host[1][lo:hi], host[2][lo:hi].T]
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.flags.c_contiguous
-                np.testing.assert_array_equal(g, w)
-
-
-def test_rows_come_to_the_host_as_columns(backend, monkeypatch):
-    """``gather_columns``: rows taken at row numbers (a graph with cycles: each vertex's
-    component's labels, repeats and all) or as a slice, of 1-D and 2-D arrays of two types,
-    come to the host as ``to_host_columns`` brings them, with or without a :class:`Landing`."""
-    from grail_duckdb.kernels import Landing, gather_columns, mark_ready, on_own_stream
-
-    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
-    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
-    xp, rng, landing = backend.xp, np.random.default_rng(11), Landing()
-    c = 5_000
-    host = [rng.integers(0, 2**31, c).astype(np.int32),
-            rng.integers(0, 2**31, (c, 9)).astype(np.int32),
-            rng.integers(0, 2**62, (c, 2)).astype(np.uint64),
-            rng.integers(0, 2**31, (c, 4)).astype(np.int32),
-            rng.integers(0, 2**62, c).astype(np.uint64)]
-    dev = [xp.asarray(a) for a in host]
-    for at in (np.sort(rng.integers(0, c, 7_000)), np.array([4_999, 0, 0]), np.zeros(0, np.int64),
-               slice(100, 4_000), slice(7, 7)):
-        rows = at if isinstance(at, slice) else xp.asarray(at.astype(np.int32))
-        for land in (landing, None):
-            with on_own_stream(mark_ready(dev[0])):
-                got = gather_columns(dev, rows, land)
-            want = [a[at] if a.ndim == 1 else a[at].T for a in host]
-            for g, w in zip(got, want):
-                assert g.dtype == w.dtype and g.shape == w.shape
                 np.testing.assert_array_equal(g, w)
 
 

@@ -1,4 +1,4 @@
-"""The index file's format (8): names, metadata checks, the digest (see :mod:`.persistence`
+"""The index file's format (9): names, metadata checks, the digest (see :mod:`.persistence`
 for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..errors import IndexFileError
 from ..kernels.cpu.digest import hash_bytes
 
 FORMAT_NAME = "grail_duckdb-index"
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
 #: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,

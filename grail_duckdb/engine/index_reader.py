@@ -1,4 +1,4 @@
-"""Reading an index file (format 8) on every core, straight into the arrays of a backend.
+"""Reading an index file (format 9) on every core, straight into the arrays of a backend.
 
 Each worker thread takes one row group: it hashes the group's bytes (its children's chunk in
 the region at the front of the file, its early columns' chunks in the region after it, and its
@@ -152,10 +152,12 @@ class IndexReader:
         pyarrow decodes the rest, and every column of a CPU load."""
         with memoryview(self.mapped) as view:  # no view outlives the call (the map closes)
             leaf = group_leaf(*(leaf_hash(view[a:b]) for a, b in self.spans[g]))
-        chunks = ({} if self._device is None
+        kept = max(0, min(hi, self.c) - lo)  # the rows that hold components' labels
+        chunks = ({} if self._device is None or not kept
                   else page_plan.group_chunks(self.md, g, self.mapped, self._dtypes))
+        skip = set(chunks) if kept else set(self._targets_of)
         table = self._file().read_row_group(
-            g, columns=[n for n in self.names if n not in chunks], use_threads=False)
+            g, columns=[n for n in self.names if n not in skip], use_threads=False)
         if table.num_rows != hi - lo:
             raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")
         col = {name: as_column(table.column(name), name) for name in table.column_names}
@@ -173,12 +175,13 @@ class IndexReader:
             c0 = int(comp[take[0]]) if take.shape[0] else 0
             if not _is_identity(np, comp[take], c0):
                 raise ValueError("component numbering does not follow the rows")
-        # the columns pyarrow decoded (those of ``chunks`` are decoded on the device: _place)
-        taken = {name: col[name].to_numpy()[take] for name in self._targets_of if name in col}
+        # the label columns pyarrow decoded (those of ``chunks`` are decoded on the device:
+        # _place): rows [lo, lo + kept) hold components [lo, lo + kept)
+        taken = {name: col[name].to_numpy()[:kept] for name in self._targets_of if name in col}
         for name, values in taken.items():
             if self._device is None and name in _POSTS:  # the tree interval's first ranks
                 values = tree_lo(taken[_POSTS[name]], values)
-            puts.append((self._targets_of[name], c0, values))
+            puts.append((self._targets_of[name], lo, values))
         offsets, data = blobs(children)
         lengths = np.diff(offsets)[take]
         c1 = c0 + lengths.shape[0]
@@ -192,13 +195,13 @@ class IndexReader:
         puts.append((self.idx, e0, part))
         self._put_all(puts)
         if chunks:
-            self._place(chunks, None if self.identity else take, hi - lo, c0)
+            self._place(chunks, kept, lo)
         return leaf, col["key"], (c0, c1)
 
-    def _place(self, chunks: dict, take, rows: int, c0: int) -> None:
-        """Decode a row group's ``chunks`` on the device into their destinations from
-        component ``c0`` on (``take``: the rows that are their components' representatives,
-        in order; None: every row), their bytes copied as they lie in the file."""
+    def _place(self, chunks: dict, kept: int, first: int) -> None:
+        """Decode a row group's ``chunks`` on the device into their destinations, its first
+        ``kept`` rows from component ``first`` on (the rows after them are past the last
+        component), their bytes copied as they lie in the file."""
         runs, tables, at, scratch = [], [], 0, 0
         for ch in sorted(chunks.values(), key=lambda ch: ch.start):  # laid in file order
             if runs and runs[-1][1] == ch.start:  # chunks that follow each other: one copy
@@ -209,19 +212,15 @@ class IndexReader:
             t[:, PAGE_SRC] += at
             t[t[:, PAGE_SCRATCH] >= 0, PAGE_SCRATCH] += scratch
             dst = self._targets_of[ch.name]
-            t[:, PAGE_DST] = dst.data.ptr + c0 * dst.strides[0]
+            t[:, PAGE_DST] = dst.data.ptr + first * dst.strides[0]
             tables.append(t)
             at, scratch = at + ch.stop - ch.start, scratch + ch.scratch
-        slot = None
-        if take is not None:
-            slot = np.full(rows, -1, np.int32)
-            slot[take] = np.arange(take.shape[0], dtype=np.int32)
         view = memoryview(self.mapped)
         try:
             host_runs = [np.frombuffer(view, np.uint8, count=b - a, offset=a) for a, b in runs]
             with self._device:
                 upload_pages(self._kernels, self._staging, host_runs, np.concatenate(tables),
-                             slot, scratch, self._err)
+                             kept, scratch, self._err)
         except BaseException as exc:  # the failed calls' frames hold views of the map
             traceback.clear_frames(exc.__traceback__)
             raise

@@ -1,14 +1,18 @@
 """The index as one Parquet file, written atomically, refused when corrupt, foreign or stale.
 
 Layout: one row per vertex, in id order (the sorted keys), readable by DuckDB itself
-(``SELECT * FROM 'cites.grail.parquet'``):
+(``SELECT * FROM 'cites.grail.parquet'``). The key, the component and the children are the
+vertex's; the label columns (``level`` to ``win_up_w``) are indexed by component instead:
+row r holds component r's labels, and the rows after the last component hold zeros
+(``SELECT component, inner_1 FROM idx``: join ``component`` to the row number for a vertex's
+labels):
 
 ============== ==================================================================
 column         meaning
 ============== ==================================================================
 key            the vertex key (BIGINT or VARCHAR, as in the edge table)
 component      id of the vertex's strongly connected component
-level          topological level of the component in the condensed DAG
+level          topological level of component r in the condensed DAG
 tree_size      size of the component's subtree in the tree of parents (its first post rank
                is ``tree_post - tree_size + 1``)
 tree_post      post rank of the component in the tree of parents
@@ -27,6 +31,9 @@ dag_children   the component's children in the condensed DAG as a BLOB of little
 
 Components are numbered by their first vertex, so the representatives' rows, in file order,
 are components 0, 1, 2, ...: loading needs no recomputation but one subtraction per component.
+Labels by component (format 9) store each component's labels once: the rows of a large
+component's other vertices held copies in format 8 (a third of rmat:23:12's rows), which the
+save gathered, encoded and wrote and the load decoded and dropped.
 
 Schema metadata holds the format name and version, d, the seed, the fingerprint of the
 source edges, counts (``group_edges``: the DAG edges of each row group, so that a load
@@ -35,7 +42,7 @@ the SQL plugin records the table, its columns and a cheap check of its content),
 of all of it and of the content, checked on load.
 
 Speed (formats 3 and 4, issue 12): the rows are cut into parts of about ``PART_BYTES``; every
-core gathers a part's rows on the index's backend (the device for a GPU index: no whole-index
+core takes a part's rows on the index's backend (the device for a GPU index: no whole-index
 host copy), brings them over through small reused pinned buffers, encodes them with pyarrow's
 writer into memory (one row group each, into buffers reused from part to part:
 :class:`.parquet_parts.Buffers`) and hashes them, and
@@ -74,8 +81,9 @@ intervals: :data:`~.index_format.EARLY_FIELDS`, 85% of a citation index's label 
 encoded as a part of their own and written while the build computes the hub bits; each
 group's footer entry joins its two parts (:func:`.parquet_parts.joined`), so a reader sees
 one row group as before. A row group's digest leaf hashes its three spans (its page in the
-first region, its chunks in the second, its own bytes). Files of formats 1 to 7 are
-refused with a message that says to rebuild.
+first region, its chunks in the second, its own bytes). Format 9 indexes the label
+columns by component (above). Files of formats 1 to 8 are refused with a message that says to
+rebuild.
 """
 from __future__ import annotations
 
@@ -94,8 +102,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import IndexFileError, StaleIndexError
-from ..kernels import (Landing, gather_columns, mark_ready, on_own_stream, to_host,
-                       to_host_all)
+from ..kernels import (Landing, mark_ready, on_own_stream, to_host, to_host_all,
+                       to_host_columns)
 from . import parquet_parts
 from .atomic_write import Replacement
 from .ids import VertexIds
@@ -145,7 +153,7 @@ class _Graph:
 
     ids: VertexIds
     comp: np.ndarray | None  # host int32 (None: every row its own component, comp[i] == i)
-    dev_comp: object  # the components on the backend: the gather of the label rows
+    c: int  # components: rows [0, c) hold their labels
     ptr: object  # the DAG's row pointers, on the backend
     idx: object  # the DAG's children, on the backend
     rep: np.ndarray | None  # representative rows (None: every row is one)
@@ -207,7 +215,7 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, bounds: list, ptr_at: l
     the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
     n = int(comp.shape[0])
     if n_components == n:  # components are numbered by their first rows: comp[i] == i
-        return _Graph(ids, None, comp, dag.indptr, dag.indices, None, bounds, bounds, ptr_at,
+        return _Graph(ids, None, n, dag.indptr, dag.indices, None, bounds, bounds, ptr_at,
                       ready)
     with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
         host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
@@ -218,17 +226,17 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, bounds: list, ptr_at: l
     before = np.concatenate([[0], np.cumsum(rep, dtype=np.int64)])
     spans = [(int(before[lo]), int(before[hi])) for lo, hi in bounds]
     ptr_at = [int(ptr[c0]) for c0, _ in spans] + [int(ptr[spans[-1][1]])]
-    return _Graph(ids, host_comp, comp, dag.indptr, dag.indices, rep, bounds, spans, ptr_at,
-                  ready)
+    return _Graph(ids, host_comp, n_components, dag.indptr, dag.indices, rep, bounds, spans,
+                  ptr_at, ready)
 
 
 @dataclass
 class _Rows:
     """Label arrays, and how they make each part's table: the early ones (:data:`EARLY_FIELDS`,
     after the key and the component) or the hub bits (before the children's placeholder).
-    They stay on the index's backend: each part gathers its rows there (on the device for a
-    GPU index) and brings them to the host (:func:`~grail_duckdb.kernels.gather_columns`),
-    so the copy is spread over the encoding threads instead of preceding them. Each thread
+    They stay on the index's backend: each part brings its run of components to the host
+    (:func:`~grail_duckdb.kernels.to_host_columns`: a slice, no gather), so the copy is
+    spread over the encoding threads instead of preceding them. Each thread
     does so on a stream of its own, after ``ready``: the early columns are written while the
     build's hub passes run on the default stream."""
 
@@ -255,15 +263,16 @@ class _Rows:
         return self._options[rows == 0]
 
     def part(self, lo: int, hi: int, landing: Landing | None = None) -> pa.Table:
-        """Rows ``[lo, hi)`` as an Arrow table: label columns gathered per vertex; for the hub
-        bits, the children's column all NULL, a placeholder for their page in the region
-        (:func:`.parquet_parts.external_chunk`). Device rows land in ``landing``
-        (:class:`~grail_duckdb.kernels.Landing`: the table is valid until its next use)."""
+        """Rows ``[lo, hi)`` as an Arrow table: the label columns those of components ``[lo,
+        hi)``, zeros past the last one; for the hub bits, the children's column all NULL, a
+        placeholder for their page in the region (:func:`.parquet_parts.external_chunk`).
+        Device rows land in ``landing`` (:class:`~grail_duckdb.kernels.Landing`: the table
+        is valid until its next use)."""
         g = self.graph
-        rows = slice(lo, hi) if g.rep is None else g.dev_comp[lo:hi]
+        rows = slice(min(lo, g.c), min(hi, g.c))
         names = list(self.fields)
         with on_own_stream(self.ready):
-            host = gather_columns([self.fields[f] for f in names], rows, landing)
+            host = to_host_columns([self.fields[f][rows] for f in names], landing)
         by_field = dict(zip(names, host))
         arrays = {}
         if self.early:
@@ -279,12 +288,26 @@ class _Rows:
                 values = tree_size(by_field["tree"][post_j], by_field["tree"][lo_j])
             else:
                 values = by_field[field] if j is None else by_field[field][j]
-            arrays[name] = pa.array(values)
+            arrays[name] = pa.array(_padded(values, hi - lo))
         if not self.early:
             arrays["dag_children"] = pa.nulls(hi - lo, pa.binary())
         # every column but the children is declared NOT NULL: no definition levels to decode
         return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(
             [pa.field(k, v.type, nullable=k == "dag_children") for k, v in arrays.items()]))
+
+
+def _padded(values: np.ndarray, rows: int) -> np.ndarray:
+    """``values`` followed by zeros up to ``rows`` values (the label columns' rows past the
+    last component).
+
+    >>> _padded(np.array([7, 8], np.int32), 4).tolist()
+    [7, 8, 0, 0]
+    """
+    if values.shape[0] == rows:
+        return values
+    out = np.zeros(rows, values.dtype)
+    out[:values.shape[0]] = values
+    return out
 
 
 def _rows(fields: dict, graph: _Graph, early: bool, ready) -> _Rows:

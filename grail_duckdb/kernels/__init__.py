@@ -23,7 +23,7 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "Landing", "copy_into", "gather_columns", "mark_ready", "on_own_stream", "resolve",
+           "Landing", "copy_into", "mark_ready", "on_own_stream", "resolve",
            "to_host", "to_host_all", "to_host_columns", "upload_pages", "upload_staging"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
@@ -95,26 +95,6 @@ def to_host_columns(arrays, landing: Landing | None = None) -> list[np.ndarray]:
             host = columns
         out.append(host)
     return out
-
-
-def gather_columns(arrays, rows, landing: Landing | None = None) -> list[np.ndarray]:
-    """Rows ``rows`` (a slice, or an array of row numbers on the arrays' backend) of 1-D and
-    2-D arrays of one length, on the host as :func:`to_host_columns` returns them (2-D
-    arrays as their columns). Device arrays taken at row numbers are gathered on the device
-    already transposed, the arrays of one type packed into one block, so each type comes
-    over in one copy and the host transposes nothing (a save's parts of a graph with cycles:
-    four copies per part were most of a part's wait, README, Scale, stop 33); a slice comes
-    over as it lies (no kernel: :func:`to_host_columns`), and host arrays are gathered row
-    by row, the order a CPU gathers fastest."""
-    arrays = list(arrays)
-    if isinstance(rows, slice) or not arrays or not _on_device(arrays[0]):
-        return to_host_columns([a[rows] for a in arrays], landing)
-    from .gpu import take_columns
-
-    blocks, places = take_columns(arrays, rows)
-    hosts = to_host_all(blocks, landing)
-    return [hosts[b][at] if width is None else hosts[b][at:at + width]
-            for b, at, width in places]
 
 
 def mark_ready(a):
@@ -191,12 +171,12 @@ def copy_into(pairs, staging=None) -> None:
         upload(pairs, DOWNLOAD_CHUNK, staging)
 
 
-def upload_pages(kernels, staging, runs, table, slot, scratch: int, err) -> None:
+def upload_pages(kernels, staging, runs, table, kept: int, scratch: int, err) -> None:
     """A row group's label pages decoded on the device (:func:`.gpu.upload_pages`; a CPU
     load leaves them to pyarrow: :mod:`grail_duckdb.engine.page_plan`)."""
     from .gpu import upload_pages as on_device
 
-    on_device(kernels, staging, runs, table, slot, scratch, err)
+    on_device(kernels, staging, runs, table, kept, scratch, err)
 
 
 def upload_staging(xp):

@@ -431,19 +431,18 @@ class GpuKernels(GpuQueries):
     def bitmask_search(self, dag, lab, cs, ct, words=1, prune=True, budget=None):
         return self._bitmask_search(dag, lab, cs, ct, words, prune, budget)
 
-    def place_pages(self, src, table, n_pages: int, slot, scratch, err) -> None:
+    def place_pages(self, src, table, n_pages: int, kept: int, scratch, err) -> None:
         """Decode a row group's label pages and place their values, on the current stream
         (``pages_kernel`` in ``kernels/pages.cu``, one block per page; the CPU twin is
         :func:`.cpu.pages.page_values`): ``src`` the pages' bytes as they lie in the file,
         ``table`` one row per page (:data:`.cpu.pages.PAGE_COLUMNS`, the destination's device
-        address last), ``slot`` each row's element in its destination (None: row r to element
-        r), ``scratch`` room for the decompressed pages. A page that does not hold its values
+        address last), ``kept`` the rows written (row r to element r, for r < kept),
+        ``scratch`` room for the decompressed pages. A page that does not hold its values
         sets ``err[0]`` (read it once the stream is done)."""
         if n_pages:
             self._plain.get_function("pages_kernel")(
                 (min(n_pages, _PAGE_GRID),), (_PAGE_THREADS,),
-                (src, table, np.int32(n_pages), slot if slot is not None else np.uint64(0),
-                 scratch, err))
+                (src, table, np.int32(n_pages), np.int64(kept), scratch, err))
 
     @_out_of_memory
     def edge_hash_sum(self, pairs):
@@ -504,26 +503,6 @@ def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> Non
     dst[lo:lo + size] = buf[:size]
 
 
-def take_columns(arrays, rows) -> tuple[list, list]:
-    """Rows ``rows`` (a device array of row numbers) of device arrays of one length, gathered
-    transposed into one ``(columns, len(rows))`` block per dtype, on the current stream:
-    ``(blocks, places)``, where ``places[i] = (block, first row, width)`` says where array
-    ``i``'s columns lie (width None: a 1-D array, one row of its block)."""
-    order = list(dict.fromkeys(a.dtype for a in arrays))
-    widths, places = [0] * len(order), []
-    for a in arrays:
-        b, width = order.index(a.dtype), None if a.ndim == 1 else int(a.shape[1])
-        places.append((b, widths[b], width))
-        widths[b] += 1 if width is None else width
-    blocks = [cp.empty((w, rows.shape[0]), dt) for w, dt in zip(widths, order)]
-    for a, (b, at, width) in zip(arrays, places):
-        if width is None:
-            cp.take(a, rows, out=blocks[b][at])
-        elif width:
-            cp.take(a.T, rows, axis=1, out=blocks[b][at:at + width])
-    return blocks, places
-
-
 def mark() -> "cp.cuda.Event":
     """An event recorded on the current stream: the work queued on it so far (:func:`own_stream`
     waits for it)."""
@@ -574,26 +553,26 @@ class Staging:
         return got
 
 
-def upload_pages(kernels: "GpuKernels", staging: Staging, runs, table: np.ndarray, slot,
+def upload_pages(kernels: "GpuKernels", staging: Staging, runs, table: np.ndarray, kept: int,
                  scratch: int, err) -> None:
     """Bring a row group's label pages to the device as they lie in the file and decode
     them there, into the arrays whose addresses ``table`` holds
     (:meth:`GpuKernels.place_pages`), all on this thread's stream of ``staging`` and without
     waiting: ``runs`` the pages' bytes (host uint8 arrays, laid one after the other:
-    ``table``'s sources count from the first), ``slot`` each row's element in its
-    destination (host int32, or None), ``scratch`` bytes of room for the decompressed pages. Its buffers go back to CuPy's pool when it returns,
-    for later work on the same stream only (the pool keeps a stream's blocks apart)."""
+    ``table``'s sources count from the first), ``kept`` the rows written (the rows after
+    them are not), ``scratch`` bytes of room for the decompressed pages. Its buffers go back
+    to CuPy's pool when it returns, for later work on the same stream only (the pool keeps a
+    stream's blocks apart)."""
     _, stream, _, _ = staging.lane()
     with stream:
         raw = cp.empty(sum(int(r.nbytes) for r in runs), cp.uint8)
         pages = cp.empty(table.shape, cp.int64)
-        rows = None if slot is None else cp.empty(slot.shape, cp.int32)
-        pairs, at = [(pages, table)] + ([] if slot is None else [(rows, slot)]), 0
+        pairs, at = [(pages, table)], 0
         for run in runs:
             pairs.append((raw[at:at + run.nbytes], run))
             at += run.nbytes
         upload(pairs, staging.chunk, staging)
-        kernels.place_pages(raw, pages, int(table.shape[0]), rows,
+        kernels.place_pages(raw, pages, int(table.shape[0]), kept,
                             cp.empty(max(scratch, 1), cp.uint8), err)
 
 

@@ -100,9 +100,11 @@ class IndexReader:
                 self._device.synchronize()  # zeroed before any worker's stream writes it
 
     def _file(self) -> pq.ParquetFile:
+        """This thread's reader of the file, over the footer decoded once (each thread
+        decoding it again took 11 ms of rmat:23:12's 16-group load, at every thread's start)."""
         pf = getattr(self._local, "pf", None)
         if pf is None:
-            pf = self._local.pf = pq.ParquetFile(self.path, memory_map=True)
+            pf = self._local.pf = pq.ParquetFile(self.path, memory_map=True, metadata=self.md)
         return pf
 
     def _column(self, base: str, j: int):

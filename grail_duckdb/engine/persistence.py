@@ -1,11 +1,11 @@
 """The index as one Parquet file, written atomically, refused when corrupt, foreign or stale.
 
 Layout: one row per vertex, in id order (the sorted keys), readable by DuckDB itself
-(``SELECT * FROM 'cites.grail.parquet'``). The key, the component and the children are the
-vertex's; the label columns (``level`` to ``win_up_w``) are indexed by component instead:
-row r holds component r's labels, and the rows after the last component hold zeros
-(``SELECT component, inner_1 FROM idx``: join ``component`` to the row number for a vertex's
-labels):
+(``SELECT * FROM 'cites.grail.parquet'``). The key and the component are the vertex's, the
+children its component's (on the component's first row); the label columns (``level`` to
+``win_up_w``) are indexed by component instead: row r holds component r's labels, and the
+rows after the last component hold zeros (a vertex's labels are those of the row whose
+number is its ``component``):
 
 ============== ==================================================================
 column         meaning
@@ -256,9 +256,9 @@ class _Rows:
     after the key and the component) or the hub bits (before the children's placeholder).
     They stay on the index's backend: each part brings its run of components to the host
     (:func:`~grail_duckdb.kernels.to_host_columns`: a slice, no gather), so the copy is
-    spread over the encoding threads instead of preceding them. Each thread
-    does so on a stream of its own, after ``ready``: the early columns are written while the
-    build's hub passes run on the default stream."""
+    spread over the encoding threads instead of preceding them. Each thread does so on a
+    stream of its own, after ``ready``: the early columns are written while the build's hub
+    passes run on the default stream."""
 
     graph: _Graph
     fields: dict[str, object]  # label array name -> backend array (1-D, or 2-D: one column per j)
@@ -538,7 +538,8 @@ class IndexWriter:
     :meth:`write_children` writes the first in the background, on every core, so a build
     writes it while it computes the labels; :meth:`write_intervals` encodes and writes the
     second while the build computes the hub bits; :meth:`finish` then encodes the groups' hub
-    bits on every core and writes them after both, then the footer and the digest, and
+    bits on every core (queued behind the early parts at once, so that no thread waits for
+    the last of those) and writes them after both, then the footer and the digest, and
     renames the file over ``path`` (:class:`.atomic_write.Replacement`: checks first, a
     locked temporary, a flush, the rename; a failure or :meth:`discard` leaves the old file
     as it was). ``source`` (str -> str) describes where the edges came from (:func:`save`)."""

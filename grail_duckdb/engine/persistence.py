@@ -49,14 +49,12 @@ writer into memory (one row group each, into buffers reused from part to part:
 :mod:`.parquet_parts` lays them into one file behind a footer of its own (pyarrow writes on
 one thread, DuckDB's parallel writer reached 0.28 GB/s); the children's BLOBs are written by
 :mod:`.parquet_parts` itself, one plain page per part (pyarrow's value-by-value path was a
-quarter of the encoding). Columns are encoded for the disk's
-sake where it costs the load little time (:mod:`.index_format` says how, with the
-measurements): the labels, post ranks, tree sizes and levels byte-stream-split and LZ4, hub
-bits as dictionaries and LZ4, sorted keys and component ids delta-encoded, the children plain
-(format 8 files of stop 33 and before have their levels and sizes delta-encoded: a reader
-takes either);
-the spanning-tree interval is stored as its size (small numbers) rather than its first rank,
-and every column but the children is NOT NULL (no definition levels). Format 3 stored the
+quarter of the encoding). Columns are encoded for the disk's sake where it costs the load
+little time (:mod:`.index_format` says how, with the measurements): the labels, post ranks,
+tree sizes and levels byte-stream-split and LZ4, hub bits as dictionaries and LZ4, sorted
+keys and component ids delta-encoded, the children plain; the spanning-tree interval is
+stored as its size (small numbers) rather than its first rank, and every column but the
+children is NOT NULL (no definition levels). Format 3 stored the
 first rank plain, the labels, levels and hub bits LZ4. The children are one BLOB
 per component rather than a list: a list column costs a repetition level per child, ten times
 the time of the BLOB both ways (measured). Loading reads the row groups on every core straight

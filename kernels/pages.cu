@@ -104,3 +104,78 @@ extern "C" __global__ void pages_kernel(const unsigned char* src, const i64* tab
     for (int p = blockIdx.x; p < n_pages; p += gridDim.x)
         decode_page(src, table + (i64)p * PAGE_COLUMNS, kept, scratch, err);
 }
+
+// --- the save's own encoding of label pages (cpu/pages.py: lz4_encode, encode_pages) -------
+#define HASH_BITS 12
+#define HASH_EMPTY 0xFFFF
+#define LAST_LITERALS 5
+#define MF_LIMIT 12
+#define ENC_COLUMNS 3
+
+// The bytes of an LZ4 length past its token's 15 at out[q]; the next position.
+__device__ i64 put_length(unsigned char* out, i64 q, i64 n) {
+    for (; n >= 255; n -= 255) out[q++] = 255;
+    out[q] = (unsigned char)n;
+    return q + 1;
+}
+
+// One LZ4 sequence at out[q]: lit literals from src[lit_at], then a match of match bytes at
+// offset back (match 0: the block's last sequence, literals only); the next position.
+__device__ i64 put_sequence(const unsigned char* src, i64 lit_at, i64 lit, unsigned char* out,
+                            i64 q, i64 offset, i64 match) {
+    const i64 tok = q++;
+    unsigned char token = (unsigned char)((lit < 15 ? lit : 15) << 4);
+    if (lit >= 15) q = put_length(out, q, lit - 15);
+    for (i64 k = 0; k < lit; ++k) out[q + k] = src[lit_at + k];
+    q += lit;
+    if (match) {
+        out[q] = (unsigned char)(offset & 255);
+        out[q + 1] = (unsigned char)(offset >> 8);
+        q += 2;
+        token |= (unsigned char)(match - 4 < 15 ? match - 4 : 15);
+        if (match - 4 >= 15) q = put_length(out, q, match - 4 - 15);
+    }
+    out[tok] = token;
+    return q;
+}
+
+// src[0:n) (n <= 64 KiB) as one greedy LZ4 block at out; its length (cpu/pages.lz4_encode,
+// the same positions, hashes and matches, so the same bytes).
+__device__ i64 lz4_encode(const unsigned char* src, i64 n, unsigned char* out,
+                          unsigned short* table) {
+    for (int k = 0; k < (1 << HASH_BITS); ++k) table[k] = HASH_EMPTY;
+    i64 q = 0, anchor = 0, i = 0;
+    while (i < n - MF_LIMIT) {
+        const u64 v = (u64)src[i] | ((u64)src[i + 1] << 8) | ((u64)src[i + 2] << 16) |
+                      ((u64)src[i + 3] << 24);
+        const unsigned h = (unsigned)(((v * 2654435761ull) & 0xFFFFFFFFull) >> (32 - HASH_BITS));
+        const i64 ref = table[h];
+        table[h] = (unsigned short)i;
+        if (ref != HASH_EMPTY && src[ref] == src[i] && src[ref + 1] == src[i + 1] &&
+            src[ref + 2] == src[i + 2] && src[ref + 3] == src[i + 3]) {
+            i64 m = 4;
+            while (i + m < n - LAST_LITERALS && src[ref + m] == src[i + m]) ++m;
+            q = put_sequence(src, anchor, i - anchor, out, q, i - ref, m);
+            i += m;
+            anchor = i;
+        } else {
+            ++i;
+        }
+    }
+    q = put_sequence(src, anchor, n - anchor, out, q, 0, 0);
+    return q;
+}
+
+// One thread per page of the table (cpu/pages.encode_pages: the source's offset, the page's
+// bytes, its block's offset in out), each with its own hash table of 2^HASH_BITS slots in
+// hashes; sizes[p] receives page p's block length.
+extern "C" __global__ void encode_pages_kernel(const unsigned char* src, const i64* table,
+                                               int n_pages, unsigned char* out, i64* sizes,
+                                               unsigned short* hashes) {
+    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned short* own = hashes + t * (1 << HASH_BITS);
+    for (i64 p = t; p < n_pages; p += (i64)gridDim.x * blockDim.x) {
+        const i64* row = table + p * ENC_COLUMNS;
+        sizes[p] = lz4_encode(src + row[0], row[1], out + row[2], own);
+    }
+}

@@ -100,9 +100,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import IndexFileError, StaleIndexError
-from ..kernels import (Landing, mark_ready, on_own_stream, to_host, to_host_all,
-                       to_host_columns)
-from . import parquet_parts
+from ..kernels import (Landing, is_device_array, kernels_for, mark_ready, on_own_stream,
+                       to_host, to_host_all, to_host_columns)
+from . import label_pages, parquet_parts
 from .atomic_write import Replacement
 from .ids import VertexIds
 from .index_format import (DIGEST_KEY, DIGEST_PLACEHOLDER, EARLY_FIELDS, FORMAT_NAME,
@@ -271,16 +271,47 @@ class _Rows:
                 + ([] if self.early else ["dag_children"]))
 
     @functools.cached_property
-    def _options(self) -> dict[bool, dict]:
-        """pyarrow's writer options of a part, by whether it is empty (made once)."""
-        return {empty: write_options(self.names, self.graph.ids.kind, 0 if empty else 1)
-                for empty in (False, True)}
+    def _options(self) -> dict[tuple[bool, bool], dict]:
+        """pyarrow's writer options of a part, by whether it is empty and whether it holds
+        the label columns (made once)."""
+        out = {}
+        for empty in (False, True):
+            for labels in (False, True):
+                names = self.names if labels else [n for n in self.names if n not in self.cols]
+                out[empty, labels] = write_options(names, self.graph.ids.kind, 0 if empty else 1)
+        return out
 
-    def options(self, rows: int) -> dict:
-        """pyarrow's writer options of a part of ``rows`` rows (:func:`write_options`)."""
-        return self._options[rows == 0]
+    def options(self, rows: int, labels: bool = True) -> dict:
+        """pyarrow's writer options of a part of ``rows`` rows (:func:`write_options`), with
+        the label columns or without them."""
+        return self._options[rows == 0, labels]
 
-    def part(self, lo: int, hi: int, landing: Landing | None = None) -> pa.Table:
+    @property
+    def ready_array(self):
+        """One of the label arrays (where they live: host or device)."""
+        return next(iter(self.fields.values()))
+
+    def label_values(self, lo: int, hi: int):
+        """The label columns of rows ``[lo, hi)`` as one ``(columns, rows)`` int32 array on
+        the arrays' backend, in file order: components ``[lo, hi)``'s labels, zeros past
+        the last component (the early columns only: all int32)."""
+        g = self.graph
+        a, b = min(lo, g.c), min(hi, g.c)
+        first = self.ready_array
+        xp = kernels_for("gpu" if is_device_array(first) else "cpu").xp
+        out = xp.zeros((len(self.cols), hi - lo), xp.int32)
+        for i, (name, (field, j)) in enumerate(self.cols.items()):
+            if name in _SIZES:
+                lo_j, post_j = _SIZES[name]
+                tree = self.fields["tree"]
+                out[i, :b - a] = tree_size(tree[a:b, post_j], tree[a:b, lo_j])
+            else:
+                column = self.fields[field]
+                out[i, :b - a] = column[a:b] if j is None else column[a:b, j]
+        return out
+
+    def part(self, lo: int, hi: int, landing: Landing | None = None, labels: bool = True
+             ) -> pa.Table:
         """Rows ``[lo, hi)`` as an Arrow table: the label columns those of components ``[lo,
         hi)``, zeros past the last one; for the hub bits, the children's column all NULL, a
         placeholder for their page in the region (:func:`.parquet_parts.external_chunk`).
@@ -288,7 +319,7 @@ class _Rows:
         is valid until its next use)."""
         g = self.graph
         rows = slice(min(lo, g.c), min(hi, g.c))
-        names = list(self.fields)
+        names = list(self.fields) if labels else []
         with on_own_stream(self.ready):
             host = to_host_columns([self.fields[f][rows] for f in names], landing)
         by_field = dict(zip(names, host))
@@ -300,7 +331,7 @@ class _Rows:
             else:
                 arrays["key"] = g.ids.keys.slice(lo, hi - lo)
             arrays["component"] = pa.array(g.components(lo, hi))
-        for name, (field, j) in self.cols.items():
+        for name, (field, j) in (self.cols.items() if labels else ()):
             if name in _SIZES:  # the interval [lo, post] stored as its size
                 lo_j, post_j = _SIZES[name]
                 values = tree_size(by_field["tree"][post_j], by_field["tree"][lo_j])
@@ -326,6 +357,18 @@ def _padded(values: np.ndarray, rows: int) -> np.ndarray:
     out = np.zeros(rows, values.dtype)
     out[:values.shape[0]] = values
     return out
+
+
+#: where a save encodes the early label columns itself (:mod:`.label_pages`) rather than
+#: through pyarrow: "device" for an index on a GPU, "always" (the tests: the CPU twin of the
+#: encoder), "never"
+OWN_PAGES = "device"
+
+
+def _own_pages(rows: _Rows) -> bool:
+    """Whether the save encodes these rows' label columns itself (:data:`OWN_PAGES`)."""
+    return OWN_PAGES == "always" or (OWN_PAGES == "device"
+                                     and is_device_array(rows.ready_array))
 
 
 def _rows(fields: dict, graph: _Graph, early: bool, ready) -> _Rows:
@@ -638,8 +681,17 @@ class IndexWriter:
         """Part ``k`` of ``rows`` encoded: ``(part, hash of its bytes, its bytes when it
         holds no rows)``."""
         lo, hi = self._graph.bounds[k]
-        table = rows.part(lo, hi, self._landing())
-        part = parquet_parts.encode_part(table, self._buffers, **rows.options(hi - lo))
+        own_pages = rows.early and hi > lo and _own_pages(rows)
+        table = rows.part(lo, hi, self._landing(), labels=not own_pages)
+        part = parquet_parts.encode_part(table, self._buffers,
+                                         **rows.options(hi - lo, labels=not own_pages))
+        if own_pages:  # the label columns' chunks encoded on the index's backend
+            kernels = kernels_for("gpu" if is_device_array(rows.ready_array) else "cpu")
+            with on_own_stream(rows.ready):
+                pages, sizes, blocks = label_pages.encode_columns(kernels,
+                                                                  rows.label_values(lo, hi))
+            labels = label_pages.label_part(list(rows.cols), pages, sizes, blocks)
+            part = parquet_parts.appended(part, labels, self._buffers)
         region = self._region.result()
         if not rows.early and region.sizes[k]:
             parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])

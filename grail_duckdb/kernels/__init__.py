@@ -23,7 +23,7 @@ from .cpu import CpuKernels
 from .protocol import CSR, Kernels, TopoOrder
 
 __all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "gpu_available", "kernels_for",
-           "Landing", "copy_into", "mark_ready", "on_own_stream", "resolve",
+           "Landing", "copy_into", "is_device_array", "mark_ready", "on_own_stream", "resolve",
            "to_host", "to_host_all", "to_host_columns", "upload_pages", "upload_staging"]
 
 ENV_VAR = "GRAIL_DUCKDB_BACKEND"
@@ -122,8 +122,12 @@ def on_own_stream(ready):
         yield
 
 
-def _on_device(a) -> bool:
+def is_device_array(a) -> bool:
+    """Whether ``a`` lives on a GPU (a CuPy array)."""
     return not isinstance(a, np.ndarray) and hasattr(a, "get")
+
+
+_on_device = is_device_array
 
 
 class Landing:

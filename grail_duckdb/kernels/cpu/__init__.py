@@ -28,7 +28,7 @@ import numpy as np
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
-from . import bidir, classify, graph, labels, search
+from . import bidir, classify, graph, labels, pages, search
 
 _EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
@@ -111,6 +111,11 @@ class CpuKernels:
                       np.empty(n, np.int32), np.empty(n, np.int32))
             self._local.scratch = cached
         return cached
+
+    # --- the save's label pages ------------------------------------------------------------
+    def encode_pages(self, src, table, out, sizes) -> None:
+        """Each page of ``table`` as one LZ4 block (:func:`.pages.encode_pages`)."""
+        pages.encode_pages(src, table, out, sizes)
 
     # --- CSR -------------------------------------------------------------------------------
     def csr_of_pairs(self, pairs, n):

@@ -142,3 +142,115 @@ def page_values(src, table, scratch, out):
                 for k in range(width):
                     out[base + i * width + k] = body[b0 + k * rows + i]
     return True
+
+
+#: LZ4's rules at a block's end: its last 5 bytes are literals, and its last match starts 12
+#: bytes or more before the end
+_LAST_LITERALS, _MF_LIMIT = 5, 12
+#: hash slots of the page encoder: the last position (16 bits: pages of 64 KiB at most) of a
+#: 4-byte window with that hash; ``_EMPTY`` where none
+HASH_BITS = 12
+_EMPTY = 0xFFFF
+#: bytes of a page that :func:`lz4_encode` takes, at most
+ENCODE_PAGE_BYTES = 1 << 16
+
+
+def lz4_bound(n: int) -> int:
+    """Bytes that :func:`lz4_encode` may write for ``n`` bytes (LZ4's worst case).
+
+    >>> lz4_bound(65536)
+    65809
+    """
+    return n + n // 255 + 16
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _put_length(out, q, n):
+    """The bytes of an LZ4 length past its token's 15 (255 each, then the rest) at
+    ``out[q]``; returns the next position."""
+    while n >= 255:
+        out[q] = 255
+        q += 1
+        n -= 255
+    out[q] = n
+    return q + 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _sequence(src, lit_at, lit, out, q, offset, match):
+    """One LZ4 sequence at ``out[q]``: ``lit`` literals from ``src[lit_at]``, then a match of
+    ``match`` bytes (4 or more; 0: the block's last sequence, literals only) at ``offset``
+    back; returns the next position."""
+    tok = q
+    q += 1
+    out[tok] = min(lit, 15) << 4
+    if lit >= 15:
+        q = _put_length(out, q, lit - 15)
+    out[q:q + lit] = src[lit_at:lit_at + lit]
+    q += lit
+    if match:
+        out[q] = offset & 255
+        out[q + 1] = offset >> 8
+        q += 2
+        out[tok] |= min(match - 4, 15)
+        if match - 4 >= 15:
+            q = _put_length(out, q, match - 4 - 15)
+    return q
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def lz4_encode(src, a, n, out, o, table):
+    """``src[a:a + n]`` (at most :data:`ENCODE_PAGE_BYTES`) as one LZ4 block at ``out[o:]``
+    (:func:`lz4_bound` bytes of room); returns its length. Greedy, as LZ4's fast mode
+    without its acceleration: at each position the 4 bytes there are hashed
+    (``table``: :data:`HASH_BITS` slots of uint16), a match found through the hash is
+    extended as far as it goes and taken, and the search resumes after it. The CPU twin of
+    ``encode_pages_kernel`` (``kernels/pages.cu``), which runs it with one thread per page;
+    :func:`lz4_block` decodes it (as pyarrow does Parquet's LZ4_RAW pages).
+
+    >>> data = np.frombuffer(b"abcdabcdabcdabcdabcd-xyz", np.uint8)
+    >>> out, table = np.zeros(lz4_bound(24), np.uint8), np.empty(1 << HASH_BITS, np.uint16)
+    >>> k = lz4_encode(data, 0, 24, out, 0, table)
+    >>> back = np.zeros(24, np.uint8)
+    >>> k < 24, lz4_block(out, 0, k, back, 0, 24), bytes(back) == bytes(data)
+    (True, True, True)
+    """
+    table[:] = _EMPTY
+    q, anchor, i = o, 0, 0
+    while i < n - _MF_LIMIT:
+        at = a + i
+        v = (np.uint64(src[at]) | (np.uint64(src[at + 1]) << np.uint64(8))
+             | (np.uint64(src[at + 2]) << np.uint64(16)) | (np.uint64(src[at + 3]) << np.uint64(24)))
+        h = ((v * np.uint64(2654435761)) & np.uint64(0xFFFFFFFF)) >> np.uint64(32 - HASH_BITS)
+        ref = np.int64(table[h])
+        table[h] = i
+        if (ref != _EMPTY and src[a + ref] == src[at] and src[a + ref + 1] == src[at + 1]
+                and src[a + ref + 2] == src[at + 2] and src[a + ref + 3] == src[at + 3]):
+            m = 4
+            while i + m < n - _LAST_LITERALS and src[a + ref + m] == src[at + m]:
+                m += 1
+            q = _sequence(src, a + anchor, i - anchor, out, q, i - ref, m)
+            i += m
+            anchor = i
+        else:
+            i += 1
+    q = _sequence(src, a + anchor, n - anchor, out, q, 0, 0)
+    return q - o
+
+
+#: columns of an encoder's page table (:func:`encode_pages`): where the page's bytes start
+#: in the source, how many there are, where its block goes in the output
+ENC_COLUMNS = 3
+ENC_SRC, ENC_RAW, ENC_OUT = range(ENC_COLUMNS)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def encode_pages(src, table, out, sizes):
+    """Each page of ``table`` (one row per page, :data:`ENC_COLUMNS`) as one LZ4 block
+    (:func:`lz4_encode`) at its place in ``out`` (:func:`lz4_bound` bytes of room each);
+    ``sizes[p]`` receives page p's block length. The CPU twin of
+    ``encode_pages_kernel``."""
+    hashes = np.empty(1 << HASH_BITS, np.uint16)
+    for p in range(table.shape[0]):
+        sizes[p] = lz4_encode(src, table[p, ENC_SRC], table[p, ENC_RAW], out, table[p, ENC_OUT],
+                              hashes)

@@ -1,0 +1,152 @@
+"""The save's own encoding of the early label columns (``engine/label_pages.py``, the encoder
+``encode_pages_kernel`` in ``kernels/pages.cu`` and its twin ``kernels/cpu/pages.py``): every
+block decodes back to its page, the kernel writes the twin's bytes, and a file whose label
+chunks were encoded here reads as pyarrow's own: in pyarrow, in DuckDB, in a load."""
+from __future__ import annotations
+
+import io
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import grail_duckdb as gd
+from grail_duckdb.engine import label_pages, page_plan, parquet_parts, persistence
+from grail_duckdb.kernels import gpu_available, to_host
+from grail_duckdb.kernels.cpu import CpuKernels
+from grail_duckdb.kernels.cpu.pages import ENC_COLUMNS, encode_pages, lz4_block, lz4_bound
+
+needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+
+
+def _pages(rng, sizes):
+    """Pages of the kinds a label column makes: random bytes, small numbers, runs, zeros."""
+    kinds = [lambda n: rng.integers(0, 256, n), lambda n: rng.integers(0, 4, n),
+             lambda n: np.repeat(rng.integers(0, 256, -(-n // 37)), 37)[:n],
+             lambda n: np.zeros(n, np.int64)]
+    pages = [kinds[i % len(kinds)](n).astype(np.uint8) for i, n in enumerate(sizes)]
+    table = np.zeros((len(pages), ENC_COLUMNS), np.int64)
+    table[:, 1] = sizes
+    table[1:, 0] = np.cumsum(sizes)[:-1]
+    table[1:, 2] = np.cumsum([lz4_bound(n) for n in sizes])[:-1]
+    src = np.concatenate(pages) if pages else np.zeros(0, np.uint8)
+    return src, table, int(sum(lz4_bound(n) for n in sizes))
+
+
+SIZES = [0, 1, 12, 13, 17, 100, 4096, 65_536, 65_535, 30_000, 65_536, 65_536]
+
+
+@given(st.lists(st.integers(0, 1 << 16), min_size=1, max_size=6), st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_every_block_decodes_to_its_page(sizes, seed):
+    src, table, room = _pages(np.random.default_rng(seed), sizes)
+    out, got = np.zeros(max(room, 1), np.uint8), np.zeros(len(sizes), np.int64)
+    encode_pages(src, table, out, got)
+    for (at, n, o), size in zip(table, got):
+        back = np.zeros(n, np.uint8)
+        assert size <= lz4_bound(n)
+        assert lz4_block(out, o, o + size, back, 0, n)
+        np.testing.assert_array_equal(back, src[at:at + n])
+
+
+def test_repeated_bytes_compress():
+    src, table, room = _pages(np.random.default_rng(0), [65_536] * 4)
+    out, got = np.zeros(room, np.uint8), np.zeros(4, np.int64)
+    encode_pages(src, table, out, got)
+    assert 65_536 < got[0] < 66_000 and got[3] < 400  # random bytes grow a little, zeros vanish
+    assert got[1] < 0.8 * 65_536 and got[2] < 0.15 * 65_536  # 2-bit values; runs of 37
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_the_kernel_writes_the_twins_bytes():
+    import cupy as cp
+    from grail_duckdb.kernels import kernels_for
+
+    src, table, room = _pages(np.random.default_rng(7), SIZES * 30)  # more pages than threads
+    out, got = np.zeros(room, np.uint8), np.zeros(table.shape[0], np.int64)
+    encode_pages(src, table, out, got)
+    dev_out = cp.zeros(room, cp.uint8)
+    dev_got = cp.zeros(table.shape[0], cp.int64)
+    kernels_for("gpu").encode_pages(cp.asarray(src), cp.asarray(table), dev_out, dev_got)
+    np.testing.assert_array_equal(cp.asnumpy(dev_got), got)
+    for (_, _, o), size in zip(table, got):
+        np.testing.assert_array_equal(cp.asnumpy(dev_out[o:o + size]), out[o:o + size])
+
+
+def test_pages_are_split_as_pyarrow_splits_them(backend):
+    """:func:`split_pages` on the backend: each page byte-stream split, as pyarrow writes a
+    page of the same values."""
+    xp, rng = backend.xp, np.random.default_rng(2)
+    values = rng.integers(-2**31, 2**31 - 1, (3, 1000)).astype(np.int32)
+    got = to_host(label_pages.split_pages(xp, xp.asarray(values), 300)).reshape(3, -1)
+    for j in range(3):
+        for p, lo in enumerate(range(0, 1000, 300)):
+            page = values[j, lo:lo + 300]
+            want = page.view(np.uint8).reshape(-1, 4).T.reshape(-1)
+            np.testing.assert_array_equal(got[j, 4 * lo:4 * (lo + page.shape[0])], want)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16_384, 40_000])
+def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows):
+    """Label chunks encoded on the backend, appended to pyarrow's part of keys and
+    components: pyarrow, DuckDB and a GPU load's page decoder read the values back."""
+    rng = np.random.default_rng(rows)
+    names = ["level", "inner_1", "outer_1"]
+    values = np.stack([rng.integers(0, 9, rows), rng.integers(0, 2**31 - 1, rows),
+                       np.sort(rng.integers(0, 5000, rows))]).astype(np.int32)
+    keys = pa.table({"key": pa.array(np.arange(rows, dtype=np.int64)),
+                     "component": pa.array(np.arange(rows, dtype=np.int32))})
+    pages, sizes, blocks = label_pages.encode_columns(backend, backend.xp.asarray(values))
+    part = parquet_parts.appended(parquet_parts.encode_part(keys),
+                                  label_pages.label_part(names, pages, sizes, blocks))
+    data = bytes(part.data[:part.data_end]) + parquet_parts.footer([part], {"k": "v"})
+    table = pq.read_table(io.BytesIO(data))
+    md = pq.ParquetFile(io.BytesIO(data)).metadata
+    chunks = page_plan.group_chunks(md, 0, data, {n: np.int32 for n in names})
+    path = tmp_path / "part.parquet"
+    path.write_bytes(data)
+    read = duckdb.connect().execute("SELECT level, inner_1, outer_1 FROM read_parquet(?)",
+                                    [str(path)]).fetchnumpy()
+    for j, name in enumerate(names):
+        np.testing.assert_array_equal(table.column(name).to_numpy(), values[j])
+        np.testing.assert_array_equal(read[name], values[j])
+        np.testing.assert_array_equal(page_plan.decode(data, chunks[name]), values[j])
+    assert md.row_group(0).column(3).compression == "LZ4"
+    assert "BYTE_STREAM_SPLIT" in md.row_group(0).column(3).encodings
+
+
+@pytest.mark.parametrize("dag", [False, True])
+def test_an_index_saved_with_own_chunks_loads_and_reads_in_duckdb(tmp_path, monkeypatch,
+                                                                  backend, dag):
+    """A save that encodes the early label columns itself (on a GPU index always; here on
+    either backend): the loaded labels are the saved ones, DuckDB reads the file, and its
+    label chunks are those a GPU load decodes itself."""
+    monkeypatch.setattr(persistence, "OWN_PAGES", "always")
+    monkeypatch.setattr(persistence, "PART_BYTES", 256 << 10)
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 60_000, 90_000), rng.integers(0, 60_000, 90_000)
+    if dag:
+        src, dst = np.minimum(src, dst), np.maximum(src, dst) + 1
+    idx = gd.build_index(src, dst, labels=3, backend="cpu", progress=False)
+    path = idx.to_backend(backend).save(tmp_path / "own.grail.parquet")
+    back = gd.load_index(path, backend=backend)
+    for name, arr in idx.labels.arrays().items():
+        np.testing.assert_array_equal(to_host(getattr(back.labels, name)), arr, err_msg=name)
+    c = idx.n_components
+    got = duckdb.connect().execute(
+        "SELECT inner_2 FROM read_parquet(?, file_row_number := true) ORDER BY file_row_number",
+        [str(path)]).fetchnumpy()["inner_2"]
+    np.testing.assert_array_equal(got[:c], idx.labels.inner[:, 1])
+    assert not got[c:].any()
+    md = pq.ParquetFile(path).metadata
+    assert md.num_row_groups > 1
+    with open(path, "rb") as fh:
+        data = fh.read()
+    for g in range(md.num_row_groups):
+        chunks = page_plan.group_chunks(md, g, data, {"inner_2": np.int32, "tree_size": np.int32})
+        assert set(chunks) == {"inner_2", "tree_size"}

@@ -106,76 +106,116 @@ extern "C" __global__ void pages_kernel(const unsigned char* src, const i64* tab
 }
 
 // --- the save's own encoding of label pages (cpu/pages.py: lz4_encode, encode_pages) -------
-#define HASH_BITS 12
-#define HASH_EMPTY 0xFFFF
+// A warp encodes a page: its lanes look at WINDOW positions together, each finding its
+// candidate in its hash slot as it stood before the window or at the window's first lane of
+// the same hash; the first lane with a match takes it, the lanes before it write their slots
+// (the first of each hash), and the lanes extend the match both ways and copy the literals.
+#define HASH_BITS 13
 #define LAST_LITERALS 5
 #define MF_LIMIT 12
+#define MAX_OFFSET 65535
+#define WINDOW 32
 #define ENC_COLUMNS 3
 
-// The bytes of an LZ4 length past its token's 15 at out[q]; the next position.
-__device__ i64 put_length(unsigned char* out, i64 q, i64 n) {
-    for (; n >= 255; n -= 255) out[q++] = 255;
-    out[q] = (unsigned char)n;
-    return q + 1;
+// The hash slot of the 5 bytes at s (cpu/pages._hash5).
+__device__ __forceinline__ int hash5(const unsigned char* s) {
+    u64 v = 0;
+    for (int k = 0; k < 5; ++k) v |= (u64)s[k] << (8 * k);
+    return (int)(((v << 24) * 889523592379ull) >> (64 - HASH_BITS));
 }
 
-// One LZ4 sequence at out[q]: lit literals from src[lit_at], then a match of match bytes at
-// offset back (match 0: the block's last sequence, literals only); the next position.
+// The bytes of an LZ4 length past its token's 15 at out[q], written by the warp's lanes; the
+// next position.
+__device__ i64 put_length(unsigned char* out, i64 q, i64 n, int lane) {
+    const i64 full = n / 255;
+    for (i64 k = lane; k < full; k += WINDOW) out[q + k] = 255;
+    if (lane == 0) out[q + full] = (unsigned char)(n - full * 255);
+    return q + full + 1;
+}
+
+// One LZ4 sequence at out[q] (cpu/pages._sequence): lit literals from src[lit_at], then a
+// match of match bytes at offset back (match 0: the block's last sequence); the next position.
 __device__ i64 put_sequence(const unsigned char* src, i64 lit_at, i64 lit, unsigned char* out,
-                            i64 q, i64 offset, i64 match) {
+                            i64 q, i64 offset, i64 match, int lane) {
     const i64 tok = q++;
     unsigned char token = (unsigned char)((lit < 15 ? lit : 15) << 4);
-    if (lit >= 15) q = put_length(out, q, lit - 15);
-    for (i64 k = 0; k < lit; ++k) out[q + k] = src[lit_at + k];
+    if (lit >= 15) q = put_length(out, q, lit - 15, lane);
+    for (i64 k = lane; k < lit; k += WINDOW) out[q + k] = src[lit_at + k];
     q += lit;
     if (match) {
-        out[q] = (unsigned char)(offset & 255);
-        out[q + 1] = (unsigned char)(offset >> 8);
+        if (lane == 0) {
+            out[q] = (unsigned char)(offset & 255);
+            out[q + 1] = (unsigned char)(offset >> 8);
+        }
         q += 2;
         token |= (unsigned char)(match - 4 < 15 ? match - 4 : 15);
-        if (match - 4 >= 15) q = put_length(out, q, match - 4 - 15);
+        if (match - 4 >= 15) q = put_length(out, q, match - 4 - 15, lane);
     }
-    out[tok] = token;
+    if (lane == 0) out[tok] = token;
     return q;
 }
 
-// src[0:n) (n <= 64 KiB) as one greedy LZ4 block at out; its length (cpu/pages.lz4_encode,
-// the same positions, hashes and matches, so the same bytes).
-__device__ i64 lz4_encode(const unsigned char* src, i64 n, unsigned char* out,
-                          unsigned short* table) {
-    for (int k = 0; k < (1 << HASH_BITS); ++k) table[k] = HASH_EMPTY;
-    i64 q = 0, anchor = 0, i = 0;
-    while (i < n - MF_LIMIT) {
-        const u64 v = (u64)src[i] | ((u64)src[i + 1] << 8) | ((u64)src[i + 2] << 16) |
-                      ((u64)src[i + 3] << 24);
-        const unsigned h = (unsigned)(((v * 2654435761ull) & 0xFFFFFFFFull) >> (32 - HASH_BITS));
-        const i64 ref = table[h];
-        table[h] = (unsigned short)i;
-        if (ref != HASH_EMPTY && src[ref] == src[i] && src[ref + 1] == src[i + 1] &&
-            src[ref + 2] == src[i + 2] && src[ref + 3] == src[i + 3]) {
-            i64 m = 4;
-            while (i + m < n - LAST_LITERALS && src[ref + m] == src[i + m]) ++m;
-            q = put_sequence(src, anchor, i - anchor, out, q, i - ref, m);
-            i += m;
-            anchor = i;
-        } else {
-            ++i;
+// How far the match of s[p] against s[r] goes from its m-th byte, below limit: 4 bytes a lane.
+__device__ i64 extend_match(const unsigned char* s, i64 r, i64 p, i64 m, i64 limit, int lane) {
+    for (;; m += 4 * WINDOW) {
+        const i64 at = m + 4 * lane;
+        int k = 0;
+        while (k < 4 && at + k < limit && s[r + at + k] == s[p + at + k]) ++k;
+        const unsigned stop = __ballot_sync(FULL_MASK, k < 4);
+        if (stop) {
+            const int f = __ffs(stop) - 1;
+            return m + 4 * f + __shfl_sync(FULL_MASK, k, f);
         }
     }
-    q = put_sequence(src, anchor, n - anchor, out, q, 0, 0);
-    return q;
 }
 
-// One thread per page of the table (cpu/pages.encode_pages: the source's offset, the page's
-// bytes, its block's offset in out), each with its own hash table of 2^HASH_BITS slots in
-// hashes; sizes[p] receives page p's block length.
+// One warp (a block of WINDOW threads) per page of the table (cpu/pages.encode_pages: the
+// source's offset, the page's bytes, its block's offset in out); sizes[p] receives page p's
+// block length. The same windows, slots and matches as cpu/pages.lz4_encode, so its bytes.
 extern "C" __global__ void encode_pages_kernel(const unsigned char* src, const i64* table,
-                                               int n_pages, unsigned char* out, i64* sizes,
-                                               unsigned short* hashes) {
-    const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned short* own = hashes + t * (1 << HASH_BITS);
-    for (i64 p = t; p < n_pages; p += (i64)gridDim.x * blockDim.x) {
-        const i64* row = table + p * ENC_COLUMNS;
-        sizes[p] = lz4_encode(src + row[0], row[1], out + row[2], own);
+                                               int n_pages, unsigned char* out, i64* sizes) {
+    __shared__ int slots[1 << HASH_BITS];
+    const int lane = threadIdx.x;
+    for (int pg = blockIdx.x; pg < n_pages; pg += gridDim.x) {
+        const i64* row = table + (i64)pg * ENC_COLUMNS;
+        const unsigned char* s = src + row[0];
+        const i64 n = row[1];
+        unsigned char* o = out + row[2];
+        for (int k = lane; k < (1 << HASH_BITS); k += WINDOW) slots[k] = -1;
+        __syncwarp();
+        i64 q = 0, anchor = 0, i = 0;
+        while (i < n - MF_LIMIT) {
+            const i64 w = n - MF_LIMIT - i < WINDOW ? n - MF_LIMIT - i : WINDOW;
+            const i64 pos = i + lane;
+            int h = (1 << HASH_BITS) + lane, ref = -1;  // lanes past the window: a key alone
+            if (lane < w) {
+                h = hash5(s + pos);
+                ref = slots[h];
+            }
+            const int lead = __ffs(__match_any_sync(FULL_MASK, h)) - 1;
+            if (lead < lane) ref = (int)(i + lead);
+            const bool hit = lane < w && ref >= 0 && ref < pos && pos - ref <= MAX_OFFSET &&
+                             s[ref] == s[pos] && s[ref + 1] == s[pos + 1] &&
+                             s[ref + 2] == s[pos + 2] && s[ref + 3] == s[pos + 3];
+            const unsigned hits = __ballot_sync(FULL_MASK, hit);
+            const int f = hits ? __ffs(hits) - 1 : WINDOW;
+            if (lane < w && lane < f && lead == lane) slots[h] = (int)pos;
+            __syncwarp();
+            if (!hits) {
+                i += w;
+                continue;
+            }
+            const i64 p = i + f, r = __shfl_sync(FULL_MASK, ref, f);
+            i64 m = extend_match(s, r, p, 4, n - LAST_LITERALS - p, lane);
+            i64 back = 0;
+            while (p - back > anchor && r - back > 0 && s[p - back - 1] == s[r - back - 1]) ++back;
+            q = put_sequence(s, anchor, p - back - anchor, o, q, p - r, m + back, lane);
+            i = anchor = p + m;
+            if (lane == 0) slots[hash5(s + i - 2)] = (int)(i - 2);
+            __syncwarp();
+        }
+        q = put_sequence(s, anchor, n - anchor, o, q, 0, 0, lane);
+        if (lane == 0) sizes[pg] = q;
+        __syncwarp();
     }
 }

@@ -33,9 +33,10 @@ from .parquet_parts import (_CM_COMPRESSED, _CM_DATA_PAGE, _CM_STATISTICS, _CM_S
                             _RG_COMPRESSED, _RLE, _STRUCT, MAGIC, Part, _field, _set_field,
                             _write_struct)
 
-#: rows per page: 64 KiB of int32, so that a page's positions fit the encoder's 16-bit hash
-#: table
-ROWS_PER_PAGE = 1 << 14
+#: rows per page: 1 MiB of int32, pyarrow's page size, so that a load parses no more page
+#: headers than it does in pyarrow's files (64 KiB pages made rmat:23:12's load 1.7 times
+#: as long on an H100, README, Scale, stop 36)
+ROWS_PER_PAGE = 1 << 18
 #: Parquet's BYTE_STREAM_SPLIT encoding
 _SPLIT = 9
 #: ColumnMetaData's encoding_stats (page counts by encoding), made again here

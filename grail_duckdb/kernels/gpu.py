@@ -35,7 +35,7 @@ from ..resources import cuda_dir
 from .gpu_queries import _D2H, _H2D, BLOCK as _BLOCK
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
-from .cpu.pages import HASH_BITS
+from .cpu.pages import WINDOW as _ENCODE_WARP
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
@@ -53,8 +53,8 @@ _BALANCE_MODES = {"binned": 0, "edges": 1}
 #: threads per block of ``pages_kernel`` (a block decodes a page at a time), and its
 #: blocks at most
 _PAGE_THREADS, _PAGE_GRID = 256, 4096
-#: threads of the page encoder at most (each holds a hash table of 8 KiB in device memory)
-_ENCODE_THREADS = 1 << 15
+#: blocks of the page encoder at most (a warp each, with 16 KiB of hash slots)
+_ENCODE_GRID = 4096
 #: packed edges per tile of the CSR compaction (PAIR_TILE in graph.cu)
 _PAIR_TILE = 256 * 16
 
@@ -449,18 +449,15 @@ class GpuKernels(GpuQueries):
 
     def encode_pages(self, src, table, out, sizes) -> None:
         """Each page of ``table`` as one LZ4 block, on the current stream
-        (``encode_pages_kernel`` in ``kernels/pages.cu``, one thread per page, each with its
-        own hash table; the CPU twin is :func:`.cpu.pages.encode_pages`, whose arguments
+        (``encode_pages_kernel`` in ``kernels/pages.cu``, a warp per page with its hash slots
+        in shared memory; the CPU twin is :func:`.cpu.pages.encode_pages`, whose arguments
         these are): ``src`` the pages' bytes, ``table`` one row per page
         (:data:`.cpu.pages.ENC_COLUMNS`), ``out`` room for every block, ``sizes`` (int64)
         the blocks' lengths."""
         n = int(table.shape[0])
-        if not n:
-            return
-        grid = -(-min(n, _ENCODE_THREADS) // _PAGE_THREADS)
-        hashes = cp.empty(grid * _PAGE_THREADS << HASH_BITS, cp.uint16)
-        self._plain.get_function("encode_pages_kernel")(
-            (grid,), (_PAGE_THREADS,), (src, table, np.int32(n), out, sizes, hashes))
+        if n:
+            self._plain.get_function("encode_pages_kernel")(
+                (min(n, _ENCODE_GRID),), (_ENCODE_WARP,), (src, table, np.int32(n), out, sizes))
 
     @_out_of_memory
     def edge_hash_sum(self, pairs):

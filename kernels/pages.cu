@@ -105,17 +105,22 @@ extern "C" __global__ void pages_kernel(const unsigned char* src, const i64* tab
         decode_page(src, table + (i64)p * PAGE_COLUMNS, kept, scratch, err);
 }
 
-// --- the save's own encoding of label pages (cpu/pages.py: lz4_encode, encode_pages) -------
-// A warp encodes a page: its lanes look at WINDOW positions together, each finding its
-// candidate in its hash slot as it stood before the window or at the window's first lane of
-// the same hash; the first lane with a match takes it, the lanes before it write their slots
-// (the first of each hash), and the lanes extend the match both ways and copy the literals.
-#define HASH_BITS 13
+// --- the save's own encoding of label pages (cpu/pages.py: parse_chunks, emit_chunks) -----
+// A warp parses a chunk of a page (CHUNK bytes, cpu/pages.CHUNK): its lanes look at WINDOW
+// positions together, each finding its candidate in its hash slot as it stood before the
+// window or at the window's first lane of the same hash; the first lane with a match takes
+// it, the lanes before it write their slots (the first of each hash), and the lanes extend
+// the match both ways and write its sequence. A second kernel lays each chunk's sequences at
+// their place in the page's block, where the literals that end a chunk join the next one's.
+#define HASH_BITS 12
+#define EMPTY_SLOT 0xFFFF
+#define MIN_MATCH 4
 #define LAST_LITERALS 5
 #define MF_LIMIT 12
-#define MAX_OFFSET 65535
 #define WINDOW 32
-#define ENC_COLUMNS 3
+#define CHUNK_COLUMNS 5
+#define RECORD_COLUMNS 6
+#define PLACE_COLUMNS 3
 
 // The hash slot of the 5 bytes at s (cpu/pages._hash5).
 __device__ __forceinline__ int hash5(const unsigned char* s) {
@@ -169,53 +174,93 @@ __device__ i64 extend_match(const unsigned char* s, i64 r, i64 p, i64 m, i64 lim
     }
 }
 
-// One warp (a block of WINDOW threads) per page of the table (cpu/pages.encode_pages: the
-// source's offset, the page's bytes, its block's offset in out); sizes[p] receives page p's
-// block length. The same windows, slots and matches as cpu/pages.lz4_encode, so its bytes.
-extern "C" __global__ void encode_pages_kernel(const unsigned char* src, const i64* table,
-                                               int n_pages, unsigned char* out, i64* sizes) {
-    __shared__ int slots[1 << HASH_BITS];
+// One warp (a block of WINDOW threads) per chunk (cpu/pages.parse_chunk, whose slots, windows
+// and matches these are): the sequences after the first to rest, the record of the chunk.
+extern "C" __global__ void parse_chunks_kernel(const unsigned char* src, const i64* chunks,
+                                               int n_chunks, unsigned char* rest,
+                                               i64* records) {
+    __shared__ unsigned short slots[1 << HASH_BITS];
     const int lane = threadIdx.x;
-    for (int pg = blockIdx.x; pg < n_pages; pg += gridDim.x) {
-        const i64* row = table + (i64)pg * ENC_COLUMNS;
-        const unsigned char* s = src + row[0];
-        const i64 n = row[1];
-        unsigned char* o = out + row[2];
-        for (int k = lane; k < (1 << HASH_BITS); k += WINDOW) slots[k] = -1;
+    for (int c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        const i64* ch = chunks + (i64)c * CHUNK_COLUMNS;
+        i64* rec = records + (i64)c * RECORD_COLUMNS;
+        const unsigned char* s = src + ch[0];
+        const i64 n = ch[1], c0 = ch[2], c1 = ch[3], r0 = ch[4];
+        for (int k = lane; k < (1 << HASH_BITS); k += WINDOW) slots[k] = EMPTY_SLOT;
         __syncwarp();
-        i64 q = 0, anchor = 0, i = 0;
-        while (i < n - MF_LIMIT) {
-            const i64 w = n - MF_LIMIT - i < WINDOW ? n - MF_LIMIT - i : WINDOW;
+        const i64 stop = c1 < n - MF_LIMIT ? c1 : n - MF_LIMIT;
+        const i64 end = c1 < n - LAST_LITERALS ? c1 : n - LAST_LITERALS;
+        i64 q = r0, anchor = c0, i = c0, matches = 0;
+        while (i < stop) {
+            const i64 w = stop - i < WINDOW ? stop - i : WINDOW;
             const i64 pos = i + lane;
-            int h = (1 << HASH_BITS) + lane, ref = -1;  // lanes past the window: a key alone
+            int h = (1 << HASH_BITS) + lane;  // lanes past the window: a key alone
+            i64 ref = -1;
             if (lane < w) {
                 h = hash5(s + pos);
-                ref = slots[h];
+                ref = slots[h] == EMPTY_SLOT ? -1 : c0 + slots[h];
             }
             const int lead = __ffs(__match_any_sync(FULL_MASK, h)) - 1;
-            if (lead < lane) ref = (int)(i + lead);
-            const bool hit = lane < w && ref >= 0 && ref < pos && pos - ref <= MAX_OFFSET &&
+            if (lead < lane) ref = i + lead;
+            const bool hit = lane < w && ref >= 0 && ref < pos && pos + MIN_MATCH <= end &&
                              s[ref] == s[pos] && s[ref + 1] == s[pos + 1] &&
                              s[ref + 2] == s[pos + 2] && s[ref + 3] == s[pos + 3];
             const unsigned hits = __ballot_sync(FULL_MASK, hit);
             const int f = hits ? __ffs(hits) - 1 : WINDOW;
-            if (lane < w && lane < f && lead == lane) slots[h] = (int)pos;
+            if (lane < w && lane < f && lead == lane) slots[h] = (unsigned short)(pos - c0);
             __syncwarp();
             if (!hits) {
                 i += w;
                 continue;
             }
-            const i64 p = i + f, r = __shfl_sync(FULL_MASK, ref, f);
-            i64 m = extend_match(s, r, p, 4, n - LAST_LITERALS - p, lane);
-            i64 back = 0;
-            while (p - back > anchor && r - back > 0 && s[p - back - 1] == s[r - back - 1]) ++back;
-            q = put_sequence(s, anchor, p - back - anchor, o, q, p - r, m + back, lane);
+            i64 p = i + f, r = __shfl_sync(FULL_MASK, ref, f);
+            i64 m = extend_match(s, r, p, MIN_MATCH, end - p, lane);
+            while (p > anchor && r > 0 && s[p - 1] == s[r - 1]) {
+                --p;
+                --r;
+                ++m;
+            }
+            if (matches) {
+                q = put_sequence(s, anchor, p - anchor, rest, q, p - r, m, lane);
+            } else if (lane == 0) {
+                rec[1] = p - c0;
+                rec[2] = p - r;
+                rec[3] = m;
+            }
+            ++matches;
             i = anchor = p + m;
-            if (lane == 0) slots[hash5(s + i - 2)] = (int)(i - 2);
+            if (lane == 0) slots[hash5(s + i - 2)] = (unsigned short)(i - 2 - c0);
             __syncwarp();
         }
-        q = put_sequence(s, anchor, n - anchor, o, q, 0, 0, lane);
-        if (lane == 0) sizes[pg] = q;
+        if (lane == 0) {
+            rec[0] = matches;
+            rec[4] = q - r0;
+            rec[5] = anchor;
+        }
         __syncwarp();
+    }
+}
+
+// One warp per chunk (cpu/pages.emit_chunks): its first sequence from its place's anchor, its
+// other sequences from rest, and where it ends its page the block's last literals.
+extern "C" __global__ void emit_chunks_kernel(const unsigned char* src, const i64* chunks,
+                                              int n_chunks, const unsigned char* rest,
+                                              const i64* records, const i64* places,
+                                              unsigned char* out) {
+    const int lane = threadIdx.x;
+    for (int c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        const i64* ch = chunks + (i64)c * CHUNK_COLUMNS;
+        const i64* rec = records + (i64)c * RECORD_COLUMNS;
+        const i64* pl = places + (i64)c * PLACE_COLUMNS;
+        const unsigned char* s = src + ch[0];
+        i64 q = pl[0], anchor = pl[1];
+        if (rec[0]) {
+            const i64 p = ch[2] + rec[1];
+            q = put_sequence(s, anchor, p - anchor, out, q, rec[2], rec[3], lane);
+            for (i64 k = lane; k < rec[4]; k += WINDOW) out[q + k] = rest[ch[4] + k];
+            q += rec[4];
+            anchor = rec[5];
+        }
+        if (pl[2]) put_sequence(s, anchor, ch[1] - anchor, out, q, 0, 0, lane);
     }
 }

@@ -18,7 +18,7 @@ import grail_duckdb as gd
 from grail_duckdb.engine import label_pages, page_plan, parquet_parts, persistence
 from grail_duckdb.kernels import gpu_available, to_host
 from grail_duckdb.kernels.cpu import CpuKernels
-from grail_duckdb.kernels.cpu.pages import ENC_COLUMNS, encode_pages, lz4_block, lz4_bound
+from grail_duckdb.kernels.cpu.pages import lz4_block, lz4_bound
 
 needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
 
@@ -29,53 +29,52 @@ def _pages(rng, sizes):
              lambda n: np.repeat(rng.integers(0, 256, -(-n // 37)), 37)[:n],
              lambda n: np.zeros(n, np.int64)]
     pages = [kinds[i % len(kinds)](n).astype(np.uint8) for i, n in enumerate(sizes)]
-    table = np.zeros((len(pages), ENC_COLUMNS), np.int64)
-    table[:, 1] = sizes
-    table[1:, 0] = np.cumsum(sizes)[:-1]
-    table[1:, 2] = np.cumsum([lz4_bound(n) for n in sizes])[:-1]
-    src = np.concatenate(pages) if pages else np.zeros(0, np.uint8)
-    return src, table, int(sum(lz4_bound(n) for n in sizes))
+    return np.concatenate(pages) if pages else np.zeros(0, np.uint8), np.array(sizes, np.int64)
 
 
-SIZES = [0, 1, 12, 13, 17, 100, 4096, 65_536, 65_535, 30_000, 65_536, 300_001, 1 << 20]
-
-
-@given(st.lists(st.integers(0, 1 << 16), min_size=1, max_size=6), st.integers(0, 2**32 - 1))
-@settings(max_examples=40, deadline=None)
-def test_every_block_decodes_to_its_page(sizes, seed):
-    src, table, room = _pages(np.random.default_rng(seed), sizes)
-    out, got = np.zeros(max(room, 1), np.uint8), np.zeros(len(sizes), np.int64)
-    encode_pages(src, table, out, got)
-    for (at, n, o), size in zip(table, got):
+def _blocks(src, raw, sizes, blocks):
+    """Each block decodes to its page (as pyarrow decodes an LZ4_RAW page)."""
+    at = np.concatenate([[0], np.cumsum(raw)[:-1]]).astype(np.int64)
+    ends = np.cumsum(sizes)
+    for a, n, size, end in zip(at, raw, sizes, ends):
         back = np.zeros(n, np.uint8)
         assert size <= lz4_bound(n)
-        assert lz4_block(out, o, o + size, back, 0, n)
-        np.testing.assert_array_equal(back, src[at:at + n])
+        assert lz4_block(blocks, end - size, end, back, 0, n)
+        np.testing.assert_array_equal(back, src[a:a + n])
+
+
+SIZES = [0, 1, 12, 13, 17, 100, 4096, 65_536, 65_535, 65_537, 30_000, 65_548, 300_001, 1 << 20]
+
+
+@given(st.lists(st.integers(0, 3 << 16), min_size=1, max_size=6), st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_every_block_decodes_to_its_page(sizes, seed):
+    src, raw = _pages(np.random.default_rng(seed), sizes)
+    got, blocks = label_pages.encode_pages(CpuKernels(), src, raw)
+    _blocks(src, raw, got, blocks)
 
 
 def test_repeated_bytes_compress():
-    src, table, room = _pages(np.random.default_rng(0), [65_536] * 4)
-    out, got = np.zeros(room, np.uint8), np.zeros(4, np.int64)
-    encode_pages(src, table, out, got)
+    src, raw = _pages(np.random.default_rng(0), [65_536] * 4 + [1 << 20] * 4)
+    got, blocks = label_pages.encode_pages(CpuKernels(), src, raw)
+    _blocks(src, raw, got, blocks)
     assert 65_536 < got[0] < 66_000 and got[3] < 400  # random bytes grow a little, zeros vanish
     assert got[1] < 0.8 * 65_536 and got[2] < 0.15 * 65_536  # 2-bit values; runs of 37
+    assert got[4] < 1.01 * (1 << 20) and got[7] < 6000  # a 1 MiB page: chunks joined
+    assert got[5] < 0.8 * (1 << 20) and got[6] < 0.15 * (1 << 20)
 
 
 @pytest.mark.gpu
 @needs_gpu
-def test_the_kernel_writes_the_twins_bytes():
+def test_the_kernels_write_the_twins_bytes():
     import cupy as cp
     from grail_duckdb.kernels import kernels_for
 
-    src, table, room = _pages(np.random.default_rng(7), SIZES * 30)  # more pages than threads
-    out, got = np.zeros(room, np.uint8), np.zeros(table.shape[0], np.int64)
-    encode_pages(src, table, out, got)
-    dev_out = cp.zeros(room, cp.uint8)
-    dev_got = cp.zeros(table.shape[0], cp.int64)
-    kernels_for("gpu").encode_pages(cp.asarray(src), cp.asarray(table), dev_out, dev_got)
-    np.testing.assert_array_equal(cp.asnumpy(dev_got), got)
-    for (_, _, o), size in zip(table, got):
-        np.testing.assert_array_equal(cp.asnumpy(dev_out[o:o + size]), out[o:o + size])
+    src, raw = _pages(np.random.default_rng(7), SIZES * 20)  # more chunks than warps
+    got, blocks = label_pages.encode_pages(CpuKernels(), src, raw)
+    dev_got, dev_blocks = label_pages.encode_pages(kernels_for("gpu"), cp.asarray(src), raw)
+    np.testing.assert_array_equal(dev_got, got)
+    np.testing.assert_array_equal(cp.asnumpy(dev_blocks), blocks)
 
 
 def test_pages_are_split_as_pyarrow_splits_them(backend):

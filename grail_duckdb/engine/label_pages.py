@@ -25,7 +25,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..kernels import to_host
-from ..kernels.cpu.pages import ENC_COLUMNS, lz4_bound
+from ..kernels.cpu.pages import (CH_BYTES, CH_END, CH_FIRST, CH_PAGE, CH_REST, CHUNK,
+                                 CHUNK_COLUMNS, PL_ANCHOR, PL_AT, PL_LAST, PLACE_COLUMNS,
+                                 REC_LITERALS, REC_MATCH, REC_MATCHES, REC_REST, REC_TAIL,
+                                 RECORD_COLUMNS)
 from . import parquet_parts
 from .parquet_parts import (_CM_COMPRESSED, _CM_DATA_PAGE, _CM_STATISTICS, _CM_SIZE_STATISTICS,
                             _CM_UNCOMPRESSED, _CM_VALUES, _DATA_PAGE, _FILE_NUM_ROWS,
@@ -70,30 +73,94 @@ def page_rows(m: int, rows_per_page: int = ROWS_PER_PAGE) -> np.ndarray:
     return np.array([rows_per_page] * full + ([rest] if rest else []), np.int64)
 
 
-def encode_columns(kernels, values, rows_per_page: int = ROWS_PER_PAGE):
-    """The pages of ``values`` (``(k, m)`` int32 on ``kernels``' backend) encoded there:
-    ``(rows of each page, block length of each page (k rows of pages), the blocks one after
-    the other on the host)``. The encoder runs twice: once into room for the worst case, for
-    the blocks' lengths, then with each block at its final place (it is deterministic), so
-    that only the blocks' bytes come over, in one copy, with no step per page."""
+def _bound(n):
+    """LZ4's worst case for blocks of ``n`` bytes (array or int)."""
+    return n + n // 255 + 16
+
+
+def chunk_table(raw: np.ndarray) -> np.ndarray:
+    """The chunks of pages of ``raw`` bytes each, laid one after the other in the source:
+    one row per chunk (:data:`~grail_duckdb.kernels.cpu.pages.CHUNK_COLUMNS`), each page
+    cut into chunks of :data:`~grail_duckdb.kernels.cpu.pages.CHUNK` bytes (one at least),
+    with room in the scratch for each chunk's sequences.
+
+    >>> chunk_table(np.array([5, 0, 70_000])).tolist()
+    [[0, 5, 0, 5, 0], [5, 0, 0, 0, 21], [5, 70000, 0, 65536, 37], [5, 70000, 65536, 70000, 65846]]
+    """
+    raw = np.asarray(raw, np.int64)
+    counts = np.maximum(-(-raw // CHUNK), 1)
+    page = np.repeat(np.arange(raw.shape[0]), counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    out = np.empty((page.shape[0], CHUNK_COLUMNS), np.int64)
+    out[:, CH_PAGE] = (np.cumsum(raw) - raw)[page]
+    out[:, CH_BYTES] = raw[page]
+    out[:, CH_FIRST] = (np.arange(page.shape[0]) - first) * CHUNK
+    out[:, CH_END] = np.minimum(out[:, CH_FIRST] + CHUNK, out[:, CH_BYTES])
+    room = _bound(out[:, CH_END] - out[:, CH_FIRST])
+    out[:, CH_REST] = np.cumsum(room) - room
+    return out
+
+
+def _length_bytes(n):
+    """Bytes an LZ4 length of ``n`` takes past its token's 4 bits."""
+    return np.where(n >= 15, (n - 15) // 255 + 1, 0)
+
+
+def chunk_places(chunks: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each chunk's bytes go in the blocks, laid page after page, from what the parse
+    found in it (``records``): ``(places (one row per chunk,
+    :data:`~grail_duckdb.kernels.cpu.pages.PLACE_COLUMNS`), each page's block length)``.
+    A chunk's first sequence takes the literals that end the chunks before it, back to the
+    page's last match; a chunk without a match writes nothing but, ending its page, the
+    block's last literals."""
+    matches = records[:, REC_MATCHES] > 0
+    page = chunks[:, CH_PAGE]
+    ends = np.where(matches, page + records[:, REC_TAIL], -1)
+    before = np.concatenate([[-1], np.maximum.accumulate(ends)[:-1]]) if ends.size else ends
+    anchor = np.maximum(before - page, 0)
+    last = np.ones(chunks.shape[0], bool)
+    last[:-1] = (chunks[1:, CH_FIRST] == 0)
+    lit = chunks[:, CH_FIRST] + records[:, REC_LITERALS] - anchor
+    first = 3 + _length_bytes(lit) + lit + _length_bytes(records[:, REC_MATCH] - 4)
+    tail = chunks[:, CH_BYTES] - np.where(matches, records[:, REC_TAIL], anchor)
+    size = (np.where(matches, first + records[:, REC_REST], 0)
+            + np.where(last, 1 + _length_bytes(tail) + tail, 0))
+    places = np.empty((chunks.shape[0], PLACE_COLUMNS), np.int64)
+    places[:, PL_AT] = np.cumsum(size) - size
+    places[:, PL_ANCHOR] = anchor
+    places[:, PL_LAST] = last
+    starts = np.flatnonzero(chunks[:, CH_FIRST] == 0)
+    return places, np.add.reduceat(size, starts) if starts.size else np.zeros(0, np.int64)
+
+
+def encode_pages(kernels, src, raw: np.ndarray):
+    """The pages of ``src`` (bytes on ``kernels``' backend, pages of ``raw`` bytes one after
+    the other) as LZ4 blocks there: ``(each block's length, the blocks one after the
+    other)``. A warp parses each chunk (``parse_chunks_kernel``), the host places the
+    chunks' sequences from what it found (:func:`chunk_places`, a few numbers a chunk), and
+    a warp writes each chunk's bytes in place (``emit_chunks_kernel``)."""
     xp = kernels.xp
+    chunks = chunk_table(raw)
+    room = int(_bound(chunks[-1, CH_END] - chunks[-1, CH_FIRST]) + chunks[-1, CH_REST]) if len(chunks) else 1
+    on_device = xp.asarray(chunks)
+    rest = xp.empty(room, xp.uint8)
+    records = xp.zeros((chunks.shape[0], RECORD_COLUMNS), xp.int64)
+    kernels.parse_chunks(src, on_device, rest, records)
+    places, sizes = chunk_places(chunks, to_host(records))
+    out = xp.empty(max(int(sizes.sum()), 1), xp.uint8)
+    kernels.emit_chunks(src, on_device, rest, records, xp.asarray(places), out)
+    return sizes, out[:int(sizes.sum())]
+
+
+def encode_columns(kernels, values, rows_per_page: int = ROWS_PER_PAGE):
+    """The pages of ``values`` (``(k, m)`` int32 on ``kernels``' backend) encoded there
+    (:func:`encode_pages`): ``(rows of each page, block length of each page (k rows of
+    pages), the blocks one after the other on the host)``."""
     k, m = values.shape
     rows = page_rows(m, rows_per_page)
-    raw = np.tile(rows * 4, k)
-    table = np.empty((raw.shape[0], ENC_COLUMNS), np.int64)
-    table[:, 0] = np.concatenate([[0], np.cumsum(raw)[:-1]])
-    table[:, 1] = raw
-    bounds = np.array([lz4_bound(int(r)) for r in raw], np.int64)
-    table[:, 2] = np.concatenate([[0], np.cumsum(bounds)[:-1]])
-    src = split_pages(xp, values, rows_per_page)
-    sizes = xp.empty(raw.shape[0], xp.int64)
-    kernels.encode_pages(src, xp.asarray(table), xp.empty(max(int(bounds.sum()), 1), xp.uint8),
-                         sizes)
-    lengths = to_host(sizes)
-    table[:, 2] = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    blocks = xp.empty(max(int(lengths.sum()), 1), xp.uint8)
-    kernels.encode_pages(src, xp.asarray(table), blocks, sizes)
-    return rows, lengths.reshape(k, -1), to_host(blocks)[:int(lengths.sum())]
+    sizes, blocks = encode_pages(kernels, split_pages(kernels.xp, values, rows_per_page),
+                                 np.tile(rows * 4, k))
+    return rows, sizes.reshape(k, -1), to_host(blocks)
 
 
 def page_header(rows: int, raw: int, size: int) -> bytes:

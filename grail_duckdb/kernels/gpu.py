@@ -53,8 +53,8 @@ _BALANCE_MODES = {"binned": 0, "edges": 1}
 #: threads per block of ``pages_kernel`` (a block decodes a page at a time), and its
 #: blocks at most
 _PAGE_THREADS, _PAGE_GRID = 256, 4096
-#: blocks of the page encoder at most (a warp each, with 16 KiB of hash slots)
-_ENCODE_GRID = 4096
+#: blocks of the page encoder's kernels at most (a warp each, with 8 KiB of hash slots)
+_ENCODE_GRID = 1 << 14
 #: packed edges per tile of the CSR compaction (PAIR_TILE in graph.cu)
 _PAIR_TILE = 256 * 16
 
@@ -447,17 +447,25 @@ class GpuKernels(GpuQueries):
                 (min(n_pages, _PAGE_GRID),), (_PAGE_THREADS,),
                 (src, table, np.int32(n_pages), np.int64(kept), scratch, err))
 
-    def encode_pages(self, src, table, out, sizes) -> None:
-        """Each page of ``table`` as one LZ4 block, on the current stream
-        (``encode_pages_kernel`` in ``kernels/pages.cu``, a warp per page with its hash slots
-        in shared memory; the CPU twin is :func:`.cpu.pages.encode_pages`, whose arguments
-        these are): ``src`` the pages' bytes, ``table`` one row per page
-        (:data:`.cpu.pages.ENC_COLUMNS`), ``out`` room for every block, ``sizes`` (int64)
-        the blocks' lengths."""
-        n = int(table.shape[0])
+    def parse_chunks(self, src, chunks, rest, records) -> None:
+        """The LZ4 sequences of each chunk of pages, on the current stream
+        (``parse_chunks_kernel`` in ``kernels/pages.cu``, a warp per chunk with its hash
+        slots in shared memory; the CPU twin is :func:`.cpu.pages.parse_chunks`, whose
+        arguments these are)."""
+        n = int(chunks.shape[0])
         if n:
-            self._plain.get_function("encode_pages_kernel")(
-                (min(n, _ENCODE_GRID),), (_ENCODE_WARP,), (src, table, np.int32(n), out, sizes))
+            self._plain.get_function("parse_chunks_kernel")(
+                (min(n, _ENCODE_GRID),), (_ENCODE_WARP,), (src, chunks, np.int32(n), rest,
+                                                           records))
+
+    def emit_chunks(self, src, chunks, rest, records, places, out) -> None:
+        """Each chunk's bytes at its place in its page's LZ4 block (``emit_chunks_kernel``,
+        a warp per chunk; the CPU twin is :func:`.cpu.pages.emit_chunks`)."""
+        n = int(chunks.shape[0])
+        if n:
+            self._plain.get_function("emit_chunks_kernel")(
+                (min(n, _ENCODE_GRID),), (_ENCODE_WARP,), (src, chunks, np.int32(n), rest,
+                                                           records, places, out))
 
     @_out_of_memory
     def edge_hash_sum(self, pairs):

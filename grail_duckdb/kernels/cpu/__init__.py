@@ -113,9 +113,13 @@ class CpuKernels:
         return cached
 
     # --- the save's label pages ------------------------------------------------------------
-    def encode_pages(self, src, table, out, sizes) -> None:
-        """Each page of ``table`` as one LZ4 block (:func:`.pages.encode_pages`)."""
-        pages.encode_pages(src, table, out, sizes)
+    def parse_chunks(self, src, chunks, rest, records) -> None:
+        """The LZ4 sequences of each chunk of pages (:func:`.pages.parse_chunks`)."""
+        pages.parse_chunks(src, chunks, rest, records)
+
+    def emit_chunks(self, src, chunks, rest, records, places, out) -> None:
+        """Each chunk's bytes at its place in its page's block (:func:`.pages.emit_chunks`)."""
+        pages.emit_chunks(src, chunks, rest, records, places, out)
 
     # --- CSR -------------------------------------------------------------------------------
     def csr_of_pairs(self, pairs, n):

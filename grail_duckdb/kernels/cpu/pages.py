@@ -144,21 +144,22 @@ def page_values(src, table, scratch, out):
     return True
 
 
-#: LZ4's rules at a block's end: its last 5 bytes are literals, and its last match starts 12
-#: bytes or more before the end; a match reaches back 65,535 bytes at most
-_LAST_LITERALS, _MF_LIMIT, _MAX_OFFSET = 5, 12, 65_535
-#: hash slots of the page encoder, each a position looked at whose 5 bytes have that hash
-#: (int32; ``_EMPTY`` where none): 32 KiB, a warp's shared memory on the device
-HASH_BITS = 13
-_EMPTY = -1
-#: positions the encoder looks at together (a warp's lanes on the device): the hash slots of
-#: all of them are read, then all are written, so a match is found in a slot as it stood
-#: before the window
+#: LZ4's rules: a match is 4 bytes or more; a block's last 5 bytes are literals, and its last
+#: match starts 12 bytes or more before its end
+_MIN_MATCH, _LAST_LITERALS, _MF_LIMIT = 4, 5, 12
+#: bytes of a page that one warp (one call of :func:`parse_chunk`) parses: its positions and
+#: the matches it finds stay within them, so that a 1 MiB page is parsed by 16 warps at once
+CHUNK = 1 << 16
+#: hash slots of the encoder, each a position of the chunk (from its start; ``_EMPTY`` where
+#: none) whose 5 bytes have that hash: 8 KiB of uint16, a warp's shared memory on the device
+HASH_BITS = 12
+_EMPTY = 0xFFFF
+#: positions the encoder looks at together (a warp's lanes on the device)
 WINDOW = 32
 
 
 def lz4_bound(n: int) -> int:
-    """Bytes that :func:`lz4_encode` may write for ``n`` bytes (LZ4's worst case).
+    """Bytes that an LZ4 block of ``n`` bytes may take (LZ4's worst case).
 
     >>> lz4_bound(65536)
     65809
@@ -211,81 +212,105 @@ def _hash5(src, at):
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _first_match(src, a, i, w, table, refs):
-    """The first of the ``w`` positions from ``i`` (of the page at ``src[a]``) with a match:
-    an earlier position within reach with the same 4 bytes, named by its hash slot; or -1.
-    ``refs[j]`` receives position ``i + j``'s candidate. Each position before the first
-    match takes its slot unless an earlier one of the window took it, and finds there that
-    one (a run's slot keeps its start, so that the run's next copy matches whole); the
-    match's own position and those it covers take none. On the device the window's lanes
-    do this at once: a slot as it stood before the window, or the window's first position
-    with the same hash (``__match_any_sync``)."""
+def _first_match(src, a, c0, i, w, end, table, refs):
+    """The first of the ``w`` positions from ``i`` (of the page at ``src[a]``, in the chunk
+    from ``c0``) with a match that ends by ``end``: an earlier position with the same 4
+    bytes, named by its hash slot; or -1. ``refs[j]`` receives position ``i + j``'s
+    candidate. Each position before the first match takes its slot unless an earlier one
+    of the window took it, and finds there that one (a run's slot keeps its start, so that
+    the run's next copy matches whole); the match's own position and those it covers take
+    none. On the device the window's lanes do this at once: a slot as it stood before the
+    window, or the window's first lane of the same hash (``__match_any_sync``)."""
     for j in range(w):
         p = i + j
         h = _hash5(src, a + p)
-        r = refs[j] = table[h]
-        if (r >= 0 and r < p and p - r <= _MAX_OFFSET and src[a + r] == src[a + p]
+        r = refs[j] = -1 if table[h] == _EMPTY else c0 + np.int64(table[h])
+        if (r >= 0 and r < p and p + _MIN_MATCH <= end and src[a + r] == src[a + p]
                 and src[a + r + 1] == src[a + p + 1] and src[a + r + 2] == src[a + p + 2]
                 and src[a + r + 3] == src[a + p + 3]):
             return j
         if r < i:
-            table[h] = p
+            table[h] = p - c0
     return -1
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
-def lz4_encode(src, a, n, out, o, table):
-    """``src[a:a + n]`` as one LZ4 block at ``out[o:]`` (:func:`lz4_bound` bytes of room);
-    returns its length. Greedy, as LZ4's fast mode without its acceleration, but looking at
-    :data:`WINDOW` positions at a time (:func:`_first_match`): the first of them with a match
-    through its hash slot takes it, extended as far as it goes both ways, the position two
-    before its end takes its slot (as in LZ4), and the next window starts after it; a window
-    without one becomes literals. On rmat:20:12's label pages its blocks are 3% smaller than
-    pyarrow's LZ4 (README, Scale, stop 36). The CPU twin of
-    ``encode_pages_kernel`` (``kernels/pages.cu``), whose warps run a window's positions on
-    their lanes; :func:`lz4_block` decodes it (as pyarrow does Parquet's LZ4_RAW pages).
+#: columns of the chunk table (:func:`parse_chunks`, :func:`emit_chunks`): where the chunk's
+#: page starts in the source, the page's bytes, the chunk's first and end byte in the page,
+#: where its other sequences go in the scratch (:func:`lz4_bound` of its bytes each)
+CHUNK_COLUMNS = 5
+CH_PAGE, CH_BYTES, CH_FIRST, CH_END, CH_REST = range(CHUNK_COLUMNS)
+#: what :func:`parse_chunk` finds in a chunk: its matches, its first sequence (literals
+#: from the chunk's start, match offset, match length), the bytes of its other sequences,
+#: where its last match ends in the page
+RECORD_COLUMNS = 6
+REC_MATCHES, REC_LITERALS, REC_OFFSET, REC_MATCH, REC_REST, REC_TAIL = range(RECORD_COLUMNS)
+#: columns of a chunk's place (:func:`emit_chunks`): where its bytes go in the output, where
+#: in the page the literals of its first sequence start, whether it ends its page
+PLACE_COLUMNS = 3
+PL_AT, PL_ANCHOR, PL_LAST = range(PLACE_COLUMNS)
 
-    >>> data = np.frombuffer(b"abcd" * 20 + b"-xyz", np.uint8)
-    >>> out, table = np.zeros(lz4_bound(84), np.uint8), np.empty(1 << HASH_BITS, np.int32)
-    >>> k = lz4_encode(data, 0, 84, out, 0, table)
-    >>> back = np.zeros(84, np.uint8)
-    >>> k, lz4_block(out, 0, k, back, 0, 84), bytes(back) == bytes(data)
-    (14, True, True)
-    """
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def parse_chunk(src, chunk, rest, record, table, refs):
+    """One chunk of a page parsed greedily as LZ4's fast mode does (without its
+    acceleration), looking at :data:`WINDOW` positions at a time (:func:`_first_match`):
+    the first of them with a match takes it, extended as far as it goes both ways within
+    the chunk, the position two before its end takes its slot (as in LZ4), and the next
+    window starts after it; a window without one becomes literals. Its sequences but the
+    first are written to ``rest`` (from ``chunk[CH_REST]``); ``record`` receives the rest
+    (:data:`RECORD_COLUMNS`). The CPU twin of ``parse_chunks_kernel``
+    (``kernels/pages.cu``), a warp per chunk."""
+    a, n, c0, c1, q = chunk[CH_PAGE], chunk[CH_BYTES], chunk[CH_FIRST], chunk[CH_END], chunk[CH_REST]
+    r0 = q
     table[:] = _EMPTY
-    refs = np.empty(WINDOW, np.int64)
-    q, anchor, i = o, 0, 0
-    while i < n - _MF_LIMIT:
-        w = min(WINDOW, n - _MF_LIMIT - i)
-        j = _first_match(src, a, i, w, table, refs)
+    stop, end = min(c1, n - _MF_LIMIT), min(c1, n - _LAST_LITERALS)
+    matches, anchor, i = 0, c0, c0
+    while i < stop:
+        w = min(WINDOW, stop - i)
+        j = _first_match(src, a, c0, i, w, end, table, refs)
         if j < 0:
             i += w
             continue
-        p, r, m = i + j, refs[j], 4
-        while p + m < n - _LAST_LITERALS and src[a + r + m] == src[a + p + m]:
+        p, r, m = i + j, refs[j], _MIN_MATCH
+        while p + m < end and src[a + r + m] == src[a + p + m]:
             m += 1
         while p > anchor and r > 0 and src[a + p - 1] == src[a + r - 1]:
             p, r, m = p - 1, r - 1, m + 1
-        q = _sequence(src, a + anchor, p - anchor, out, q, p - r, m)
+        if matches:
+            q = _sequence(src, a + anchor, p - anchor, rest, q, p - r, m)
+        else:
+            record[REC_LITERALS], record[REC_OFFSET], record[REC_MATCH] = p - c0, p - r, m
+        matches += 1
         i = anchor = p + m
-        table[_hash5(src, a + i - 2)] = i - 2
-    q = _sequence(src, a + anchor, n - anchor, out, q, 0, 0)
-    return q - o
-
-
-#: columns of an encoder's page table (:func:`encode_pages`): where the page's bytes start
-#: in the source, how many there are, where its block goes in the output
-ENC_COLUMNS = 3
-ENC_SRC, ENC_RAW, ENC_OUT = range(ENC_COLUMNS)
+        table[_hash5(src, a + i - 2)] = i - 2 - c0
+    record[REC_MATCHES], record[REC_REST], record[REC_TAIL] = matches, q - r0, anchor
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def encode_pages(src, table, out, sizes):
-    """Each page of ``table`` (one row per page, :data:`ENC_COLUMNS`) as one LZ4 block
-    (:func:`lz4_encode`) at its place in ``out`` (:func:`lz4_bound` bytes of room each);
-    ``sizes[p]`` receives page p's block length. The CPU twin of
-    ``encode_pages_kernel``."""
-    hashes = np.empty(1 << HASH_BITS, np.int32)
-    for p in range(table.shape[0]):
-        sizes[p] = lz4_encode(src, table[p, ENC_SRC], table[p, ENC_RAW], out, table[p, ENC_OUT],
-                              hashes)
+def parse_chunks(src, chunks, rest, records):
+    """:func:`parse_chunk` on every row of ``chunks`` (:data:`CHUNK_COLUMNS`)."""
+    table = np.empty(1 << HASH_BITS, np.uint16)
+    refs = np.empty(WINDOW, np.int64)
+    for c in range(chunks.shape[0]):
+        parse_chunk(src, chunks[c], rest, records[c], table, refs)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def emit_chunks(src, chunks, rest, records, places, out):
+    """Each chunk's bytes of its page's LZ4 block at ``places[c, PL_AT]`` of ``out``: its
+    first sequence, whose literals start where the page's previous match ended
+    (``PL_ANCHOR``, before the chunk where earlier chunks end in literals), its other
+    sequences as :func:`parse_chunk` wrote them, and, ending its page, the block's last
+    literals. The CPU twin of ``emit_chunks_kernel``."""
+    for c in range(chunks.shape[0]):
+        a, n, c0 = chunks[c, CH_PAGE], chunks[c, CH_BYTES], chunks[c, CH_FIRST]
+        rec, q, anchor = records[c], places[c, PL_AT], places[c, PL_ANCHOR]
+        if rec[REC_MATCHES]:
+            p = c0 + rec[REC_LITERALS]
+            q = _sequence(src, a + anchor, p - anchor, out, q, rec[REC_OFFSET], rec[REC_MATCH])
+            r0 = chunks[c, CH_REST]
+            out[q:q + rec[REC_REST]] = rest[r0:r0 + rec[REC_REST]]
+            q += rec[REC_REST]
+            anchor = rec[REC_TAIL]
+        if places[c, PL_LAST]:
+            _sequence(src, a + anchor, n - anchor, out, q, 0, 0)

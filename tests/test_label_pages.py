@@ -100,9 +100,8 @@ def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows):
                        np.sort(rng.integers(0, 5000, rows))]).astype(np.int32)
     keys = pa.table({"key": pa.array(np.arange(rows, dtype=np.int64)),
                      "component": pa.array(np.arange(rows, dtype=np.int32))})
-    pages, sizes, blocks = label_pages.encode_columns(backend, backend.xp.asarray(values))
-    part = parquet_parts.appended(parquet_parts.encode_part(keys),
-                                  label_pages.label_part(names, pages, sizes, blocks))
+    encoded = label_pages.encode_columns(backend, backend.xp.asarray(values))
+    part = label_pages.appended(parquet_parts.encode_part(keys), names, encoded)
     data = bytes(part.data[:part.data_end]) + parquet_parts.footer([part], {"k": "v"})
     table = pq.read_table(io.BytesIO(data))
     md = pq.ParquetFile(io.BytesIO(data)).metadata
@@ -119,14 +118,15 @@ def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows):
     assert "BYTE_STREAM_SPLIT" in md.row_group(0).column(3).encodings
 
 
-@pytest.mark.parametrize("dag", [False, True])
+@pytest.mark.parametrize("dag,batch", [(False, 1 << 30), (True, 1 << 30), (False, 600 << 10)])
 def test_an_index_saved_with_own_chunks_loads_and_reads_in_duckdb(tmp_path, monkeypatch,
-                                                                  backend, dag):
+                                                                  backend, dag, batch):
     """A save that encodes the early label columns itself (on a GPU index always; here on
-    either backend): the loaded labels are the saved ones, DuckDB reads the file, and its
-    label chunks are those a GPU load decodes itself."""
+    either backend), its parts in one batch or in several: the loaded labels are the saved
+    ones, DuckDB reads the file, and its label chunks are those a GPU load decodes itself."""
     monkeypatch.setattr(persistence, "OWN_PAGES", "always")
     monkeypatch.setattr(persistence, "PART_BYTES", 256 << 10)
+    monkeypatch.setattr(persistence, "ENCODE_BATCH", batch)
     rng = np.random.default_rng(11)
     src, dst = rng.integers(0, 60_000, 90_000), rng.integers(0, 60_000, 90_000)
     if dag:

@@ -3,28 +3,31 @@
 A save of rmat:23:12 spent 2.5-3.0 of its ~5 busy thread-seconds in pyarrow's encoding and
 1.9-2.6 in bringing the rows over and transposing them on the host (README, Scale, stop 35):
 the host's memory traffic bounds it, not the disk. Here the backend does that work where the
-rows are: the columns of a part (``values``: one row per file column) are cut into pages of
-:data:`ROWS_PER_PAGE` rows, each page byte-stream split (:func:`split_pages`, array code for
-NumPy and CuPy alike) and compressed as one LZ4 block (``encode_pages_kernel`` in
-``kernels/pages.cu`` on a GPU, its twin :func:`~grail_duckdb.kernels.cpu.pages.encode_pages`
-on the host), and only the compressed blocks come to the host. :func:`label_part` lays them as
-column chunks (a data page header before each block) behind a footer made from pyarrow's own
-for the same columns (:func:`template`), so that :func:`.parquet_parts.appended` joins them to
-pyarrow's part of the keys and components: readers (pyarrow, DuckDB, a GPU load's page
-decoder) see the same encodings as before, BYTE_STREAM_SPLIT pages in LZ4_RAW.
+rows are, for a batch of parts at once (:func:`encode_parts`): each part's columns (one row
+per file column) are cut into pages of :data:`ROWS_PER_PAGE` rows, each page byte-stream
+split (:func:`split_pages`, array code for NumPy and CuPy alike) and compressed as one LZ4
+block (:func:`encode_pages`: a warp parses each 64 KiB chunk of a page, ``parse_chunks_kernel``
+in ``kernels/pages.cu``, and writes its bytes in place, ``emit_chunks_kernel``; their twins
+in :mod:`grail_duckdb.kernels.cpu.pages`), and only the blocks come to the host, in one copy
+into the part's buffer with room left for the page headers. :func:`appended` lays them as
+column chunks after pyarrow's part of the keys and components, with a footer made from
+pyarrow's own for the same columns (:func:`template`): readers (pyarrow, DuckDB, a GPU load's
+page decoder) see the same encodings as before, BYTE_STREAM_SPLIT pages in LZ4_RAW.
 
-A greedy encoder per 64 KiB page wrote blocks within 1-7% of pyarrow's (54.2 against 50.7 MB
-for rmat:21:12's early columns, 105.0 against 102.6 for a 2M-paper citation index; README,
-Scale, stop 35).
+The blocks are as large as pyarrow's (rmat:20:12's file 31.7 against 31.8 MiB, rmat:23:12's
+267.1 against 266.7; README, Scale, stop 36): the encoder hashes 5 bytes, as LZ4 does for
+blocks past 64 KiB, extends matches backwards and writes the slot two bytes before a
+match's end.
 """
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from ..kernels import to_host
+from ..kernels import is_device_array, to_host
 from ..kernels.cpu.pages import (CH_BYTES, CH_END, CH_FIRST, CH_PAGE, CH_REST, CHUNK,
                                  CHUNK_COLUMNS, PL_ANCHOR, PL_AT, PL_LAST, PLACE_COLUMNS,
                                  REC_LITERALS, REC_MATCH, REC_MATCHES, REC_REST, REC_TAIL,
@@ -133,34 +136,72 @@ def chunk_places(chunks: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, n
     return places, np.add.reduceat(size, starts) if starts.size else np.zeros(0, np.int64)
 
 
-def encode_pages(kernels, src, raw: np.ndarray):
+def encode_pages(kernels, src, raw: np.ndarray, gap=None):
     """The pages of ``src`` (bytes on ``kernels``' backend, pages of ``raw`` bytes one after
     the other) as LZ4 blocks there: ``(each block's length, the blocks one after the
     other)``. A warp parses each chunk (``parse_chunks_kernel``), the host places the
     chunks' sequences from what it found (:func:`chunk_places`, a few numbers a chunk), and
-    a warp writes each chunk's bytes in place (``emit_chunks_kernel``)."""
+    a warp writes each chunk's bytes in place (``emit_chunks_kernel``). ``gap``, a function
+    of the blocks' lengths, gives the bytes to leave before each block (its page header's)."""
     xp = kernels.xp
     chunks = chunk_table(raw)
-    room = int(_bound(chunks[-1, CH_END] - chunks[-1, CH_FIRST]) + chunks[-1, CH_REST]) if len(chunks) else 1
+    if not chunks.shape[0]:
+        return np.zeros(0, np.int64), xp.zeros(0, xp.uint8)
+    room = int(_bound(chunks[-1, CH_END] - chunks[-1, CH_FIRST]) + chunks[-1, CH_REST])
     on_device = xp.asarray(chunks)
     rest = xp.empty(room, xp.uint8)
     records = xp.zeros((chunks.shape[0], RECORD_COLUMNS), xp.int64)
     kernels.parse_chunks(src, on_device, rest, records)
     places, sizes = chunk_places(chunks, to_host(records))
-    out = xp.empty(max(int(sizes.sum()), 1), xp.uint8)
+    shift = np.cumsum(gap(sizes)) if gap is not None else np.zeros(sizes.shape[0], np.int64)
+    places[:, PL_AT] += shift[np.cumsum(chunks[:, CH_FIRST] == 0) - 1]
+    total = int(sizes.sum() + shift[-1])
+    out = xp.empty(max(total, 1), xp.uint8)
     kernels.emit_chunks(src, on_device, rest, records, xp.asarray(places), out)
-    return sizes, out[:int(sizes.sum())]
+    return sizes, out[:total]
 
 
-def encode_columns(kernels, values, rows_per_page: int = ROWS_PER_PAGE):
-    """The pages of ``values`` (``(k, m)`` int32 on ``kernels``' backend) encoded there
-    (:func:`encode_pages`): ``(rows of each page, block length of each page (k rows of
-    pages), the blocks one after the other on the host)``."""
-    k, m = values.shape
-    rows = page_rows(m, rows_per_page)
-    sizes, blocks = encode_pages(kernels, split_pages(kernels.xp, values, rows_per_page),
-                                 np.tile(rows * 4, k))
-    return rows, sizes.reshape(k, -1), to_host(blocks)
+class Encoded(NamedTuple):
+    """Columns' pages encoded on a backend (:func:`encode_columns`): each page's rows, each
+    block's length (a row of pages per column), each page's header, and the chunks' bytes
+    on the backend with room left for the headers before their blocks."""
+
+    rows: np.ndarray
+    sizes: np.ndarray
+    heads: list
+    data: object
+
+
+def encode_parts(kernels, parts: list, rows_per_page: int = ROWS_PER_PAGE) -> list[Encoded]:
+    """The pages of several parts' columns (``parts``: a ``(k, m)`` int32 array on
+    ``kernels``' backend each) encoded there at once (:func:`encode_pages`: one launch of
+    each kernel for them all, rather than a launch per part, which left the device waiting
+    on the host between the parts), each part laid as its column chunks but for their page
+    headers: ``k`` chunks one after the other, each a header's room and a block per page."""
+    xp = kernels.xp
+    rows = [page_rows(v.shape[1], rows_per_page) for v in parts]
+    every = np.concatenate([np.tile(r, v.shape[0]) for r, v in zip(rows, parts)])
+    heads = []
+
+    def gap(sizes):
+        heads.extend(page_header(int(r), int(r) * 4, int(size)) for r, size in zip(every, sizes))
+        return np.array([len(h) for h in heads], np.int64)
+
+    src = xp.concatenate([split_pages(xp, v, rows_per_page) for v in parts])
+    sizes, data = encode_pages(kernels, src, every * 4, gap)
+    out, page, at = [], 0, 0
+    for r, v in zip(rows, parts):
+        end = page + r.shape[0] * v.shape[0]
+        nbytes = int(sizes[page:end].sum()) + sum(len(h) for h in heads[page:end])
+        out.append(Encoded(r, sizes[page:end].reshape(v.shape[0], -1), heads[page:end],
+                           data[at:at + nbytes]))
+        page, at = end, at + nbytes
+    return out
+
+
+def encode_columns(kernels, values, rows_per_page: int = ROWS_PER_PAGE) -> Encoded:
+    """One part's columns encoded (:func:`encode_parts`)."""
+    return encode_parts(kernels, [values], rows_per_page)[0]
 
 
 def page_header(rows: int, raw: int, size: int) -> bytes:
@@ -186,26 +227,22 @@ def template(names: tuple[str, ...]) -> list:
     return part.meta
 
 
-def label_part(names: list[str], rows: np.ndarray, sizes: np.ndarray, blocks: np.ndarray
-               ) -> Part:
-    """The columns ``names`` of a part as a :class:`~.parquet_parts.Part` of their own: each
-    column's pages (``rows`` each, blocks of ``sizes[j]`` bytes in ``blocks``, column after
-    column) behind a header each, and a footer of pyarrow's for them (:func:`template`) with
-    the counts, sizes and offsets of these chunks."""
+def label_part(names: list[str], encoded: Encoded) -> Part:
+    """The footer of the columns ``names`` as a :class:`~.parquet_parts.Part` of their own
+    whose bytes are ``encoded``'s chunks (not copied here: ``data`` is None): pyarrow's
+    footer for them (:func:`template`) with the counts, sizes and offsets of the chunks."""
     meta = parquet_parts._copy(template(tuple(names)))
+    rows, sizes, heads = encoded.rows, encoded.sizes, encoded.heads
     m = int(rows.sum())
-    pieces, pos, at = [MAGIC], len(MAGIC), 0
     group = _field(meta, _FILE_ROW_GROUPS)[2][1][0]
     columns = _field(group, _RG_COLUMNS)[2][1]
-    total_raw = total = 0
+    pos, total_raw, total, h = len(MAGIC), 0, 0, 0
     for j, cc in enumerate(columns):
         start, raw_bytes = pos, 0
         for r, size in zip(rows, sizes[j]):
-            head = page_header(int(r), int(r) * 4, int(size))
-            pieces += [head, blocks[at:at + int(size)]]
-            at += int(size)
-            pos += len(head) + int(size)
-            raw_bytes += len(head) + int(r) * 4
+            pos += len(heads[h]) + int(size)
+            raw_bytes += len(heads[h]) + int(r) * 4
+            h += 1
         cm = _field(cc, 3)[2]
         cm[:] = [f for f in cm if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
         _set_field(cm, _CM_VALUES, _I64, m)
@@ -222,5 +259,25 @@ def label_part(names: list[str], rows: np.ndarray, sizes: np.ndarray, blocks: np
     _set_field(group, 3, _I64, m)
     _set_field(group, _RG_BYTES, _I64, total_raw)
     _set_field(group, _RG_COMPRESSED, _I64, total)
-    data = np.frombuffer(b"".join(bytes(p) for p in pieces), np.uint8)
-    return Part(data, meta, pos)
+    return Part(None, meta, pos)
+
+
+def appended(first: Part, names: list[str], encoded: Encoded, buffers=None) -> Part:
+    """``first`` (pyarrow's part of the same rows) with the columns ``names`` of
+    ``encoded`` after its own, in one buffer (of ``buffers`` if given): ``first``'s bytes,
+    then the chunks copied once from the backend, the page headers written into their room.
+    """
+    second = label_part(names, encoded)
+    n = first.data_end + second.size
+    data = buffers.take(n) if buffers is not None else np.empty(n, np.uint8)
+    data[:first.data_end] = first.data[:first.data_end]
+    landing = data[first.data_end:n]
+    if is_device_array(encoded.data):
+        encoded.data.get(out=landing)
+    else:
+        landing[...] = encoded.data
+    pos = 0
+    for head, size in zip(encoded.heads, encoded.sizes.reshape(-1)):
+        landing[pos:pos + len(head)] = np.frombuffer(head, np.uint8)
+        pos += len(head) + int(size)
+    return parquet_parts.appended(first, second, buffers, data=data)

@@ -365,10 +365,53 @@ def _padded(values: np.ndarray, rows: int) -> np.ndarray:
 OWN_PAGES = "device"
 
 
+#: raw bytes of label columns that one launch of the page encoder takes at most (the backend
+#: holds about four times as much meanwhile)
+ENCODE_BATCH = 1 << 30
+
+
 def _own_pages(rows: _Rows) -> bool:
     """Whether the save encodes these rows' label columns itself (:data:`OWN_PAGES`)."""
     return OWN_PAGES == "always" or (OWN_PAGES == "device"
                                      and is_device_array(rows.ready_array))
+
+
+class _OwnPages:
+    """The early label columns of a save's parts encoded on the index's backend
+    (:func:`.label_pages.encode_parts`), a batch of consecutive parts at a time (at most
+    :data:`ENCODE_BATCH` raw bytes): the first thread that asks for a part of a batch
+    encodes the batch, the others wait for it, and each part's bytes go once taken."""
+
+    def __init__(self, rows: _Rows, bounds: list):
+        self._rows, self._bounds = rows, bounds
+        self._kernels = kernels_for("gpu" if is_device_array(rows.ready_array) else "cpu")
+        row_bytes = 4 * len(rows.cols)
+        self._batches, self._of, size = [], {}, ENCODE_BATCH
+        for k, (lo, hi) in enumerate(bounds):
+            if hi == lo:
+                continue
+            if size + (hi - lo) * row_bytes > ENCODE_BATCH:
+                self._batches.append([])
+                size = 0
+            self._batches[-1].append(k)
+            self._of[k] = len(self._batches) - 1
+            size += (hi - lo) * row_bytes
+        self._locks = [threading.Lock() for _ in self._batches]
+        self._done: dict[int, tuple[dict, object]] = {}
+
+    def take(self, k: int):
+        """Part ``k``'s :class:`.label_pages.Encoded` and what its bytes wait for
+        (:func:`mark_ready`)."""
+        b = self._of[k]
+        with self._locks[b]:
+            if b not in self._done:
+                ks = self._batches[b]
+                with on_own_stream(self._rows.ready):
+                    values = [self._rows.label_values(*self._bounds[j]) for j in ks]
+                    encoded = label_pages.encode_parts(self._kernels, values)
+                    self._done[b] = dict(zip(ks, encoded)), mark_ready(encoded[0].data)
+            parts, ready = self._done[b]
+            return parts.pop(k), ready
 
 
 def _rows(fields: dict, graph: _Graph, early: bool, ready) -> _Rows:
@@ -663,7 +706,8 @@ class IndexWriter:
             rows = _rows(fields, self._graph, early=True, ready=ready)
             region = self._region.result()  # laid out already: this thread did it
             pos = early.end = region.end
-            encoded = self._encoders.map(lambda k: self._encode(rows, k),
+            pages = _OwnPages(rows, self._graph.bounds) if _own_pages(rows) else None
+            encoded = self._encoders.map(lambda k: self._encode(rows, k, pages),
                                          range(len(self._graph.bounds)))
         finally:
             self._queued.set()  # the hub bits' parts queue behind them (:meth:`finish`)
@@ -677,21 +721,18 @@ class IndexWriter:
         early.end = pos
         return early
 
-    def _encode(self, rows: _Rows, k: int):
+    def _encode(self, rows: _Rows, k: int, own: _OwnPages | None = None):
         """Part ``k`` of ``rows`` encoded: ``(part, hash of its bytes, its bytes when it
-        holds no rows)``."""
+        holds no rows)``; with ``own``, its label columns are those encoded there."""
         lo, hi = self._graph.bounds[k]
-        own_pages = rows.early and hi > lo and _own_pages(rows)
+        own_pages = own is not None and hi > lo
         table = rows.part(lo, hi, self._landing(), labels=not own_pages)
         part = parquet_parts.encode_part(table, self._buffers,
                                          **rows.options(hi - lo, labels=not own_pages))
-        if own_pages:  # the label columns' chunks encoded on the index's backend
-            kernels = kernels_for("gpu" if is_device_array(rows.ready_array) else "cpu")
-            with on_own_stream(rows.ready):
-                pages, sizes, blocks = label_pages.encode_columns(kernels,
-                                                                  rows.label_values(lo, hi))
-            labels = label_pages.label_part(list(rows.cols), pages, sizes, blocks)
-            part = parquet_parts.appended(part, labels, self._buffers)
+        if own_pages:
+            encoded, ready = own.take(k)
+            with on_own_stream(ready):
+                part = label_pages.appended(part, list(rows.cols), encoded, self._buffers)
         region = self._region.result()
         if not rows.early and region.sizes[k]:
             parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])

@@ -239,8 +239,8 @@ def test_chunks_that_do_not_tile_the_file_are_refused():
 
 @pytest.mark.parametrize("sizes", [[1], [300, 500], [7, 1, 2000]])
 def test_early_columns_joined_from_a_region_read_as_one_table(tmp_path, sizes):
-    """The index's layout (formats 8 and 9): each group's first columns encoded as a part of their
-    own and laid in a region after the children's pages (``joined``), its other columns
+    """The index's layout (formats 8 and 9): each group's first columns encoded as a part of
+    their own and laid in a region after the children's pages (``joined``), its other columns
     after both; pyarrow and DuckDB read the rows whole, and ``group_spans`` finds the three
     spans of every group, which tile the file."""
     rng = np.random.default_rng(sum(sizes))

@@ -461,7 +461,6 @@ import os, signal, sys
 import grail_duckdb as gd
 from grail_duckdb.engine import atomic_write, persistence
 from grail_duckdb.kernels import to_host
-from grail_duckdb.kernels.shared import TREE_COLUMNS
 
 def killed(self, *rest):
     os.pwrite(self._file.fd, b"PAR1" + b"x" * 4096, 0)

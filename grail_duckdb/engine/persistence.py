@@ -209,7 +209,8 @@ def _bounds(n: int, c: int, d: int, dag_edges: int) -> list[tuple[int, int]]:
     (16, 4, [(0, 0)])
     """
     base = 8 + 4 + 4 * dag_edges / max(n, 1)  # the key, the component, the children
-    full, empty = base + 4 * (2 * d + 5) + 32, base + (4 * (2 * d + 5) + 32) / 8
+    labels = 4 * (2 * d + 5) + 32
+    full, empty = base + labels, base + labels / 8
     total = c * full + (n - c) * empty
     parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(total) // PART_BYTES)))
     cuts = [0]

@@ -260,8 +260,8 @@ def parse_chunk(src, chunk, rest, record, table, refs):
     first are written to ``rest`` (from ``chunk[CH_REST]``); ``record`` receives the rest
     (:data:`RECORD_COLUMNS`). The CPU twin of ``parse_chunks_kernel``
     (``kernels/pages.cu``), a warp per chunk."""
-    a, n, c0, c1, q = chunk[CH_PAGE], chunk[CH_BYTES], chunk[CH_FIRST], chunk[CH_END], chunk[CH_REST]
-    r0 = q
+    a, n, c0, c1 = chunk[CH_PAGE], chunk[CH_BYTES], chunk[CH_FIRST], chunk[CH_END]
+    q = r0 = chunk[CH_REST]
     table[:] = _EMPTY
     stop, end = min(c1, n - _MF_LIMIT), min(c1, n - _LAST_LITERALS)
     matches, anchor, i = 0, c0, c0

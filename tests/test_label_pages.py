@@ -100,7 +100,7 @@ def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows):
                        np.sort(rng.integers(0, 5000, rows))]).astype(np.int32)
     keys = pa.table({"key": pa.array(np.arange(rows, dtype=np.int64)),
                      "component": pa.array(np.arange(rows, dtype=np.int32))})
-    encoded = label_pages.encode_columns(backend, backend.xp.asarray(values))
+    encoded, = label_pages.encode_parts(backend, [backend.xp.asarray(values)])
     part = label_pages.appended(parquet_parts.encode_part(keys), names, encoded)
     data = bytes(part.data[:part.data_end]) + parquet_parts.footer([part], {"k": "v"})
     table = pq.read_table(io.BytesIO(data))

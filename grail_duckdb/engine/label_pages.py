@@ -162,7 +162,7 @@ def encode_pages(kernels, src, raw: np.ndarray, gap=None):
 
 
 class Encoded(NamedTuple):
-    """Columns' pages encoded on a backend (:func:`encode_columns`): each page's rows, each
+    """Columns' pages encoded on a backend (:func:`encode_parts`): each page's rows, each
     block's length (a row of pages per column), each page's header, and the chunks' bytes
     on the backend with room left for the headers before their blocks."""
 
@@ -181,27 +181,23 @@ def encode_parts(kernels, parts: list, rows_per_page: int = ROWS_PER_PAGE) -> li
     xp = kernels.xp
     rows = [page_rows(v.shape[1], rows_per_page) for v in parts]
     every = np.concatenate([np.tile(r, v.shape[0]) for r, v in zip(rows, parts)])
-    heads = []
+    heads, lengths = [], np.zeros(every.shape[0], np.int64)
 
     def gap(sizes):
         heads.extend(page_header(int(r), int(r) * 4, int(size)) for r, size in zip(every, sizes))
-        return np.array([len(h) for h in heads], np.int64)
+        lengths[:] = [len(h) for h in heads]
+        return lengths
 
     src = xp.concatenate([split_pages(xp, v, rows_per_page) for v in parts])
     sizes, data = encode_pages(kernels, src, every * 4, gap)
-    out, page, at = [], 0, 0
+    ends = np.cumsum(sizes + lengths)  # where each page's block ends in ``data``
+    out, page = [], 0
     for r, v in zip(rows, parts):
         end = page + r.shape[0] * v.shape[0]
-        nbytes = int(sizes[page:end].sum()) + sum(len(h) for h in heads[page:end])
         out.append(Encoded(r, sizes[page:end].reshape(v.shape[0], -1), heads[page:end],
-                           data[at:at + nbytes]))
-        page, at = end, at + nbytes
+                           data[(ends[page - 1] if page else 0):ends[end - 1]]))
+        page = end
     return out
-
-
-def encode_columns(kernels, values, rows_per_page: int = ROWS_PER_PAGE) -> Encoded:
-    """One part's columns encoded (:func:`encode_parts`)."""
-    return encode_parts(kernels, [values], rows_per_page)[0]
 
 
 def page_header(rows: int, raw: int, size: int) -> bytes:
@@ -280,4 +276,4 @@ def appended(first: Part, names: list[str], encoded: Encoded, buffers=None) -> P
     for head, size in zip(encoded.heads, encoded.sizes.reshape(-1)):
         landing[pos:pos + len(head)] = np.frombuffer(head, np.uint8)
         pos += len(head) + int(size)
-    return parquet_parts.appended(first, second, buffers, data=data)
+    return parquet_parts.appended(first, second, data, buffers)

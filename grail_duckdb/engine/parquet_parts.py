@@ -460,16 +460,18 @@ def joined(first: Part, second: Part, at: int) -> Part:
     return Part(second.data, first.meta, second.data_end, second.buffer, moves)
 
 
-def appended(first: Part, second: Part, buffers: Buffers | None = None, data=None) -> Part:
-    """One part of the rows of two (one row group each, their chunks their own): the columns
-    of ``first``, then those of ``second``, whose chunks follow ``first``'s in the part's
-    bytes (copied; ``first``'s buffer goes back to ``buffers``), or in ``data`` where the
-    caller laid both there (a buffer of ``buffers``: it goes back once the part is written).
-    The footers are joined as :func:`joined` joins them.
+def appended(first: Part, second: Part, data: np.ndarray, buffers: Buffers | None = None
+             ) -> Part:
+    """One part of the rows of two (one row group each, their chunks their own) whose bytes
+    the caller laid in ``data``: ``first``'s, then ``second``'s chunks (``second.data`` is not
+    read). The footers are joined as :func:`joined` joins them, ``first``'s buffer goes back to
+    ``buffers``, and ``data``, a buffer of ``buffers`` where they are given, goes back once the
+    part is written.
 
     >>> import io
     >>> a, b = encode_part(pa.table({"x": [1, 2]})), encode_part(pa.table({"y": [3, 4]}))
-    >>> both = appended(a, b)
+    >>> data = np.concatenate([a.data[:a.data_end], b.data[len(MAGIC):b.data_end]])
+    >>> both = appended(a, b, data)
     >>> buf = io.BytesIO(bytes(both.data[:both.data_end]) + footer([both]))
     >>> pq.read_table(buf).to_pydict()
     {'x': [1, 2], 'y': [3, 4]}
@@ -485,14 +487,10 @@ def appended(first: Part, second: Part, buffers: Buffers | None = None, data=Non
                 for fid in _CM_OFFSETS:
                     _shift(cm[2], fid, first.size)
     _join_meta(first, second)
-    end = first.data_end + second.size
-    own = data is not None and buffers is not None
-    if data is None:
-        data = np.concatenate([first.data[:first.data_end],
-                               second.data[len(MAGIC):second.data_end]])
     if buffers is not None and first.buffer is not None:
         buffers.give(first.buffer)
-    return Part(data, first.meta, end, data if own else None)
+    return Part(data, first.meta, first.data_end + second.size,
+                data if buffers is not None else None)
 
 
 def _join_meta(first: Part, second: Part) -> int:

@@ -292,23 +292,31 @@ class _Rows:
         """One of the label arrays (where they live: host or device)."""
         return next(iter(self.fields.values()))
 
+    @functools.cached_property
+    def kernels(self):
+        """The kernels of the backend the label arrays live on."""
+        return kernels_for("gpu" if is_device_array(self.ready_array) else "cpu")
+
+    def _column(self, name: str, column):
+        """File column ``name``'s values from the label arrays (``column(field, j)``: column
+        ``j`` of a matrix, or the array itself where ``j`` is None): the tree intervals'
+        sizes made from their two ranks."""
+        if name in _SIZES:  # the interval [lo, post] stored as its size
+            lo_j, post_j = _SIZES[name]
+            return tree_size(column("tree", post_j), column("tree", lo_j))
+        return column(*self.cols[name])
+
     def label_values(self, lo: int, hi: int):
         """The label columns of rows ``[lo, hi)`` as one ``(columns, rows)`` int32 array on
         the arrays' backend, in file order: components ``[lo, hi)``'s labels, zeros past
         the last component (the early columns only: all int32)."""
         g = self.graph
-        a, b = min(lo, g.c), min(hi, g.c)
-        first = self.ready_array
-        xp = kernels_for("gpu" if is_device_array(first) else "cpu").xp
+        rows = slice(min(lo, g.c), min(hi, g.c))
+        xp = self.kernels.xp
         out = xp.zeros((len(self.cols), hi - lo), xp.int32)
-        for i, (name, (field, j)) in enumerate(self.cols.items()):
-            if name in _SIZES:
-                lo_j, post_j = _SIZES[name]
-                tree = self.fields["tree"]
-                out[i, :b - a] = tree_size(tree[a:b, post_j], tree[a:b, lo_j])
-            else:
-                column = self.fields[field]
-                out[i, :b - a] = column[a:b] if j is None else column[a:b, j]
+        for i, name in enumerate(self.cols):
+            out[i, :rows.stop - rows.start] = self._column(
+                name, lambda f, j: self.fields[f][rows] if j is None else self.fields[f][rows, j])
         return out
 
     def part(self, lo: int, hi: int, landing: Landing | None = None, labels: bool = True
@@ -332,12 +340,8 @@ class _Rows:
             else:
                 arrays["key"] = g.ids.keys.slice(lo, hi - lo)
             arrays["component"] = pa.array(g.components(lo, hi))
-        for name, (field, j) in (self.cols.items() if labels else ()):
-            if name in _SIZES:  # the interval [lo, post] stored as its size
-                lo_j, post_j = _SIZES[name]
-                values = tree_size(by_field["tree"][post_j], by_field["tree"][lo_j])
-            else:
-                values = by_field[field] if j is None else by_field[field][j]
+        for name in (self.cols if labels else ()):
+            values = self._column(name, lambda f, j: by_field[f] if j is None else by_field[f][j])
             arrays[name] = pa.array(_padded(values, hi - lo))
         if not self.early:
             arrays["dag_children"] = pa.nulls(hi - lo, pa.binary())
@@ -385,7 +389,6 @@ class _OwnPages:
 
     def __init__(self, rows: _Rows, bounds: list):
         self._rows, self._bounds = rows, bounds
-        self._kernels = kernels_for("gpu" if is_device_array(rows.ready_array) else "cpu")
         row_bytes = 4 * len(rows.cols)
         self._batches, self._of, size = [], {}, ENCODE_BATCH
         for k, (lo, hi) in enumerate(bounds):
@@ -409,7 +412,7 @@ class _OwnPages:
                 ks = self._batches[b]
                 with on_own_stream(self._rows.ready):
                     values = [self._rows.label_values(*self._bounds[j]) for j in ks]
-                    encoded = label_pages.encode_parts(self._kernels, values)
+                    encoded = label_pages.encode_parts(self._rows.kernels, values)
                     self._done[b] = dict(zip(ks, encoded)), mark_ready(encoded[0].data)
             parts, ready = self._done[b]
             return parts.pop(k), ready

@@ -51,7 +51,7 @@ def to_host(a, out: np.ndarray | None = None, ready: bool = False) -> np.ndarray
     given (a C-contiguous host array of ``a``'s shape and type); ``ready``: ``a`` was
     complete before the device's last synchronization (a pinned copy waits for nothing
     else)."""
-    if not _on_device(a):
+    if not is_device_array(a):
         return np.asarray(a)
     if a.nbytes > PINNED_MIN_BYTES:
         from .gpu import download
@@ -66,7 +66,7 @@ def to_host_all(arrays, landing: Landing | None = None, ready: bool = False
     ``ready``: a save's gathered parts come through the pinned buffers); device arrays land
     in ``landing``'s memory when given (valid until its next use)."""
     arrays = list(arrays)
-    pinned = [_on_device(a) and a.nbytes > PINNED_MIN_BYTES for a in arrays]
+    pinned = [is_device_array(a) and a.nbytes > PINNED_MIN_BYTES for a in arrays]
     outs = iter(landing.arrays([(a.shape, a.dtype) for a, p in zip(arrays, pinned) if p])
                 if landing is not None else [])
     return [to_host(a, next(outs, None) if p else None, ready) if p
@@ -82,11 +82,11 @@ def to_host_columns(arrays, landing: Landing | None = None) -> list[np.ndarray]:
     persistent label pass, launched to fill the device, leaves room. Device arrays land in
     ``landing``'s memory when given (valid until its next use)."""
     arrays = list(arrays)
-    specs = ([(a.shape, a.dtype) for a in arrays if _on_device(a)]
+    specs = ([(a.shape, a.dtype) for a in arrays if is_device_array(a)]
              + [(a.shape[::-1], a.dtype) for a in arrays if a.ndim == 2])
     views = iter(landing.arrays(specs) if landing is not None
                  else [np.empty(shape, dt) for shape, dt in specs])
-    hosts = [to_host(a, next(views)) if _on_device(a) else np.asarray(a) for a in arrays]
+    hosts = [to_host(a, next(views)) if is_device_array(a) else np.asarray(a) for a in arrays]
     out = []
     for host in hosts:
         if host.ndim == 2:
@@ -100,7 +100,7 @@ def to_host_columns(arrays, landing: Landing | None = None) -> list[np.ndarray]:
 def mark_ready(a):
     """What :func:`on_own_stream` waits for: for a device array, the work queued so far on
     the current stream (what made ``a`` included); None for a host array."""
-    if not _on_device(a):
+    if not is_device_array(a):
         return None
     from .gpu import mark
 
@@ -126,8 +126,6 @@ def is_device_array(a) -> bool:
     """Whether ``a`` lives on a GPU (a CuPy array)."""
     return not isinstance(a, np.ndarray) and hasattr(a, "get")
 
-
-_on_device = is_device_array
 
 
 class Landing:

@@ -130,6 +130,12 @@ def rank_by_first_occurrence(label):
     return np.asarray(out, np.int32), len(seen)
 
 
+def representatives(comp):
+    """Whether each row is the first to hold its component."""
+    seen: set[int] = set()
+    return np.asarray([not (x in seen or seen.add(x)) for x in np.asarray(comp).tolist()], bool)
+
+
 def component_pairs(indptr, indices, comp):
     """Every edge as its (comp[v], comp[w]) pair, packed, in CSR order (inside a component:
     a self-loop)."""

@@ -185,6 +185,14 @@ def check_rank_by_first_occurrence(k, c, rng):
         np.testing.assert_array_equal(to_host(got), want)
 
 
+def check_representatives(k, c, rng):
+    for label in (rng.integers(0, c.n // 3 + 1, c.n), ref.strong_components(c.g.src, c.g.dst,
+                                                                             c.n)):
+        comp, _ = ref.rank_by_first_occurrence(label.astype(np.int32))
+        got = to_host(k.representatives(put(k, comp)))
+        np.testing.assert_array_equal(got, ref.representatives(comp))
+
+
 def check_component_pairs(k, c, rng):
     for comp in (ref.strong_components(c.g.src, c.g.dst, c.n),
                  rng.integers(0, c.n // 4 + 1, c.n).astype(np.int32)):
@@ -376,7 +384,8 @@ def check_hash_sums(k, c, rng):
 CHECKS = {f.__name__[len("check_"):]: f for f in (
     check_csr, check_csr_of_pairs, check_reverse, check_edge_levels, check_trim,
     check_reach_within_colour,
-    check_propagate_max_colour, check_rank_by_first_occurrence, check_component_pairs,
+    check_propagate_max_colour, check_rank_by_first_occurrence, check_representatives,
+    check_component_pairs,
     check_topological_levels, check_tree_parents, check_tree_children, check_subtree_sizes,
     check_post_orders,
     check_interval_bounds, check_hub_bits, check_window_bits, check_answer_pairs,

@@ -1,5 +1,5 @@
-"""The save's own encoding of the early label columns (``engine/label_pages.py``, the encoder
-``encode_pages_kernel`` in ``kernels/pages.cu`` and its twin ``kernels/cpu/pages.py``): every
+"""The save's own encoding of the label columns (``engine/label_pages.py``, the encoder
+``parse_chunks_kernel`` in ``kernels/pages.cu`` and its twin ``kernels/cpu/pages.py``): every
 block decodes back to its page, the kernel writes the twin's bytes, and a file whose label
 chunks were encoded here reads as pyarrow's own: in pyarrow, in DuckDB, in a load."""
 from __future__ import annotations
@@ -77,53 +77,80 @@ def test_the_kernels_write_the_twins_bytes():
     np.testing.assert_array_equal(cp.asnumpy(dev_blocks), blocks)
 
 
-def test_pages_are_split_as_pyarrow_splits_them(backend):
+@pytest.mark.parametrize("dtype", [np.int32, np.uint64])
+def test_pages_are_split_as_pyarrow_splits_them(backend, dtype):
     """:func:`split_pages` on the backend: each page byte-stream split, as pyarrow writes a
     page of the same values."""
     xp, rng = backend.xp, np.random.default_rng(2)
-    values = rng.integers(-2**31, 2**31 - 1, (3, 1000)).astype(np.int32)
+    values = rng.integers(0, 2**31 - 1, (3, 1000)).astype(dtype)
+    w = values.dtype.itemsize
     got = to_host(label_pages.split_pages(xp, xp.asarray(values), 300)).reshape(3, -1)
     for j in range(3):
         for p, lo in enumerate(range(0, 1000, 300)):
             page = values[j, lo:lo + 300]
-            want = page.view(np.uint8).reshape(-1, 4).T.reshape(-1)
-            np.testing.assert_array_equal(got[j, 4 * lo:4 * (lo + page.shape[0])], want)
+            want = page.view(np.uint8).reshape(-1, w).T.reshape(-1)
+            np.testing.assert_array_equal(got[j, w * lo:w * (lo + page.shape[0])], want)
+
+
+def _label_values(rng, rows):
+    """A level, an interval's ends: int32 columns as the early label columns hold them."""
+    return np.stack([rng.integers(0, 9, rows), rng.integers(0, 2**31 - 1, rows),
+                     np.sort(rng.integers(0, 5000, rows))]).astype(np.int32)
+
+
+def _hub_values(rng, rows):
+    """Hub bits: a few distinct words, and words that differ from row to row."""
+    few = rng.integers(0, 2**63, 5, dtype=np.uint64)
+    return np.stack([few[rng.integers(0, 5, rows)],
+                     rng.integers(0, 2**63, rows, dtype=np.uint64)])
 
 
 @pytest.mark.parametrize("rows", [1, 5, 40_000, 600_000])
-def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows):
-    """Label chunks encoded on the backend, appended to pyarrow's part of keys and
-    components: pyarrow, DuckDB and a GPU load's page decoder read the values back."""
+@pytest.mark.parametrize("hubs", [False, True])
+def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows, hubs):
+    """Label chunks encoded on the backend and joined to pyarrow's part of the same rows:
+    int32 columns byte-stream split after the keys and components, uint64 hub bits plain
+    before the children's column. pyarrow, DuckDB and a GPU load's page decoder read the
+    values back."""
     rng = np.random.default_rng(rows)
-    names = ["level", "inner_1", "outer_1"]
-    values = np.stack([rng.integers(0, 9, rows), rng.integers(0, 2**31 - 1, rows),
-                       np.sort(rng.integers(0, 5000, rows))]).astype(np.int32)
-    keys = pa.table({"key": pa.array(np.arange(rows, dtype=np.int64)),
-                     "component": pa.array(np.arange(rows, dtype=np.int32))})
-    encoded, = label_pages.encode_parts(backend, [backend.xp.asarray(values)])
-    part = label_pages.appended(parquet_parts.encode_part(keys), names, encoded)
+    if hubs:
+        names, values = ["hub_down_1", "win_up_1"], _hub_values(rng, rows)
+        rest = pa.table({"dag_children": pa.nulls(rows, pa.binary())})
+    else:
+        names, values = ["level", "inner_1", "outer_1"], _label_values(rng, rows)
+        rest = pa.table({"key": pa.array(np.arange(rows, dtype=np.int64)),
+                         "component": pa.array(np.arange(rows, dtype=np.int32))})
+    encoded, = label_pages.encode_parts(backend, [backend.xp.asarray(values)], split=not hubs)
+    part = label_pages.with_pages(parquet_parts.encode_part(rest), names, encoded,
+                                  before=hubs)
     data = bytes(part.data[:part.data_end]) + parquet_parts.footer([part], {"k": "v"})
     table = pq.read_table(io.BytesIO(data))
+    assert table.column_names == (names + rest.column_names if hubs
+                                  else rest.column_names + names)
+    for name in rest.column_names:
+        assert table.column(name).equals(rest.column(name))
     md = pq.ParquetFile(io.BytesIO(data)).metadata
-    chunks = page_plan.group_chunks(md, 0, data, {n: np.int32 for n in names})
+    chunks = page_plan.group_chunks(md, 0, data, {n: values.dtype for n in names})
     path = tmp_path / "part.parquet"
     path.write_bytes(data)
-    read = duckdb.connect().execute("SELECT level, inner_1, outer_1 FROM read_parquet(?)",
+    read = duckdb.connect().execute(f"SELECT {', '.join(names)} FROM read_parquet(?)",
                                     [str(path)]).fetchnumpy()
     for j, name in enumerate(names):
         np.testing.assert_array_equal(table.column(name).to_numpy(), values[j])
         np.testing.assert_array_equal(read[name], values[j])
         np.testing.assert_array_equal(page_plan.decode(data, chunks[name]), values[j])
-    assert md.row_group(0).column(3).compression == "LZ4"
-    assert "BYTE_STREAM_SPLIT" in md.row_group(0).column(3).encodings
+        column = md.row_group(0).column(table.column_names.index(name))
+        assert column.compression == "LZ4" and not column.has_dictionary_page
+        assert ("PLAIN" if hubs else "BYTE_STREAM_SPLIT") in column.encodings
 
 
 @pytest.mark.parametrize("dag,batch", [(False, 1 << 30), (True, 1 << 30), (False, 600 << 10)])
 def test_an_index_saved_with_own_chunks_loads_and_reads_in_duckdb(tmp_path, monkeypatch,
                                                                   backend, dag, batch):
-    """A save that encodes the early label columns itself (on a GPU index always; here on
-    either backend), its parts in one batch or in several: the loaded labels are the saved
-    ones, DuckDB reads the file, and its label chunks are those a GPU load decodes itself."""
+    """A save that encodes the label columns itself (on a GPU index always; here on either
+    backend), its parts in one batch or in several: the loaded labels are the saved ones,
+    DuckDB reads the file, and its label chunks, the hub bits' too, are those a GPU load
+    decodes itself."""
     monkeypatch.setattr(persistence, "OWN_PAGES", "always")
     monkeypatch.setattr(persistence, "PART_BYTES", 256 << 10)
     monkeypatch.setattr(persistence, "ENCODE_BATCH", batch)
@@ -146,6 +173,6 @@ def test_an_index_saved_with_own_chunks_loads_and_reads_in_duckdb(tmp_path, monk
     assert md.num_row_groups > 1
     with open(path, "rb") as fh:
         data = fh.read()
+    kinds = {"inner_2": np.int32, "tree_size": np.int32, "hub_down_1": np.uint64}
     for g in range(md.num_row_groups):
-        chunks = page_plan.group_chunks(md, g, data, {"inner_2": np.int32, "tree_size": np.int32})
-        assert set(chunks) == {"inner_2", "tree_size"}
+        assert set(page_plan.group_chunks(md, g, data, kinds)) == set(kinds)

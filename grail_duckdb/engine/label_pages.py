@@ -39,18 +39,20 @@ from .parquet_parts import (_CM_COMPRESSED, _CM_DATA_PAGE, _CM_STATISTICS, _CM_S
                             _RG_COMPRESSED, _RLE, _STRUCT, MAGIC, Part, _field, _set_field,
                             _write_struct)
 
-#: rows per page: 1 MiB of int32, pyarrow's page size, so that a load parses no more page
-#: headers than it does in pyarrow's files (64 KiB pages made rmat:23:12's load 1.7 times
-#: as long on an H100, README, Scale, stop 36)
-ROWS_PER_PAGE = 1 << 18
-#: Parquet's BYTE_STREAM_SPLIT encoding
-_SPLIT = 9
+#: bytes per page (before compression): pyarrow's page size, so that a load parses no more
+#: page headers than it does in pyarrow's files (64 KiB pages made rmat:23:12's load 1.7
+#: times as long on an H100, README, Scale, stop 36)
+PAGE_BYTES = 1 << 20
+#: rows per page of int32
+ROWS_PER_PAGE = PAGE_BYTES // 4
+#: Parquet's PLAIN and BYTE_STREAM_SPLIT encodings
+_PLAIN, _SPLIT = 0, 9
 #: ColumnMetaData's encoding_stats (page counts by encoding), made again here
 _CM_ENCODING_STATS = 13
 
 
 def split_pages(xp, values, rows_per_page: int = ROWS_PER_PAGE):
-    """The bytes of ``values`` (``(k, m)`` int32 of ``xp``: k columns of m rows), column after
+    """The bytes of ``values`` (``(k, m)`` of ``xp``: k columns of m rows), column after
     column, each column's pages of ``rows_per_page`` rows (the last one shorter) byte-stream
     split page by page: byte 0 of every value of the page, then byte 1, ...
 
@@ -58,11 +60,12 @@ def split_pages(xp, values, rows_per_page: int = ROWS_PER_PAGE):
     [1, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0]
     """
     k, m = values.shape
-    b = xp.ascontiguousarray(values).view(xp.uint8).reshape(k, m, 4)
+    w = values.dtype.itemsize
+    b = xp.ascontiguousarray(values).view(xp.uint8).reshape(k, m, w)
     full = m // rows_per_page * rows_per_page
-    head = b[:, :full].reshape(k, full // rows_per_page, rows_per_page, 4)
-    head = head.transpose(0, 1, 3, 2).reshape(k, full * 4)
-    tail = b[:, full:].transpose(0, 2, 1).reshape(k, (m - full) * 4)
+    head = b[:, :full].reshape(k, full // rows_per_page, rows_per_page, w)
+    head = head.transpose(0, 1, 3, 2).reshape(k, full * w)
+    tail = b[:, full:].transpose(0, 2, 1).reshape(k, (m - full) * w)
     return xp.ascontiguousarray(xp.concatenate([head, tail], axis=1)).reshape(-1)
 
 
@@ -163,63 +166,75 @@ def encode_pages(kernels, src, raw: np.ndarray, gap=None):
 
 class Encoded(NamedTuple):
     """Columns' pages encoded on a backend (:func:`encode_parts`): each page's rows, each
-    block's length (a row of pages per column), each page's header, and the chunks' bytes
-    on the backend with room left for the headers before their blocks."""
+    block's length (a row of pages per column), each page's header, the chunks' bytes on the
+    backend with room left for the headers before their blocks, and what the values are
+    (their dtype's name, whether byte-stream split)."""
 
     rows: np.ndarray
     sizes: np.ndarray
     heads: list
     data: object
+    dtype: str
+    split: bool
 
 
-def encode_parts(kernels, parts: list, rows_per_page: int = ROWS_PER_PAGE) -> list[Encoded]:
-    """The pages of several parts' columns (``parts``: a ``(k, m)`` int32 array on
-    ``kernels``' backend each) encoded there at once (:func:`encode_pages`: one launch of
-    each kernel for them all, rather than a launch per part, which left the device waiting
-    on the host between the parts), each part laid as its column chunks but for their page
-    headers: ``k`` chunks one after the other, each a header's room and a block per page."""
+def encode_parts(kernels, parts: list, split: bool = True) -> list[Encoded]:
+    """The pages of several parts' columns (``parts``: a ``(k, m)`` array of one dtype on
+    ``kernels``' backend each; pages of :data:`PAGE_BYTES`) encoded there at once
+    (:func:`encode_pages`: one launch of each kernel for them all, rather than a launch per
+    part, which left the device waiting on the host between the parts), byte-stream split
+    or plain, each part laid as its column chunks but for their page headers: ``k`` chunks
+    one after the other, each a header's room and a block per page."""
     xp = kernels.xp
-    rows = [page_rows(v.shape[1], rows_per_page) for v in parts]
+    width = parts[0].dtype.itemsize
+    per_page = PAGE_BYTES // width
+    rows = [page_rows(v.shape[1], per_page) for v in parts]
     every = np.concatenate([np.tile(r, v.shape[0]) for r, v in zip(rows, parts)])
     heads, lengths = [], np.zeros(every.shape[0], np.int64)
+    encoding = _SPLIT if split else _PLAIN
 
     def gap(sizes):
-        heads.extend(page_header(int(r), int(r) * 4, int(size)) for r, size in zip(every, sizes))
+        heads.extend(page_header(int(r), int(r) * width, int(size), encoding)
+                     for r, size in zip(every, sizes))
         lengths[:] = [len(h) for h in heads]
         return lengths
 
-    src = xp.concatenate([split_pages(xp, v, rows_per_page) for v in parts])
-    sizes, data = encode_pages(kernels, src, every * 4, gap)
+    src = xp.concatenate([split_pages(xp, v, per_page) if split
+                          else xp.ascontiguousarray(v).view(xp.uint8).reshape(-1)
+                          for v in parts])
+    sizes, data = encode_pages(kernels, src, every * width, gap)
     ends = np.cumsum(sizes + lengths)  # where each page's block ends in ``data``
     out, page = [], 0
     for r, v in zip(rows, parts):
         end = page + r.shape[0] * v.shape[0]
         out.append(Encoded(r, sizes[page:end].reshape(v.shape[0], -1), heads[page:end],
-                           data[(ends[page - 1] if page else 0):ends[end - 1]]))
+                           data[(ends[page - 1] if page else 0):ends[end - 1]],
+                           v.dtype.name, split))
         page = end
     return out
 
 
-def page_header(rows: int, raw: int, size: int) -> bytes:
-    """The header of a data page of ``rows`` int32 values, byte-stream split, ``raw`` bytes
-    compressed into an LZ4 block of ``size``."""
+def page_header(rows: int, raw: int, size: int, encoding: int = _SPLIT) -> bytes:
+    """The header of a data page of ``rows`` values, in ``encoding`` (byte-stream split or
+    plain), ``raw`` bytes compressed into an LZ4 block of ``size``."""
     out = bytearray()
     _write_struct(out, [[1, _I32, _DATA_PAGE], [2, _I32, raw], [3, _I32, size],
-                        [5, _STRUCT, [[1, _I32, rows], [2, _I32, _SPLIT], [3, _I32, _RLE],
+                        [5, _STRUCT, [[1, _I32, rows], [2, _I32, encoding], [3, _I32, _RLE],
                                       [4, _I32, _RLE]]]])
     return bytes(out)
 
 
 @functools.lru_cache(maxsize=64)
-def template(names: tuple[str, ...]) -> list:
-    """pyarrow's footer of a one-row part of the int32 columns ``names`` (NOT NULL,
-    byte-stream split, LZ4): the schema, column orders and column metadata that
+def template(names: tuple[str, ...], dtype: str = "int32", split: bool = True) -> list:
+    """pyarrow's footer of a one-row part of the columns ``names`` of ``dtype`` (NOT NULL,
+    byte-stream split or plain, LZ4): the schema, column orders and column metadata that
     :func:`label_part` fills in (copy it before changing it)."""
-    schema = pa.schema([pa.field(n, pa.int32(), nullable=False) for n in names])
-    table = pa.Table.from_arrays([pa.array([0], pa.int32()) for _ in names], schema=schema)
+    kind = pa.from_numpy_dtype(np.dtype(dtype))
+    schema = pa.schema([pa.field(n, kind, nullable=False) for n in names])
+    table = pa.Table.from_arrays([pa.array([0], kind) for _ in names], schema=schema)
     part = parquet_parts.encode_part(
         table, use_dictionary=False, compression="lz4", write_statistics=False,
-        column_encoding={n: "BYTE_STREAM_SPLIT" for n in names})
+        column_encoding={n: "BYTE_STREAM_SPLIT" if split else "PLAIN" for n in names})
     return part.meta
 
 
@@ -227,8 +242,9 @@ def label_part(names: list[str], encoded: Encoded) -> Part:
     """The footer of the columns ``names`` as a :class:`~.parquet_parts.Part` of their own
     whose bytes are ``encoded``'s chunks (not copied here: ``data`` is None): pyarrow's
     footer for them (:func:`template`) with the counts, sizes and offsets of the chunks."""
-    meta = parquet_parts._copy(template(tuple(names)))
+    meta = parquet_parts._copy(template(tuple(names), encoded.dtype, encoded.split))
     rows, sizes, heads = encoded.rows, encoded.sizes, encoded.heads
+    width = np.dtype(encoded.dtype).itemsize
     m = int(rows.sum())
     group = _field(meta, _FILE_ROW_GROUPS)[2][1][0]
     columns = _field(group, _RG_COLUMNS)[2][1]
@@ -237,7 +253,7 @@ def label_part(names: list[str], encoded: Encoded) -> Part:
         start, raw_bytes = pos, 0
         for r, size in zip(rows, sizes[j]):
             pos += len(heads[h]) + int(size)
-            raw_bytes += len(heads[h]) + int(r) * 4
+            raw_bytes += len(heads[h]) + int(r) * width
             h += 1
         cm = _field(cc, 3)[2]
         cm[:] = [f for f in cm if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
@@ -258,22 +274,34 @@ def label_part(names: list[str], encoded: Encoded) -> Part:
     return Part(None, meta, pos)
 
 
-def appended(first: Part, names: list[str], encoded: Encoded, buffers=None) -> Part:
-    """``first`` (pyarrow's part of the same rows) with the columns ``names`` of
-    ``encoded`` after its own, in one buffer (of ``buffers`` if given): ``first``'s bytes,
-    then the chunks copied once from the backend, the page headers written into their room.
-    """
-    second = label_part(names, encoded)
-    n = first.data_end + second.size
+def with_pages(part: Part, names: list[str], encoded: Encoded, buffers=None,
+               before: bool = False) -> Part:
+    """``part`` (pyarrow's part of the same rows) and the columns ``names`` of ``encoded``,
+    after its own columns or ``before`` them, in one buffer (of ``buffers`` if given):
+    ``part``'s bytes and the chunks copied once from the backend, the page headers written
+    into their room."""
+    pages = label_part(names, encoded)
+    n = part.data_end + pages.size
     data = buffers.take(n) if buffers is not None else np.empty(n, np.uint8)
-    data[:first.data_end] = first.data[:first.data_end]
-    landing = data[first.data_end:n]
+    own = part.data[:part.data_end]
+    if before:  # the magic, the pages, then the part's chunks
+        at = len(MAGIC)
+        data[:at] = own[:at]
+        data[at + pages.size:n] = own[at:]
+    else:
+        at = part.data_end
+        data[:at] = own
+    landing = data[at:at + pages.size]
     if is_device_array(encoded.data):
-        encoded.data.get(out=landing)
+        to_host(encoded.data, landing)  # through pinned buffers
     else:
         landing[...] = encoded.data
     pos = 0
     for head, size in zip(encoded.heads, encoded.sizes.reshape(-1)):
         landing[pos:pos + len(head)] = np.frombuffer(head, np.uint8)
         pos += len(head) + int(size)
-    return parquet_parts.appended(first, second, data, buffers)
+    if not before:
+        return parquet_parts.appended(part, pages, data, buffers)
+    if buffers is not None and part.buffer is not None:
+        buffers.give(part.buffer)
+    return parquet_parts.appended(pages, part, data, buffers)

@@ -150,11 +150,11 @@ class _Graph:
     to come over, while the disk waited: README, Scale, stop 32)."""
 
     ids: VertexIds
-    comp: np.ndarray | None  # host int32 (None: every row its own component, comp[i] == i)
+    comp: object  # int32 on the backend (None: every row its own component, comp[i] == i)
     c: int  # components: rows [0, c) hold their labels
     ptr: object  # the DAG's row pointers, on the backend
     idx: object  # the DAG's children, on the backend
-    rep: np.ndarray | None  # representative rows (None: every row is one)
+    rep: np.ndarray | None  # host bool: representative rows (None: every row is one)
     bounds: list[tuple[int, int]]  # the parts' rows
     spans: list[tuple[int, int]]  # the components whose representatives each part holds
     ptr_at: list[int]  # the row pointer at each span's start, and at the last one's end
@@ -183,8 +183,11 @@ class _Graph:
                                              self.edges(k))
 
     def components(self, lo: int, hi: int) -> np.ndarray:
-        """The components of rows ``[lo, hi)``, on the host."""
-        return np.arange(lo, hi, dtype=np.int32) if self.comp is None else self.comp[lo:hi]
+        """The components of rows ``[lo, hi)``, on the host (call it on a stream of the
+        thread's own, :func:`on_own_stream`: a small copy waits for the current stream)."""
+        if self.comp is None:
+            return np.arange(lo, hi, dtype=np.int32)
+        return np.ascontiguousarray(to_host(self.comp[lo:hi], ready=True))
 
     def edges(self, k: int) -> int:
         """The DAG edges (children) that part ``k`` holds: the file's ``group_edges``, so
@@ -229,24 +232,27 @@ def _graph(ids: VertexIds, comp, n_components: int, dag, bounds: list, ptr_at: l
            ready) -> _Graph:
     """The :class:`_Graph` of a condensation cut at ``bounds`` (:func:`_bounds`). Where every
     row is its own component, ``ptr_at`` holds the row pointers at the bounds and nothing
-    else is copied; else the components and the row pointers are copied to the host first
-    (in parallel: the representatives and the spans' pointers come from them). ``ready``:
-    the DAG is made (:func:`~grail_duckdb.kernels.mark_ready`)."""
+    else is copied; else the representatives, the spans and their row pointers are found on
+    the backend, beside the build's label passes (on a stream of this thread's own, after
+    ``ready``: the DAG is made, :func:`~grail_duckdb.kernels.mark_ready`), and only they
+    come over: bringing the components and the row pointers over and finding them on the
+    host took 116 ms of rmat:23:12's save, all of it before the first page was written
+    (H100 host; README, Scale, stop 37)."""
     n = int(comp.shape[0])
     if n_components == n:  # components are numbered by their first rows: comp[i] == i
         return _Graph(ids, None, n, dag.indptr, dag.indices, None, bounds, bounds, ptr_at,
                       ready)
-    with ThreadPoolExecutor(2) as pool:  # made before the build's last synchronization
-        host_comp, ptr = pool.map(lambda a: np.ascontiguousarray(to_host(a, ready=True)),
-                                  [comp, dag.indptr])
-    host_comp = host_comp.astype(np.int32, copy=False)
-    rep = _representatives(host_comp)
-    # components are numbered by their representatives' rows: those before a row count them
-    before = np.concatenate([[0], np.cumsum(rep, dtype=np.int64)])
-    spans = [(int(before[lo]), int(before[hi])) for lo, hi in bounds]
-    ptr_at = [int(ptr[c0]) for c0, _ in spans] + [int(ptr[spans[-1][1]])]
-    return _Graph(ids, host_comp, n_components, dag.indptr, dag.indices, rep, bounds, spans,
-                  ptr_at, ready)
+    kernels = kernels_for("gpu" if is_device_array(comp) else "cpu")
+    xp = kernels.xp
+    with on_own_stream(ready):
+        rep = kernels.representatives(comp)
+        # components are numbered by their representatives' rows: those before a row count them
+        before = xp.concatenate([xp.zeros(1, xp.int64), xp.cumsum(rep, dtype=xp.int64)])
+        at = before[xp.asarray([lo for lo, _ in bounds] + [n])]
+        at, ptr, rep = to_host_all([at, dag.indptr[at], rep])
+    spans = list(zip(at[:-1].tolist(), at[1:].tolist()))
+    return _Graph(ids, comp, n_components, dag.indptr, dag.indices, rep, bounds, spans,
+                  ptr.tolist(), ready)
 
 
 @dataclass
@@ -307,13 +313,13 @@ class _Rows:
         return column(*self.cols[name])
 
     def label_values(self, lo: int, hi: int):
-        """The label columns of rows ``[lo, hi)`` as one ``(columns, rows)`` int32 array on
-        the arrays' backend, in file order: components ``[lo, hi)``'s labels, zeros past
-        the last component (the early columns only: all int32)."""
+        """The label columns of rows ``[lo, hi)`` as one ``(columns, rows)`` array on the
+        arrays' backend, in file order: components ``[lo, hi)``'s labels, zeros past the
+        last component (the early columns all int32, the hub bits all uint64)."""
         g = self.graph
         rows = slice(min(lo, g.c), min(hi, g.c))
         xp = self.kernels.xp
-        out = xp.zeros((len(self.cols), hi - lo), xp.int32)
+        out = xp.zeros((len(self.cols), hi - lo), self.ready_array.dtype)
         for i, name in enumerate(self.cols):
             out[i, :rows.stop - rows.start] = self._column(
                 name, lambda f, j: self.fields[f][rows] if j is None else self.fields[f][rows, j])
@@ -331,6 +337,7 @@ class _Rows:
         names = list(self.fields) if labels else []
         with on_own_stream(self.ready):
             host = to_host_columns([self.fields[f][rows] for f in names], landing)
+            comp = g.components(lo, hi) if self.early else None
         by_field = dict(zip(names, host))
         arrays = {}
         if self.early:
@@ -339,7 +346,7 @@ class _Rows:
                 arrays["key"] = pa.array(np.arange(rng[0] + lo, rng[0] + hi, dtype=np.int64))
             else:
                 arrays["key"] = g.ids.keys.slice(lo, hi - lo)
-            arrays["component"] = pa.array(g.components(lo, hi))
+            arrays["component"] = pa.array(comp)
         for name in (self.cols if labels else ()):
             values = self._column(name, lambda f, j: by_field[f] if j is None else by_field[f][j])
             arrays[name] = pa.array(_padded(values, hi - lo))
@@ -377,45 +384,55 @@ ENCODE_BATCH = 1 << 30
 
 def _own_pages(rows: _Rows) -> bool:
     """Whether the save encodes these rows' label columns itself (:data:`OWN_PAGES`)."""
-    return OWN_PAGES == "always" or (OWN_PAGES == "device"
-                                     and is_device_array(rows.ready_array))
+    return bool(rows.cols) and (OWN_PAGES == "always" or (
+        OWN_PAGES == "device" and is_device_array(rows.ready_array)))
 
 
 class _OwnPages:
     """The early label columns of a save's parts encoded on the index's backend
     (:func:`.label_pages.encode_parts`), a batch of consecutive parts at a time (at most
-    :data:`ENCODE_BATCH` raw bytes): the first thread that asks for a part of a batch
-    encodes the batch, the others wait for it, and each part's bytes go once taken."""
+    :data:`ENCODE_BATCH` raw bytes), the batches one after the other on a thread of their
+    own, from the moment the rows are known: the first parts' bytes are ready, and their
+    writes under way, while the device encodes the next ones (one batch for all the parts
+    left the disk idle until the device was done with every part). Each part's bytes go
+    once taken (:meth:`take`)."""
 
     def __init__(self, rows: _Rows, bounds: list):
         self._rows, self._bounds = rows, bounds
-        row_bytes = 4 * len(rows.cols)
-        self._batches, self._of, size = [], {}, ENCODE_BATCH
+        row_bytes = rows.ready_array.dtype.itemsize * len(rows.cols)
+        batches, self._of, size = [], {}, ENCODE_BATCH
         for k, (lo, hi) in enumerate(bounds):
             if hi == lo:
                 continue
             if size + (hi - lo) * row_bytes > ENCODE_BATCH:
-                self._batches.append([])
+                batches.append([])
                 size = 0
-            self._batches[-1].append(k)
-            self._of[k] = len(self._batches) - 1
+            batches[-1].append(k)
+            self._of[k] = len(batches) - 1
             size += (hi - lo) * row_bytes
-        self._locks = [threading.Lock() for _ in self._batches]
-        self._done: dict[int, tuple[dict, object]] = {}
+        self._done: dict[int, tuple[object, object]] = {}
+        self._lock = threading.Lock()
+        device = ThreadPoolExecutor(1)
+        self._batches = [device.submit(self._batch, ks) for ks in batches]
+        device.shutdown(wait=False)  # the thread ends with the last batch
+
+    def _batch(self, ks: list[int]) -> None:
+        """Encode the parts ``ks`` (on this thread's stream, after the rows are made)."""
+        with on_own_stream(self._rows.ready):
+            values = [self._rows.label_values(*self._bounds[j]) for j in ks]
+            # the levels, trees and intervals byte-stream split, the hub bits plain
+            encoded = label_pages.encode_parts(self._rows.kernels, values,
+                                               split=self._rows.early)
+            ready = mark_ready(encoded[0].data)
+        with self._lock:
+            self._done.update((k, (e, ready)) for k, e in zip(ks, encoded))
 
     def take(self, k: int):
         """Part ``k``'s :class:`.label_pages.Encoded` and what its bytes wait for
-        (:func:`mark_ready`)."""
-        b = self._of[k]
-        with self._locks[b]:
-            if b not in self._done:
-                ks = self._batches[b]
-                with on_own_stream(self._rows.ready):
-                    values = [self._rows.label_values(*self._bounds[j]) for j in ks]
-                    encoded = label_pages.encode_parts(self._rows.kernels, values)
-                    self._done[b] = dict(zip(ks, encoded)), mark_ready(encoded[0].data)
-            parts, ready = self._done[b]
-            return parts.pop(k), ready
+        (:func:`mark_ready`), once its batch is encoded."""
+        self._batches[self._of[k]].result()
+        with self._lock:
+            return self._done.pop(k)
 
 
 def _rows(fields: dict, graph: _Graph, early: bool, ready) -> _Rows:
@@ -450,15 +467,6 @@ def _split(lab) -> tuple[dict, dict]:
 def win_words(lab) -> int:
     """Words per side of the labels' window hubs (0: none)."""
     return 0 if lab.win_down is None else int(lab.win_down.shape[1])
-
-
-def _representatives(comp: np.ndarray) -> np.ndarray:
-    """Rows of each component's first vertex (components are numbered by first occurrence,
-    so these are exactly the rows where the running maximum grows)."""
-    if comp.shape[0] == 0:
-        return np.zeros(0, bool)
-    running = np.maximum.accumulate(comp)
-    return np.concatenate([[True], running[1:] > running[:-1]])
 
 
 def metadata(index, dag_edges: int, source: dict | None = None) -> dict[str, str]:
@@ -735,8 +743,9 @@ class IndexWriter:
                                          **rows.options(hi - lo, labels=not own_pages))
         if own_pages:
             encoded, ready = own.take(k)
-            with on_own_stream(ready):
-                part = label_pages.appended(part, list(rows.cols), encoded, self._buffers)
+            with on_own_stream(ready):  # the hub bits before the children's placeholder
+                part = label_pages.with_pages(part, list(rows.cols), encoded, self._buffers,
+                                              before=not rows.early)
         region = self._region.result()
         if not rows.early and region.sizes[k]:
             parquet_parts.external_chunk(part, table, region.at[k], region.sizes[k])
@@ -769,9 +778,10 @@ class IndexWriter:
             region = self._region.result()
             rows = _rows(hub_fields, self._graph, early=False,
                          ready=mark_ready(hub_fields["hub_down"]))
+            pages = _OwnPages(rows, self._graph.bounds) if _own_pages(rows) else None
             self._queued.wait()
             # queued now, behind the early parts: a thread free of those takes one at once
-            hubs = [self._encoders.submit(self._encode, rows, k)
+            hubs = [self._encoders.submit(self._encode, rows, k, pages)
                     for k in range(len(self._graph.bounds))]
             early = self._early.result()
             meta = metadata(index, rows.graph.idx.shape[0], self.source)

@@ -310,6 +310,15 @@ class GpuKernels(GpuQueries):
         out = rank[first[label]]
         return out.astype(cp.int32), int(rank[-1]) + 1
 
+    def representatives(self, comp):
+        # an atomic minimum per row (not a cooperative launch: a save runs this while the
+        # build's label passes fill the device)
+        n = comp.shape[0]
+        rows = cp.arange(n, dtype=cp.int32)
+        first = cp.full(n, _INT_MAX, cp.int32)  # components number fewer than rows
+        cupyx.scatter_min(first, comp, rows)
+        return first[comp] == rows
+
     @_out_of_memory
     def component_pairs(self, g, comp):
         out = cp.empty(g.m, cp.uint64)

@@ -182,6 +182,11 @@ class Kernels(Protocol):
     def rank_by_first_occurrence(self, label: Array) -> tuple[Array, int]:
         """Labels renumbered 0..k-1 in order of first occurrence, and k."""
 
+    def representatives(self, comp: Array) -> Array:
+        """bool[n]: the rows that are their component's first, of components numbered by
+        first occurrence (:meth:`rank_by_first_occurrence`): a save writes each component's
+        children on that row."""
+
     def component_pairs(self, g: CSR, comp: Array) -> Array:
         """Every edge of ``g`` as a packed pair of components, ``comp[v] << 32 | comp[w]``
         (edges inside a component become self-loops, which :meth:`csr_of_pairs` drops)."""

@@ -148,6 +148,9 @@ class CpuKernels:
         out, k = graph.rank_by_first_occurrence(label)
         return out, int(k)
 
+    def representatives(self, comp):
+        return graph.representatives(comp)
+
     def component_pairs(self, g: CSR, comp):
         return graph.component_pairs(g.indptr, g.indices, comp)
 

@@ -179,6 +179,20 @@ def rank_by_first_occurrence(label):
     return out, k
 
 
+def representatives(comp):
+    """The rows that are their component's first, of components numbered by first occurrence:
+    exactly the rows where the running maximum grows (NumPy's passes; the GPU's twin takes
+    each component's first row with an atomic minimum).
+
+    >>> representatives(np.array([0, 1, 0, 2, 1], np.int32)).tolist()
+    [True, True, False, True, False]
+    """
+    if comp.shape[0] == 0:
+        return np.zeros(0, bool)
+    running = np.maximum.accumulate(comp)
+    return np.concatenate([[True], running[1:] > running[:-1]])
+
+
 @njit(**_JIT)
 def component_pairs(ptr, idx, comp):
     """Every edge as a packed pair of components, ``comp[v] << 32 | comp[w]`` (edges inside a

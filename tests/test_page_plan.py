@@ -214,9 +214,12 @@ def test_damaged_pages_are_refused_on_the_device():
 
 
 @pytest.mark.parametrize("spec", ["gen:rmat:12:8", "gen:citation:20000"])
-def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_path, spec):
+@pytest.mark.parametrize("own", [False, True])
+def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_path,
+                                                                         monkeypatch, spec, own):
     """In a file the index's save writes (a graph with cycles, a DAG), a GPU load decodes
-    every label column itself but the hub bits (dictionaries), in every row group, and each
+    every label column itself but the hub bits of a file that pyarrow encoded (dictionaries;
+    a GPU index's save encodes them itself, ``own``, and plain), in every row group, and each
     decodes as pyarrow reads it: a change of encodings that took a column off the device's
     path fails here, not only in a benchmark."""
     import mmap
@@ -226,6 +229,7 @@ def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_pat
     from grail_duckdb.engine.index_format import label_names
     from grail_duckdb.tools.bench import load_workload
 
+    monkeypatch.setattr(persistence, "OWN_PAGES", "always" if own else "never")
     path = tmp_path / "i.grail.parquet"
     gd.build_index(load_workload(spec).edges, backend="cpu", progress=False).save(path)
     meta = persistence.read_metadata(path)
@@ -237,8 +241,124 @@ def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_pat
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         for g in range(pf.metadata.num_row_groups):
             chunks = page_plan.group_chunks(pf.metadata, g, mapped, dtypes)
-            assert set(chunks) == {n for n in names if not n.startswith("hub_")}
+            assert set(chunks) == {n for n in names if own or not n.startswith("hub_")}
             table = pf.read_row_group(g, columns=list(chunks))
             for name, chunk in chunks.items():
                 np.testing.assert_array_equal(page_plan.decode(mapped, chunk),
                                               table.column(name).to_numpy())
+
+
+# --- page headers read without the interpreter (kernels/cpu/pages.page_table) -------------
+def _thrift(depth: int = 3):
+    """Compact-protocol values of any type: ``(type, value)`` as :mod:`.parquet_parts`
+    writes them (structs, lists and maps nested ``depth`` deep at most)."""
+    leaves = st.one_of(
+        st.tuples(st.just(3), st.integers(0, 255)),
+        st.tuples(st.sampled_from([4, 5, 6]), st.integers(-2**62, 2**62)),
+        st.tuples(st.just(7), st.binary(min_size=8, max_size=8)),
+        st.tuples(st.just(8), st.binary(max_size=40)))
+    if depth == 0:
+        return leaves
+    inner = _thrift(depth - 1)
+    lists = st.tuples(st.sampled_from([9, 10]), inner.flatmap(
+        lambda tv: st.lists(st.just(tv[1]), max_size=17).map(lambda items: (tv[0], items))))
+    bools = st.tuples(st.just(9), st.lists(st.integers(0, 1), max_size=20).map(
+        lambda items: (1, items)))
+    maps = st.tuples(st.just(11), st.tuples(leaves, inner).flatmap(
+        lambda kv: st.lists(st.just((kv[0][1], kv[1][1])), max_size=5).map(
+            lambda items: (kv[0][0], kv[1][0], items))))
+    return st.one_of(leaves, lists, bools, maps, _structs(depth - 1))
+
+
+def _structs(depth: int):
+    """A struct's fields (ids rising by 1 to 40, so that some take a varint of their own) as
+    ``(12, [[fid, type, value], ...])``; booleans live in their field's type."""
+    field = st.one_of(_thrift(depth).map(list), st.sampled_from([[1, None], [2, None]]))
+    return st.lists(st.tuples(st.integers(1, 40), field), max_size=6).map(lambda fs: (12, [
+        [sum(step for step, _ in fs[:i + 1]), typ, value] for i, (_, (typ, value))
+        in enumerate(fs)]))
+
+
+@given(_structs(3), st.binary(max_size=8))
+def test_any_thrift_struct_is_skipped_to_its_end(struct, tail):
+    """The walker's end of a struct is the project's Thrift reader's (parquet_parts), with
+    or without bytes after it; a struct cut short does not decode."""
+    from grail_duckdb.engine.parquet_parts import _read_struct, _write_struct
+    from grail_duckdb.kernels.cpu.pages import _skip
+
+    out = bytearray()
+    _write_struct(out, struct[1])
+    buf = np.frombuffer(bytes(out) + tail, np.uint8)
+    assert _skip(buf, 0, 12) == _read_struct(bytes(out), 0)[1] == len(out)
+    assert _skip(np.frombuffer(bytes(out[:-1]), np.uint8), 0, 12) == -1
+
+
+@given(st.integers(-1, 3), st.integers(-5, 1 << 20), st.integers(-5, 1 << 20),
+       st.integers(-1, 1 << 18), st.sampled_from([0, 2, 8, 9]), st.booleans(), st.booleans(),
+       _structs(1))
+def test_page_headers_read_as_the_thrift_reader_reads_them(kind, raw, size, values,
+                                                           encoding, crc, stats, extra):
+    """Headers with and without a checksum, statistics or unknown fields: the walker finds
+    the fields that :func:`~grail_duckdb.engine.page_plan.chunk_pages` needs where the
+    project's Thrift reader finds them, or refuses a header without them."""
+    from grail_duckdb.engine.parquet_parts import _read_struct, _write_struct
+    from grail_duckdb.kernels.cpu.pages import _header
+
+    data = [[1, 5, values], [2, 5, encoding], [3, 5, 3], [4, 5, 3]]
+    if stats:
+        data.append([5, 12, [[1, 8, b"\x01\x02"], [5, 6, 7], [7, 1, None]]])
+    fields = [[1, 5, kind], [2, 5, raw], [3, 5, size]] + ([[4, 5, 12345]] if crc else [])
+    if kind >= 0:
+        fields.append([5, 12, data])
+    fields += [[f + 10, t, v] for f, t, v in extra[1]]
+    out = bytearray()
+    _write_struct(out, fields)
+    got = np.zeros(5, np.int64)
+    body = _header(np.frombuffer(bytes(out), np.uint8), 0, got)
+    head, end = _read_struct(bytes(out), 0)
+    if kind < 0:  # no data page header: refused
+        assert body == -1
+    else:
+        assert body == end == len(out)
+        assert got.tolist() == [kind, raw, size, values, encoding]
+
+
+@pytest.mark.parametrize("stats,crc", [(True, False), (False, True), (True, True)])
+def test_pages_with_statistics_and_checksums_decode(stats, crc):
+    """pyarrow's pages with statistics in their headers and checksums: read past, decoded as
+    pyarrow decodes them; version-2 data pages are left to pyarrow."""
+    rng = np.random.default_rng(5)
+    col = {"inner_1": rng.integers(-9, 1_000, 30_000).astype(np.int32),
+           "win_up_1": rng.integers(0, 2**63, 30_000, dtype=np.uint64)}
+    options = {**write_options(list(col), "int", 1), "max_rows_per_page": 7_000,
+               "write_statistics": stats, "write_page_checksum": crc}
+    data, md = _file(col, **options)
+    chunks = _chunks(data, md, col)
+    assert set(chunks) == set(col) and all(ch.table.shape[0] == 5 for ch in chunks.values())
+    for name, got in _cpu(data, chunks).items():
+        np.testing.assert_array_equal(got, col[name])
+    data, md = _file(col, **options, data_page_version="2.0")
+    assert not _chunks(data, md, col)
+
+
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1,
+                max_size=8))
+def test_damaged_page_headers_are_refused_or_bounded(flips):
+    """Bytes of a chunk's page headers changed at random: the chunk is left to pyarrow, or
+    its pages lie within it and hold its rows (the file's digest refuses the damage)."""
+    col = {"inner_1": np.arange(20_000, dtype=np.int32)}
+    data, md = _file(col, **{**write_options(list(col), "int", 1), "max_rows_per_page": 5_000})
+    chunk = _chunks(data, md, col)["inner_1"]
+    heads = [chunk.start] + [chunk.start + int(a + n) for a, n in
+                             chunk.table[:-1, [PAGE_SRC, PAGE_LEN]]]
+    damaged = bytearray(data)
+    for at, value in flips:
+        pos = heads[at % len(heads)] + at // len(heads) % 24
+        damaged[pos] = value
+    column = md.row_group(0).column(0)
+    got = page_plan.chunk_pages(bytes(damaged), column, md.schema.column(0), np.int32, 20_000)
+    if got is not None:
+        t = got.table
+        assert (t[:, PAGE_SRC] >= 0).all() and (t[:, PAGE_SRC] + t[:, PAGE_LEN]
+                                                 <= chunk.stop - chunk.start).all()
+        assert t[:, 5].sum() == 20_000

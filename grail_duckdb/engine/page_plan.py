@@ -22,17 +22,13 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..kernels.cpu.pages import (PAGE_COLUMNS, PAGE_LZ4, PAGE_RAW, PAGE_ROWS, PAGE_SCRATCH,
-                                 PAGE_SPLIT, page_values)
-from .parquet_parts import page_header
+                                 page_table, page_values)
 
 #: bytes per value of the physical types decoded here
 _WIDTHS = {"INT32": 4, "INT64": 8}
 #: pyarrow's names of the codecs decoded here: "LZ4" is Parquet's LZ4_RAW (one LZ4 block per
 #: page; the older framed LZ4 reads as another name)
 _CODECS = {"UNCOMPRESSED": 0, "LZ4": PAGE_LZ4}
-#: Parquet's encodings decoded here: PLAIN, BYTE_STREAM_SPLIT
-_ENCODINGS = {0: 0, 9: PAGE_SPLIT}
-_DATA_PAGE = 0
 
 
 @dataclass
@@ -81,23 +77,13 @@ def chunk_pages(buf, column: pq.ColumnChunkMetaData, schema: pq.ColumnSchema, dt
     stop = start + column.total_compressed_size
     if start < 0 or stop > len(buf):
         return None
-    pages, pos, row, scratch = [], start, 0, 0
-    while pos < stop:
-        head = page_header(buf, pos)
-        if head is None:
-            return None
-        kind, raw, size, values, encoding, body = head
-        flags = _ENCODINGS.get(encoding)
-        if (kind != _DATA_PAGE or flags is None or size < 0 or raw != values * width
-                or body + size > stop or (not codec and size != raw)):
-            return None
-        pages.append((body - start, size, raw, scratch if codec else -1, row, values, width,
-                      flags | codec, 0))
-        scratch += raw if codec else 0
-        row, pos = row + values, body + size
-    if row != rows:
+    src = np.frombuffer(buf, np.uint8)
+    try:
+        table = page_table(src, start, stop, width, codec == PAGE_LZ4, rows)
+    finally:
+        del src  # no view of a mapped file outlives the call (the map closes after a load)
+    if table.shape[1] != PAGE_COLUMNS:
         return None
-    table = np.array(pages, np.int64).reshape(-1, PAGE_COLUMNS)
     return Chunk(column.path_in_schema, start, stop, dtype, table)
 
 

@@ -385,32 +385,6 @@ def write_blob_page(blobs: Blobs, rows: int, out: np.ndarray) -> None:
     blob_words(blobs.ptr, blobs.children, out[len(head):].view(np.int32))
 
 
-#: page header fields (parquet.thrift PageHeader, DataPageHeader)
-_PH_TYPE, _PH_RAW, _PH_SIZE, _PH_DATA = 1, 2, 3, 5
-_DH_VALUES, _DH_ENCODING = 1, 2
-
-
-def page_header(buf, pos: int) -> tuple[int, int, int, int, int, int] | None:
-    """The header of the page at ``pos`` in ``buf`` (bytes, mmap, memoryview): ``(page type,
-    uncompressed bytes, compressed bytes, values, encoding, where the page's bytes start)``,
-    or None for a page that is not a version-1 data page (a dictionary page, a version-2
-    data page) or a header that does not decode."""
-    try:
-        fields, end = _read_struct(buf, pos)
-    except (FooterError, IndexError, TypeError, ValueError):
-        return None
-    head = {fid: value for fid, _, value in fields}
-    data = head.get(_PH_DATA)
-    if not isinstance(data, list) or not all(isinstance(head.get(f), int)
-                                             for f in (_PH_TYPE, _PH_RAW, _PH_SIZE)):
-        return None
-    info = {fid: value for fid, _, value in data}
-    if not all(isinstance(info.get(f), int) for f in (_DH_VALUES, _DH_ENCODING)):
-        return None
-    return (head[_PH_TYPE], head[_PH_RAW], head[_PH_SIZE], info[_DH_VALUES],
-            info[_DH_ENCODING], end)
-
-
 def external_chunk(part: Part, table: pa.Table, at: int, size: int) -> None:
     """Point the last column chunk of the part of ``table`` (pyarrow's chunk of an all-NULL
     placeholder) at a page of ``size`` bytes that lies at ``at`` in the output

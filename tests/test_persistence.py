@@ -785,3 +785,28 @@ def test_host_values_reach_a_slice_of_a_backend_array(backend, monkeypatch):
         assert not got[j, v.shape[0]:].any()
     np.testing.assert_array_equal(to_host(flat), values[::-1].astype(np.int32))
     np.testing.assert_array_equal(to_host(dst)[7:9], wide[:2])
+
+
+def test_a_view_that_outlives_the_load_does_not_refuse_the_file(tmp_path, monkeypatch):
+    """A view of the load's map still alive when the load closes it (a library's or a
+    frame's, freed only by the collector): the load returns its index rather than calling
+    the file damaged, and the map goes with the view."""
+    import mmap as mmap_module
+
+    from grail_duckdb.engine import index_reader
+
+    idx = gd.build_index(np.array([0, 1, 2]), np.array([1, 2, 0]), backend="cpu",
+                         progress=False)
+    path = idx.save(tmp_path / "v.grail.parquet")
+    kept = []
+    read = index_reader.IndexReader.read
+
+    def read_and_keep(self):
+        kept.append(memoryview(self.mapped))  # a view nobody releases
+        return read(self)
+
+    monkeypatch.setattr(index_reader.IndexReader, "read", read_and_keep)
+    back = gd.load_index(path, backend="cpu")
+    assert back.reaches([0], [2]).tolist() == [True]
+    assert isinstance(kept[0].obj, mmap_module.mmap) and not kept[0].obj.closed
+    kept[0].release()

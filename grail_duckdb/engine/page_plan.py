@@ -77,7 +77,7 @@ def chunk_pages(buf, column: pq.ColumnChunkMetaData, schema: pq.ColumnSchema, dt
     stop = start + column.total_compressed_size
     if start < 0 or stop > len(buf):
         return None
-    src = np.frombuffer(buf, np.uint8)
+    src = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
     try:
         table = page_table(src, start, stop, width, codec == PAGE_LZ4, rows)
     finally:
@@ -92,13 +92,17 @@ def group_chunks(md: pq.FileMetaData, g: int, buf, dtypes: dict) -> dict[str, Ch
     decodes itself (:func:`chunk_pages`), by name."""
     rg = md.row_group(g)
     out = {}
-    for c in range(rg.num_columns):
-        column = rg.column(c)
-        dtype = dtypes.get(column.path_in_schema)
-        if dtype is not None:
-            chunk = chunk_pages(buf, column, md.schema.column(c), dtype, rg.num_rows)
-            if chunk is not None:
-                out[chunk.name] = chunk
+    src = np.frombuffer(buf, np.uint8)  # one view of the file for all the chunks
+    try:
+        for c in range(rg.num_columns):
+            column = rg.column(c)
+            dtype = dtypes.get(column.path_in_schema)
+            if dtype is not None:
+                chunk = chunk_pages(src, column, md.schema.column(c), dtype, rg.num_rows)
+                if chunk is not None:
+                    out[chunk.name] = chunk
+    finally:
+        del src  # no view of a mapped file outlives the call
     return out
 
 

@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import mmap
 import os
 import sys
@@ -196,7 +197,14 @@ class _Graph:
         return self.ptr_at[k + 1] - self.ptr_at[k]
 
 
-def _bounds(n: int, c: int, d: int, dag_edges: int) -> list[tuple[int, int]]:
+#: a label row's host work when the backend encodes and decodes the label pages (a GPU
+#: index's save, a GPU load), as a share of its host work when pyarrow does: the host only
+#: copies and hashes its compressed bytes
+DEVICE_LABEL_SHARE = 0.25
+
+
+def _bounds(n: int, c: int, d: int, dag_edges: int,
+            labels_share: float = 1.0) -> list[tuple[int, int]]:
     """The parts' rows: parts of about ``PART_BYTES`` of raw data, or larger ones where that
     makes more than ``MAX_PARTS``, smaller ones where it makes fewer than ``MIN_PARTS`` (of
     1,024 rows at least, but for the last), counted with two words of hub bits per side (the
@@ -212,7 +220,7 @@ def _bounds(n: int, c: int, d: int, dag_edges: int) -> list[tuple[int, int]]:
     (16, 4, [(0, 0)])
     """
     base = 8 + 4 + 4 * dag_edges / max(n, 1)  # the key, the component, the children
-    labels = 4 * (2 * d + 5) + 32
+    labels = (4 * (2 * d + 5) + 32) * labels_share
     full, empty = base + labels, base + labels / 8
     total = c * full + (n - c) * empty
     parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(total) // PART_BYTES)))
@@ -664,7 +672,9 @@ class IndexWriter:
         if self._region is not None:
             raise RuntimeError("the children are being written already")
         n = int(comp.shape[0])
-        bounds = _bounds(n, n_components, d, int(dag.indices.shape[0]))
+        device = OWN_PAGES == "always" or (OWN_PAGES == "device" and is_device_array(comp))
+        bounds = _bounds(n, n_components, d, int(dag.indices.shape[0]),
+                         DEVICE_LABEL_SHARE if device else 1.0)
         ptr_at = None
         if n_components == n:  # one small gather, here: before the caller's next kernels
             ptr_at = to_host(dag.indptr[[lo for lo, _ in bounds] + [n]]).tolist()
@@ -881,12 +891,32 @@ def load(path, *, expect_fingerprint: str | None = None, xp=np) -> dict:
                               "current ones; rebuild it (grail_index(..., rebuild := true) in SQL "
                               "or grail_duckdb.build_index(...).save(path))")
     try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return IndexReader(path, meta, mapped, xp).read()
+        with open(path, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                return IndexReader(path, meta, mapped, xp).read()
+            finally:
+                _unmap(mapped)
     except (StaleIndexError, IndexFileError):
         raise
     except Exception as exc:
         raise IndexFileError(f"{path} is damaged ({exc}); delete it and rebuild the index") from exc
+
+
+def _unmap(mapped: mmap.mmap) -> None:
+    """Close a load's map of its file. A view of it that outlives the load (in a frame or a
+    library's cache that only the collector frees) would make the close raise BufferError,
+    and a load that read and checked every byte refused as damaged (a GPU load of
+    rmat:23:12 once was, README, Scale, stop 37): the collector runs first, and a map still
+    in use then goes with its last view."""
+    try:
+        mapped.close()
+    except BufferError:
+        gc.collect()
+        try:
+            mapped.close()
+        except BufferError:
+            pass
 
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "IndexWriter", "PART_BYTES", "load", "metadata",

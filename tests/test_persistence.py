@@ -810,3 +810,36 @@ def test_a_view_that_outlives_the_load_does_not_refuse_the_file(tmp_path, monkey
     assert back.reaches([0], [2]).tolist() == [True]
     assert isinstance(kept[0].obj, mmap_module.mmap) and not kept[0].obj.closed
     kept[0].release()
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), max_size=40), st.integers(0, 7),
+       st.integers(0, 3), st.integers(0, 100))
+def test_a_groups_children_rows_as_the_numpy_reference_finds_them(rows, bit0, c0, e0):
+    """The load's one-pass check of a row group's children (kernels/cpu/pages.children_rows)
+    against the same rules in NumPy: representatives (children not NULL) of consecutive
+    components from the first one's, each BLOB whole int32, the row pointers they end."""
+    from grail_duckdb.kernels.cpu.pages import children_rows
+
+    valid = np.array([v for v, _ in rows], bool)
+    counts = np.array([n if v else 0 for v, n in rows], np.int64)
+    comp = np.zeros(len(rows), np.int32)
+    comp[valid] = c0 + np.arange(int(valid.sum()))
+    comp[~valid] = c0  # a non-representative row of the first component
+    offsets = np.concatenate([[0], np.cumsum(4 * counts)]).astype(np.int64)
+    bits = np.packbits(np.concatenate([np.zeros(bit0, bool), valid]), bitorder="little")
+    c = c0 + int(valid.sum())
+    ptr = np.zeros(c + 1, np.int64)
+    got = children_rows(bits, bit0, offsets, comp, ptr, e0)
+    assert got == (c0 if valid.any() else 0, c if valid.any() else 0, True)
+    np.testing.assert_array_equal(ptr[c0 + 1:c + 1], e0 + np.cumsum(counts[valid]))
+    if valid.sum() >= 2:  # a representative out of turn, a BLOB cut, a pointer past the end
+        at = int(np.flatnonzero(valid)[1])
+        for damage in ("comp", "blob", "short"):
+            bad_comp, bad_offsets, bad_ptr = comp.copy(), offsets.copy(), ptr.copy()
+            if damage == "comp":
+                bad_comp[at] += 1
+            elif damage == "blob":
+                bad_offsets[at + 1:] += 1
+            else:
+                bad_ptr = np.zeros(c, np.int64)
+            assert not children_rows(bits, bit0, bad_offsets, bad_comp, bad_ptr, e0)[2]

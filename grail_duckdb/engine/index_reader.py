@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..kernels import copy_into, kernels_for, upload_pages, upload_staging
-from ..kernels.cpu.pages import PAGE_DST, PAGE_SCRATCH, PAGE_SRC
+from ..kernels.cpu.pages import (PAGE_DST, PAGE_RAW, PAGE_SCRATCH, PAGE_SRC,
+                                 children_rows)
 from . import page_plan, parquet_parts
 from .csr import CSR
 from .ids import VertexIds
@@ -168,15 +169,9 @@ class IndexReader:
             _check_range(comp, self.c, "component ids")
         puts = [(self.comp, lo, comp)]
         children = col["dag_children"]
-        if self.identity:  # row i is component i (on a GPU checked at the end, on the device)
-            if children.null_count or (self._device is None and not _is_identity(np, comp, lo)):
-                raise ValueError("representative rows do not match the component count")
-            take, c0 = slice(None), lo
-        else:
-            take = np.flatnonzero(children.is_valid().to_numpy(zero_copy_only=False))
-            c0 = int(comp[take[0]]) if take.shape[0] else 0
-            if not _is_identity(np, comp[take], c0):
-                raise ValueError("component numbering does not follow the rows")
+        if self.identity and (children.null_count or (
+                self._device is None and not _is_identity(np, comp, lo))):
+            raise ValueError("representative rows do not match the component count")
         # the label columns pyarrow decoded (those of ``chunks`` are decoded on the device:
         # _place): rows [lo, lo + kept) hold components [lo, lo + kept)
         taken = {name: col[name].to_numpy()[:kept] for name in self._targets_of if name in col}
@@ -185,12 +180,15 @@ class IndexReader:
                 values = tree_lo(taken[_POSTS[name]], values)
             puts.append((self._targets_of[name], lo, values))
         offsets, data = blobs(children)
-        lengths = np.diff(offsets)[take]
-        c1 = c0 + lengths.shape[0]
-        if (lengths % 4).any() or data.shape[0] != 4 * (e1 - e0) or c1 > self.c:
+        bitmap = children.buffers()[0] if children.null_count else None
+        c0, c1, whole = children_rows(
+            np.zeros(0, np.uint8) if bitmap is None else np.frombuffer(bitmap, np.uint8),
+            children.offset, offsets, comp, self.ptr, e0)
+        if not whole or (self.identity and c0 != lo):
+            raise ValueError("the representatives' components or children do not follow the "
+                             "rows")
+        if data.shape[0] != 4 * (e1 - e0) or c1 > self.c:
             raise ValueError("the children BLOBs do not hold the row group's DAG edges")
-        np.cumsum(lengths // 4, out=self.ptr[c0 + 1:c1 + 1])
-        self.ptr[c0 + 1:c1 + 1] += e0
         part = data.view(np.int32)
         if self._device is None:
             _check_range(part, self.c, "DAG edges")
@@ -204,25 +202,33 @@ class IndexReader:
         """Decode a row group's ``chunks`` on the device into their destinations, its first
         ``kept`` rows from component ``first`` on (the rows after them are past the last
         component), their bytes copied as they lie in the file."""
-        runs, tables, at, scratch = [], [], 0, 0
-        for ch in sorted(chunks.values(), key=lambda ch: ch.start):  # laid in file order
+        order = sorted(chunks.values(), key=lambda ch: ch.start)  # laid in file order
+        runs, at, dst, pos = [], [], [], 0
+        for ch in order:
             if runs and runs[-1][1] == ch.start:  # chunks that follow each other: one copy
                 runs[-1][1] = ch.stop
             else:
                 runs.append([ch.start, ch.stop])
-            t = ch.table.copy()
-            t[:, PAGE_SRC] += at
-            t[t[:, PAGE_SCRATCH] >= 0, PAGE_SCRATCH] += scratch
-            dst = self._targets_of[ch.name]
-            t[:, PAGE_DST] = dst.data.ptr + first * dst.strides[0]
-            tables.append(t)
-            at, scratch = at + ch.stop - ch.start, scratch + ch.scratch
+            target = self._targets_of[ch.name]
+            at.append(pos)
+            dst.append(target.data.ptr + first * target.strides[0])
+            pos += ch.stop - ch.start
+        # one table for the group's pages: sources from the first run, scratch one after
+        # the other, each page's destination its column's
+        pages = [ch.table.shape[0] for ch in order]
+        table = np.concatenate([ch.table for ch in order])
+        table[:, PAGE_SRC] += np.repeat(at, pages)
+        lz4 = table[:, PAGE_SCRATCH] >= 0
+        room = np.where(lz4, table[:, PAGE_RAW], 0)
+        table[lz4, PAGE_SCRATCH] = (np.cumsum(room) - room)[lz4]
+        table[:, PAGE_DST] = np.repeat(np.array(dst, np.int64), pages)
+        scratch = int(room.sum())
         view = memoryview(self.mapped)
         try:
             host_runs = [np.frombuffer(view, np.uint8, count=b - a, offset=a) for a, b in runs]
             with self._device:
-                upload_pages(self._kernels, self._staging, host_runs, np.concatenate(tables),
-                             kept, scratch, self._err)
+                upload_pages(self._kernels, self._staging, host_runs, table, kept, scratch,
+                             self._err)
         except BaseException as exc:  # the failed calls' frames hold views of the map
             traceback.clear_frames(exc.__traceback__)
             raise

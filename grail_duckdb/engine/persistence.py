@@ -198,9 +198,12 @@ class _Graph:
 
 
 #: a label row's host work when the backend encodes and decodes the label pages (a GPU
-#: index's save, a GPU load), as a share of its host work when pyarrow does: the host only
-#: copies and hashes its compressed bytes
-DEVICE_LABEL_SHARE = 0.25
+#: index's save, a GPU load), as a share of its host work when pyarrow does (the host only
+#: copies and hashes their compressed bytes): none, so that parts hold as many rows.
+#: rmat:23:12's ETL save / load took 0.242 / 0.143 s cut with pyarrow's weights (1.0),
+#: 0.238 / 0.137 with 0.25, 0.219 / 0.135 with 0.1 and 0.219 / 0.129 with none (medians of
+#: eight, alternated in one process, H100 host; README, Scale, stop 37)
+DEVICE_LABEL_SHARE = 0.0
 
 
 def _bounds(n: int, c: int, d: int, dag_edges: int,

@@ -34,6 +34,39 @@ def blob_words(ptr, children, out):
     return q
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def children_rows(bitmap, bit0, offsets, comp, ptr, e0):
+    """A row group's DAG rows from its children's column, in one pass without the
+    interpreter's lock (a load's row group, on every core): the rows whose children are
+    not NULL (bit ``bit0 + i`` of the validity ``bitmap``; every row where it is empty)
+    are the representatives of consecutive components ``c0, c0 + 1, ...``; each one's
+    children's count (its BLOB's bytes, ``offsets``, over 4) ends its component's row
+    pointer, ``ptr[c + 1] = e0 + the children so far``. Returns ``(c0, c1, ok)``: the
+    components ``[c0, c1)`` the rows hold, and False where a representative's component
+    does not follow the one before, a BLOB is not whole int32, or a pointer falls outside
+    ``ptr`` (a damaged file).
+
+    >>> ptr = np.zeros(4, np.int64)
+    >>> bits = np.array([0b101], np.uint8)  # rows 0 and 2 hold their components' children
+    >>> children_rows(bits, 0, np.array([0, 8, 8, 12]), np.array([1, 1, 2]), ptr, 5), ptr
+    ((1, 3, True), array([0, 0, 7, 8]))
+    """
+    c0, k, total = -1, 0, 0
+    for i in range(comp.shape[0]):
+        if bitmap.shape[0] and not (bitmap[(bit0 + i) >> 3] >> ((bit0 + i) & 7)) & 1:
+            continue
+        if c0 < 0:
+            c0 = np.int64(comp[i])
+        length = offsets[i + 1] - offsets[i]
+        if comp[i] != c0 + k or length % 4 or c0 < 0 or c0 + k + 1 >= ptr.shape[0]:
+            return c0, c0 + k, False
+        total += length // 4
+        ptr[c0 + k + 1] = e0 + total
+        k += 1
+    c0 = max(c0, 0)
+    return c0, c0 + k, True
+
+
 #: columns of a page table (:func:`page_values`, ``pages_kernel`` in ``kernels/pages.cu``):
 #: where the page's bytes start in the source and how many there are, its bytes once
 #: decompressed, where they go in the scratch, its first row in the row group, its rows,

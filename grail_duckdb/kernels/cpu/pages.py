@@ -203,6 +203,31 @@ def _uvarint(buf, pos):
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
+def _field(buf, pos, last):
+    """The header of a struct's field at ``pos``, the field before it ``last``: ``(its id,
+    its type, the position after it)``; type 0 at the struct's end, position -1 where it
+    does not decode."""
+    if pos < 0 or pos >= buf.shape[0]:
+        return 0, 0, -1
+    head = np.int64(buf[pos])
+    pos += 1
+    if head == 0 or head >> 4:
+        return last + (head >> 4), head & 0x0F, pos
+    raw, pos = _uvarint(buf, pos)  # the field id in a varint of its own
+    return (raw >> 1) ^ -(raw & 1), head & 0x0F, pos
+
+
+@njit(cache=True, nogil=True, boundscheck=True)
+def _integer(buf, pos, typ):
+    """An integer field's value at ``pos`` (a zigzag varint): ``(value, position after it)``,
+    position -1 where ``typ`` is not an integer's type or it does not decode."""
+    if typ != _T_I16 and typ != _T_I32 and typ != _T_I64:
+        return 0, -1
+    raw, pos = _uvarint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+@njit(cache=True, nogil=True, boundscheck=True)
 def _skip(buf, pos, typ):
     """The position after a value of compact type ``typ`` at ``pos`` (a struct field's
     booleans are in their type: none to skip), or -1 where it does not decode: the structs,
@@ -257,16 +282,13 @@ def _skip(buf, pos, typ):
                 return pos
             d = depth - 1
             if kind[d] == 0:
-                if pos >= end:
+                _, typ, pos = _field(buf, pos, 0)
+                if pos < 0:
                     return -1
-                head = np.int64(buf[pos])
-                pos += 1
-                if head == 0:
+                if typ == 0:
                     depth -= 1
                     continue
-                if head >> 4 == 0:  # the field id in a varint of its own
-                    pos = _uvarint(buf, pos)[1]
-                typ, boxed = head & 0x0F, False
+                boxed = False
                 break
             if left[d] == 0:
                 depth -= 1
@@ -285,44 +307,23 @@ def _header(buf, pos, out):
     does not decode."""
     have, last = 0, 0
     while True:
-        if pos < 0 or pos >= buf.shape[0]:
+        last, typ, pos = _field(buf, pos, last)
+        if pos < 0:
             return -1
-        head = np.int64(buf[pos])
-        pos += 1
-        if head == 0:
+        if typ == 0:
             return pos if have == 0b11111 else -1
-        typ = head & 0x0F
-        if head >> 4:
-            fid = last + (head >> 4)
-        else:
-            raw, pos = _uvarint(buf, pos)
-            fid = (raw >> 1) ^ -(raw & 1)
-        last = fid
-        is_int = typ == _T_I16 or typ == _T_I32 or typ == _T_I64
-        if 1 <= fid <= 3 and is_int:
-            raw, pos = _uvarint(buf, pos)
-            out[fid - 1] = (raw >> 1) ^ -(raw & 1)
-            have |= 1 << (fid - 1)
-        elif fid == 5 and typ == _T_STRUCT:
+        if 1 <= last <= 3 and typ != _T_STRUCT:
+            out[last - 1], pos = _integer(buf, pos, typ)
+            have |= 1 << (last - 1)
+        elif last == 5 and typ == _T_STRUCT:
             inner = 0
-            while True:
-                if pos < 0 or pos >= buf.shape[0]:
-                    return -1
-                head = np.int64(buf[pos])
-                pos += 1
-                if head == 0:
+            while pos >= 0:
+                inner, t, pos = _field(buf, pos, inner)
+                if t == 0:
                     break
-                t = head & 0x0F
-                if head >> 4:
-                    f = inner + (head >> 4)
-                else:
-                    raw, pos = _uvarint(buf, pos)
-                    f = (raw >> 1) ^ -(raw & 1)
-                inner = f
-                if (f == 1 or f == 2) and (t == _T_I16 or t == _T_I32 or t == _T_I64):
-                    raw, pos = _uvarint(buf, pos)
-                    out[2 + f] = (raw >> 1) ^ -(raw & 1)
-                    have |= 1 << (2 + f)
+                if inner == 1 or inner == 2:
+                    out[2 + inner], pos = _integer(buf, pos, t)
+                    have |= 1 << (2 + inner)
                 else:
                     pos = _skip(buf, pos, t)
         else:

@@ -213,20 +213,25 @@ def _bounds(n: int, c: int, d: int, dag_edges: int,
     1,024 rows at least, but for the last), counted with two words of hub bits per side (the
     labels' own widths are not known yet). Only the first ``c`` rows (one per component)
     hold labels (the rows after them hold zeros, encoded about eight times as fast), so the
-    parts are cut by their work, not their rows: rmat:23:12's 8.4M rows hold 5.3M
-    components, and parts of equal rows left a third of the threads next to nothing to do.
+    parts are cut by their host work, not their rows: rmat:23:12's 8.4M rows hold 5.3M
+    components, and parts of equal rows left a third of the threads next to nothing to do
+    when pyarrow encoded the labels. ``labels_share``: a label row's host work as a share of
+    that (:data:`DEVICE_LABEL_SHARE`); the number of parts still comes from the bytes.
 
     >>> _bounds(4096, 4096, 1, 0)
     [(0, 1024), (1024, 2048), (2048, 3072), (3072, 4096)]
     >>> cut = _bounds(100_000, 10_000, 1, 0)  # 10% of the rows hold labels
     >>> len(cut), sum(hi <= 10_000 for _, hi in cut), _bounds(0, 0, 1, 0)
     (16, 4, [(0, 0)])
+    >>> len(_bounds(40_000_000, 40_000_000, 9, 175_000_000, 0.0))  # 6.1 GB: parts of 128 MB
+    46
     """
     base = 8 + 4 + 4 * dag_edges / max(n, 1)  # the key, the component, the children
-    labels = (4 * (2 * d + 5) + 32) * labels_share
-    full, empty = base + labels, base + labels / 8
+    labels = 4 * (2 * d + 5) + 32
+    raw = c * (base + labels) + (n - c) * (base + labels / 8)
+    parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(raw) // PART_BYTES)))
+    full, empty = base + labels * labels_share, base + labels * labels_share / 8
     total = c * full + (n - c) * empty
-    parts = min(MAX_PARTS, max(MIN_PARTS, -(-int(total) // PART_BYTES)))
     cuts = [0]
     for k in range(1, parts):
         at = k * total / parts

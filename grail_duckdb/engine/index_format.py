@@ -25,9 +25,10 @@ META_PREFIX = "grail_duckdb."
 #: DELTA_BINARY_PACKED's and encoded in half its time on a 4M-paper citation index and on
 #: rmat:21:12; README, Scale, stop 34); hub bits as a dictionary (a few hundred distinct
 #: words per row group) + LZ4, 0.06 of their bytes, decoded 2.2x faster than through zstd and
-#: smaller; sorted keys and component ids DELTA_BINARY_PACKED (a DAG's: 0..n-1, next to
-#: nothing); the children plain (they hardly compress, and are copied straight from the file
-#: on load).
+#: smaller (where pyarrow encodes them: a GPU index's save encodes every label column on the
+#: device, :mod:`.label_pages`, the hub bits plain + LZ4); sorted keys and component ids
+#: DELTA_BINARY_PACKED (a DAG's: 0..n-1, next to nothing); the children plain (they hardly
+#: compress, and are copied straight from the file on load).
 _SPLIT_LZ4 = ("inner_", "outer_", "tree_post", "rtree_post", "tree_size", "rtree_size", "level")
 _DICTIONARY_LZ4 = ("hub_",)
 #: the window hubs' bits: LZ4 alone (their words differ from component to component)

@@ -1,23 +1,27 @@
-"""The early label columns' chunks encoded by the index's backend instead of pyarrow.
+"""The label columns' chunks encoded by the index's backend instead of pyarrow.
 
 A save of rmat:23:12 spent 2.5-3.0 of its ~5 busy thread-seconds in pyarrow's encoding and
 1.9-2.6 in bringing the rows over and transposing them on the host (README, Scale, stop 35):
 the host's memory traffic bounds it, not the disk. Here the backend does that work where the
 rows are, for a batch of parts at once (:func:`encode_parts`): each part's columns (one row
-per file column) are cut into pages of :data:`ROWS_PER_PAGE` rows, each page byte-stream
-split (:func:`split_pages`, array code for NumPy and CuPy alike) and compressed as one LZ4
-block (:func:`encode_pages`: a warp parses each 64 KiB chunk of a page, ``parse_chunks_kernel``
-in ``kernels/pages.cu``, and writes its bytes in place, ``emit_chunks_kernel``; their twins
-in :mod:`grail_duckdb.kernels.cpu.pages`), and only the blocks come to the host, in one copy
-into the part's buffer with room left for the page headers. :func:`appended` lays them as
-column chunks after pyarrow's part of the keys and components, with a footer made from
-pyarrow's own for the same columns (:func:`template`): readers (pyarrow, DuckDB, a GPU load's
-page decoder) see the same encodings as before, BYTE_STREAM_SPLIT pages in LZ4_RAW.
+per file column) are cut into pages of :data:`PAGE_BYTES`, each page of the early columns
+(int32) byte-stream split (:func:`split_pages`, array code for NumPy and CuPy alike), the hub
+bits' pages (uint64) plain, and compressed as one LZ4 block (:func:`encode_pages`: a warp
+parses each 64 KiB chunk of a page, ``parse_chunks_kernel`` in ``kernels/pages.cu``, and
+writes its bytes in place, ``emit_chunks_kernel``; their twins in
+:mod:`grail_duckdb.kernels.cpu.pages`), and only the blocks come to the host, in one copy
+into the part's buffer with room left for the page headers. :func:`with_pages` lays them as
+column chunks beside pyarrow's part of the same rows (after the keys and components, before
+the children's placeholder), with a footer made from pyarrow's own for the same columns
+(:func:`template`): readers (pyarrow, DuckDB, a GPU load's page decoder) see
+BYTE_STREAM_SPLIT and PLAIN pages in LZ4_RAW.
 
-The blocks are as large as pyarrow's (rmat:20:12's file 31.7 against 31.8 MiB, rmat:23:12's
-267.1 against 266.7; README, Scale, stop 36): the encoder hashes 5 bytes, as LZ4 does for
-blocks past 64 KiB, extends matches backwards and writes the slot two bytes before a
-match's end.
+The early columns' blocks are as large as pyarrow's (rmat:20:12's file 31.7 against 31.8
+MiB, rmat:23:12's 267.1 against 266.7; README, Scale, stop 36): the encoder hashes 5 bytes,
+as LZ4 does for blocks past 64 KiB, extends matches backwards and writes the slot two bytes
+before a match's end. The hub bits, plain rather than pyarrow's dictionaries, make the file
+5% larger (rmat:23:12 280.0 MiB, citation:40000000 3,636 against 3,489 MiB), and a GPU load
+decodes them on the device too (README, Scale, stop 37).
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 pyarrow's decoding of the row groups was most of a load's CPU time (at 40M papers on an H200
 host, 5.8 of 9.4 busy thread-seconds; README, Scale, stop 34). The label columns stored
 PLAIN or byte-stream-split, uncompressed or as LZ4 blocks (:mod:`.index_format`: the
-intervals, the trees, the levels, the window hubs' bits) need no more than an LZ4 block
-decoder and a byte transpose per page. On a GPU load their bytes go to the device as they lie
+intervals, the trees, the levels, the window hubs' bits, and every hub bit a GPU index's save
+wrote: :mod:`.label_pages`) need no more than an LZ4 block decoder and a byte transpose per
+page. On a GPU load their bytes go to the device as they lie
 in the file and ``pages_kernel`` (``kernels/pages.cu``) decodes each page and writes its
 values straight into the index's arrays. A CPU load leaves every column to pyarrow: its C
 decoder took a seventh of the time of the kernel's Numba twin
@@ -12,7 +13,10 @@ decoder took a seventh of the time of the kernel's Numba twin
 ms for the 27 such chunks of a 125K-row group, one thread), which the tests hold the kernel
 to. Any other column, and any chunk whose pages are not of that kind (a dictionary page,
 another codec, nullable or repeated, a header that does not decode), is left to pyarrow. A
-page that does not decode into its values refuses the file, as any damage does.
+page that does not decode into its values refuses the file, as any damage does. The page
+headers are read by a Numba walker of Thrift's compact protocol
+(:func:`~grail_duckdb.kernels.cpu.pages.page_table`), without the interpreter's lock: on
+every core at once, in Python they were a third of a one-thread load's time (rmat:23:12).
 """
 from __future__ import annotations
 

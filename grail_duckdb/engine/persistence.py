@@ -398,20 +398,25 @@ OWN_PAGES = "device"
 ENCODE_BATCH = 1 << 30
 
 
-def _own_pages(rows: _Rows) -> bool:
-    """Whether the save encodes these rows' label columns itself (:data:`OWN_PAGES`)."""
-    return bool(rows.cols) and (OWN_PAGES == "always" or (
-        OWN_PAGES == "device" and is_device_array(rows.ready_array)))
+def _encodes_labels(array) -> bool:
+    """Whether a save encodes the label columns of an index whose arrays live where
+    ``array`` does itself (:data:`OWN_PAGES`)."""
+    return OWN_PAGES == "always" or (OWN_PAGES == "device" and is_device_array(array))
+
+
+def _own_pages(rows: _Rows, bounds: list) -> _OwnPages | None:
+    """The label columns of ``rows`` encoded on the backend (:class:`_OwnPages`), or None
+    where pyarrow encodes them."""
+    return _OwnPages(rows, bounds) if rows.cols and _encodes_labels(rows.ready_array) else None
 
 
 class _OwnPages:
-    """The early label columns of a save's parts encoded on the index's backend
-    (:func:`.label_pages.encode_parts`), a batch of consecutive parts at a time (at most
-    :data:`ENCODE_BATCH` raw bytes), the batches one after the other on a thread of their
-    own, from the moment the rows are known: the first parts' bytes are ready, and their
-    writes under way, while the device encodes the next ones (one batch for all the parts
-    left the disk idle until the device was done with every part). Each part's bytes go
-    once taken (:meth:`take`)."""
+    """A save's label columns (the early ones, or the hub bits) encoded on the index's
+    backend (:func:`.label_pages.encode_parts`), a batch of consecutive parts at a time (at
+    most :data:`ENCODE_BATCH` raw bytes), the batches in file order on a thread of their own
+    from the moment the rows are known (the encoders' threads only wait for their part's
+    batch, rather than the first of them encoding it while the others wait). Each part's
+    bytes go once taken (:meth:`take`)."""
 
     def __init__(self, rows: _Rows, bounds: list):
         self._rows, self._bounds = rows, bounds
@@ -680,9 +685,8 @@ class IndexWriter:
         if self._region is not None:
             raise RuntimeError("the children are being written already")
         n = int(comp.shape[0])
-        device = OWN_PAGES == "always" or (OWN_PAGES == "device" and is_device_array(comp))
         bounds = _bounds(n, n_components, d, int(dag.indices.shape[0]),
-                         DEVICE_LABEL_SHARE if device else 1.0)
+                         DEVICE_LABEL_SHARE if _encodes_labels(comp) else 1.0)
         ptr_at = None
         if n_components == n:  # one small gather, here: before the caller's next kernels
             ptr_at = to_host(dag.indptr[[lo for lo, _ in bounds] + [n]]).tolist()
@@ -736,7 +740,7 @@ class IndexWriter:
             rows = _rows(fields, self._graph, early=True, ready=ready)
             region = self._region.result()  # laid out already: this thread did it
             pos = early.end = region.end
-            pages = _OwnPages(rows, self._graph.bounds) if _own_pages(rows) else None
+            pages = _own_pages(rows, self._graph.bounds)
             encoded = self._encoders.map(lambda k: self._encode(rows, k, pages),
                                          range(len(self._graph.bounds)))
         finally:
@@ -796,7 +800,7 @@ class IndexWriter:
             region = self._region.result()
             rows = _rows(hub_fields, self._graph, early=False,
                          ready=mark_ready(hub_fields["hub_down"]))
-            pages = _OwnPages(rows, self._graph.bounds) if _own_pages(rows) else None
+            pages = _own_pages(rows, self._graph.bounds)
             self._queued.wait()
             # queued now, behind the early parts: a thread free of those takes one at once
             hubs = [self._encoders.submit(self._encode, rows, k, pages)

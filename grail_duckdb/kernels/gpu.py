@@ -316,7 +316,7 @@ class GpuKernels(GpuQueries):
         n = comp.shape[0]
         rows = cp.arange(n, dtype=cp.int32)
         first = cp.full(n, _INT_MAX, cp.int32)  # components number fewer than rows
-        cupyx.scatter_min(first, comp, rows)
+        cp.minimum.at(first, comp, rows)
         return first[comp] == rows
 
     @_out_of_memory

@@ -225,6 +225,9 @@ def _bounds(n: int, c: int, d: int, dag_edges: int,
     (16, 4, [(0, 0)])
     >>> len(_bounds(40_000_000, 40_000_000, 9, 175_000_000, 0.0))  # 6.1 GB: parts of 128 MB
     46
+    >>> [f(hi - lo for lo, hi in _bounds(100_000, 10_000, 1, 0, share))
+    ...  for share in (1.0, 0.0) for f in (min, max)]  # by work, then by rows (~6,250 each)
+    [2048, 8192, 5792, 7168]
     """
     base = 8 + 4 + 4 * dag_edges / max(n, 1)  # the key, the component, the children
     labels = 4 * (2 * d + 5) + 32

@@ -7,7 +7,7 @@ the label columns of the kinds :mod:`.page_plan` reads go to the device as they 
 file and a kernel decodes and places them; pyarrow decodes the rest, and every column of a
 CPU load), checks it (component ids and DAG edges in range, on a CPU load: a GPU load checks
 those once on the device at the end; the representatives' components consecutive, children
-BLOBs whole int32) and copies its values into the final arrays, which live on the device
+BLOBs whole int32, in one pass without the interpreter's lock: ``children_rows``) and copies its values into the final arrays, which live on the device
 when the index is loaded onto a GPU: every group is one block of rows there (through
 per-thread pinned buffers, not waited for until the end), so no whole-index host copy is made
 and the copies overlap the other workers' decoding. The per-component label matrices
@@ -169,8 +169,7 @@ class IndexReader:
             _check_range(comp, self.c, "component ids")
         puts = [(self.comp, lo, comp)]
         children = col["dag_children"]
-        if self.identity and (children.null_count or (
-                self._device is None and not _is_identity(np, comp, lo))):
+        if self.identity and children.null_count:  # every row a representative
             raise ValueError("representative rows do not match the component count")
         # the label columns pyarrow decoded (those of ``chunks`` are decoded on the device:
         # _place): rows [lo, lo + kept) hold components [lo, lo + kept)
@@ -184,7 +183,7 @@ class IndexReader:
         c0, c1, whole = children_rows(
             np.zeros(0, np.uint8) if bitmap is None else np.frombuffer(bitmap, np.uint8),
             children.offset, offsets, comp, self.ptr, e0)
-        if not whole or (self.identity and c0 != lo):
+        if not whole or (self.identity and c0 != lo):  # row i is component i
             raise ValueError("the representatives' components or children do not follow the "
                              "rows")
         if data.shape[0] != 4 * (e1 - e0) or c1 > self.c:
@@ -260,8 +259,6 @@ class IndexReader:
             with self._device:
                 _check_range(self.comp, self.c, "component ids")
                 _check_range(self.idx, self.c, "DAG edges")
-                if self.identity and not _is_identity(self.xp, self.comp):
-                    raise ValueError("representative rows do not match the component count")
         wide = self._matrices()
         windows = {} if not self.ww else dict(
             win_down=wide["win_down"], win_up=wide["win_up"],
@@ -299,16 +296,6 @@ def _check_range(values, c: int, what: str) -> None:
     for _, part in _chunks(values):
         if int(part.min()) < 0 or int(part.max()) >= c:
             raise ValueError(f"{what} out of range")
-
-
-def _is_identity(xp, comp, first: int = 0) -> bool:
-    """``comp[i] == first + i`` for every i (an array of ``xp``: NumPy or CuPy).
-
-    >>> _is_identity(np, np.array([4, 5, 6], np.int32), 4), _is_identity(np, np.array([0, 2]))
-    (True, False)
-    """
-    return all(bool((part == xp.arange(first + i, first + i + part.shape[0],
-                                       dtype=comp.dtype)).all()) for i, part in _chunks(comp))
 
 
 def _ids(keys: list, kind: str) -> VertexIds:

@@ -35,13 +35,13 @@ from ..kernels import is_device_array, to_host
 from ..kernels.cpu.pages import (CH_BYTES, CH_END, CH_FIRST, CH_PAGE, CH_REST, CHUNK,
                                  CHUNK_COLUMNS, PL_ANCHOR, PL_AT, PL_LAST, PLACE_COLUMNS,
                                  REC_LITERALS, REC_MATCH, REC_MATCHES, REC_REST, REC_TAIL,
-                                 RECORD_COLUMNS)
+                                 RECORD_COLUMNS, PLAIN_ENCODING, SPLIT_ENCODING)
 from . import parquet_parts
-from .parquet_parts import (_CM_COMPRESSED, _CM_DATA_PAGE, _CM_STATISTICS, _CM_SIZE_STATISTICS,
-                            _CM_UNCOMPRESSED, _CM_VALUES, _DATA_PAGE, _FILE_NUM_ROWS,
+from .parquet_parts import (_CC_META, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_SIZE_STATISTICS,
+                            _CM_STATISTICS, _CM_UNCOMPRESSED, _CM_VALUES, _FILE_NUM_ROWS,
                             _FILE_ROW_GROUPS, _I32, _I64, _RG_BYTES, _RG_COLUMNS,
-                            _RG_COMPRESSED, _RLE, _STRUCT, MAGIC, Part, _field, _set_field,
-                            _write_struct)
+                            _RG_COMPRESSED, MAGIC, Part, _field, _set_field,
+                            data_page_header)
 
 #: bytes per page (before compression): pyarrow's page size, so that a load parses no more
 #: page headers than it does in pyarrow's files (64 KiB pages made rmat:23:12's load 1.7
@@ -49,8 +49,6 @@ from .parquet_parts import (_CM_COMPRESSED, _CM_DATA_PAGE, _CM_STATISTICS, _CM_S
 PAGE_BYTES = 1 << 20
 #: rows per page of int32
 ROWS_PER_PAGE = PAGE_BYTES // 4
-#: Parquet's PLAIN and BYTE_STREAM_SPLIT encodings
-_PLAIN, _SPLIT = 0, 9
 #: ColumnMetaData's encoding_stats (page counts by encoding), made again here
 _CM_ENCODING_STATS = 13
 
@@ -195,10 +193,10 @@ def encode_parts(kernels, parts: list, split: bool = True) -> list[Encoded]:
     rows = [page_rows(v.shape[1], per_page) for v in parts]
     every = np.concatenate([np.tile(r, v.shape[0]) for r, v in zip(rows, parts)])
     heads, lengths = [], np.zeros(every.shape[0], np.int64)
-    encoding = _SPLIT if split else _PLAIN
+    encoding = SPLIT_ENCODING if split else PLAIN_ENCODING
 
     def gap(sizes):
-        heads.extend(page_header(int(r), int(r) * width, int(size), encoding)
+        heads.extend(data_page_header(int(r), int(r) * width, int(size), encoding)
                      for r, size in zip(every, sizes))
         lengths[:] = [len(h) for h in heads]
         return lengths
@@ -216,16 +214,6 @@ def encode_parts(kernels, parts: list, split: bool = True) -> list[Encoded]:
                            v.dtype.name, split))
         page = end
     return out
-
-
-def page_header(rows: int, raw: int, size: int, encoding: int = _SPLIT) -> bytes:
-    """The header of a data page of ``rows`` values, in ``encoding`` (byte-stream split or
-    plain), ``raw`` bytes compressed into an LZ4 block of ``size``."""
-    out = bytearray()
-    _write_struct(out, [[1, _I32, _DATA_PAGE], [2, _I32, raw], [3, _I32, size],
-                        [5, _STRUCT, [[1, _I32, rows], [2, _I32, encoding], [3, _I32, _RLE],
-                                      [4, _I32, _RLE]]]])
-    return bytes(out)
 
 
 @functools.lru_cache(maxsize=64)
@@ -259,7 +247,7 @@ def label_part(names: list[str], encoded: Encoded) -> Part:
             pos += len(heads[h]) + int(size)
             raw_bytes += len(heads[h]) + int(r) * width
             h += 1
-        cm = _field(cc, 3)[2]
+        cm = _field(cc, _CC_META)[2]
         cm[:] = [f for f in cm if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
         _set_field(cm, _CM_VALUES, _I64, m)
         _set_field(cm, _CM_UNCOMPRESSED, _I64, raw_bytes)
@@ -304,8 +292,5 @@ def with_pages(part: Part, names: list[str], encoded: Encoded, buffers=None,
     for head, size in zip(encoded.heads, encoded.sizes.reshape(-1)):
         landing[pos:pos + len(head)] = np.frombuffer(head, np.uint8)
         pos += len(head) + int(size)
-    if not before:
-        return parquet_parts.appended(part, pages, data, buffers)
-    if buffers is not None and part.buffer is not None:
-        buffers.give(part.buffer)
-    return parquet_parts.appended(pages, part, data, buffers)
+    first, second = (pages, part) if before else (part, pages)
+    return parquet_parts.appended(first, second, data, buffers)

@@ -35,12 +35,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..kernels.cpu.pages import PLAIN_ENCODING as _PLAIN
+from ..kernels.cpu.pages import T_BINARY as _BINARY
+from ..kernels.cpu.pages import T_BYTE as _BYTE
+from ..kernels.cpu.pages import T_DOUBLE as _DOUBLE
+from ..kernels.cpu.pages import T_FALSE as _FALSE
+from ..kernels.cpu.pages import T_I16 as _I16
+from ..kernels.cpu.pages import T_I32 as _I32
+from ..kernels.cpu.pages import T_I64 as _I64
+from ..kernels.cpu.pages import T_LIST as _LIST
+from ..kernels.cpu.pages import T_MAP as _MAP
+from ..kernels.cpu.pages import T_SET as _SET
+from ..kernels.cpu.pages import T_STRUCT as _STRUCT
+from ..kernels.cpu.pages import T_TRUE as _TRUE
 from ..kernels.cpu.pages import blob_words
 
 MAGIC = b"PAR1"
 
-# Thrift compact protocol types
-_TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
 
 # field ids (parquet.thrift) of the offsets that move with a part
 _FILE_ROW_GROUPS, _FILE_NUM_ROWS, _FILE_KV = 4, 3, 5
@@ -54,8 +65,8 @@ _RG_BYTES, _RG_COMPRESSED = 2, 6
 _CM_UNCOMPRESSED, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_DICTIONARY_PAGE = 6, 7, 9, 11
 _CM_STATISTICS, _CM_SIZE_STATISTICS = 12, 16
 _CM_PATH, _CM_VALUES = 3, 5  # path_in_schema, num_values
-# page types and encodings (parquet.thrift)
-_DATA_PAGE, _PLAIN, _RLE = 0, 0, 3
+# page types and encodings (parquet.thrift; PLAIN above)
+_DATA_PAGE, _RLE = 0, 3
 
 
 class FooterError(ValueError):
@@ -348,11 +359,18 @@ def _blob_head(name: str, rows: int, valid: np.ndarray | None, count: int, words
     body = 4 + len(levels) + 4 * (count + words)
     if body >= 1 << 31:
         raise ValueError(f"{name}: a part's BLOBs exceed one Parquet page (2 GB)")
-    header = bytearray()
-    _write_struct(header, [[1, _I32, _DATA_PAGE], [2, _I32, body], [3, _I32, body],
-                           [5, _STRUCT, [[1, _I32, rows], [2, _I32, _PLAIN], [3, _I32, _RLE],
-                                         [4, _I32, _RLE]]]])
-    return bytes(header) + struct.pack("<I", len(levels)) + levels
+    return data_page_header(rows, body, body) + struct.pack("<I", len(levels)) + levels
+
+
+def data_page_header(rows: int, raw: int, size: int, encoding: int = _PLAIN) -> bytes:
+    """The header of a version-1 data page of ``rows`` values in ``encoding`` (PLAIN or
+    BYTE_STREAM_SPLIT), ``raw`` bytes stored in ``size`` (compressed or not), its levels
+    RLE."""
+    out = bytearray()
+    _write_struct(out, [[1, _I32, _DATA_PAGE], [2, _I32, raw], [3, _I32, size],
+                        [5, _STRUCT, [[1, _I32, rows], [2, _I32, encoding], [3, _I32, _RLE],
+                                      [4, _I32, _RLE]]]])
+    return bytes(out)
 
 
 def blob_page_bytes(name: str, rows: int, valid: np.ndarray | None, count: int,
@@ -438,9 +456,9 @@ def appended(first: Part, second: Part, data: np.ndarray, buffers: Buffers | Non
              ) -> Part:
     """One part of the rows of two (one row group each, their chunks their own) whose bytes
     the caller laid in ``data``: ``first``'s, then ``second``'s chunks (``second.data`` is not
-    read). The footers are joined as :func:`joined` joins them, ``first``'s buffer goes back to
-    ``buffers``, and ``data``, a buffer of ``buffers`` where they are given, goes back once the
-    part is written.
+    read). The footers are joined as :func:`joined` joins them, both parts' buffers go back to
+    ``buffers`` (their bytes are in ``data`` now), and ``data``, a buffer of ``buffers`` where
+    they are given, goes back once the part is written.
 
     >>> import io
     >>> a, b = encode_part(pa.table({"x": [1, 2]})), encode_part(pa.table({"y": [3, 4]}))
@@ -454,17 +472,23 @@ def appended(first: Part, second: Part, data: np.ndarray, buffers: Buffers | Non
         raise ValueError("parts with chunks laid apart cannot be appended")
     for rg in _field(second.meta, _FILE_ROW_GROUPS)[2][1]:
         for cc in _field(rg, _RG_COLUMNS)[2][1]:
-            for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
-                _shift(cc, fid, first.size)
-            cm = _field(cc, _CC_META)
-            if cm is not None:
-                for fid in _CM_OFFSETS:
-                    _shift(cm[2], fid, first.size)
+            _move_chunk(cc, first.size)
     _join_meta(first, second)
-    if buffers is not None and first.buffer is not None:
-        buffers.give(first.buffer)
+    for part in (first, second):
+        if buffers is not None and part.buffer is not None:
+            buffers.give(part.buffer)
     return Part(data, first.meta, first.data_end + second.size,
                 data if buffers is not None else None)
+
+
+def _move_chunk(cc: list, move: int) -> None:
+    """A column chunk's offsets (its own, its pages', its indexes') moved by ``move``."""
+    for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
+        _shift(cc, fid, move)
+    cm = _field(cc, _CC_META)
+    if cm is not None:
+        for fid in _CM_OFFSETS:
+            _shift(cm[2], fid, move)
 
 
 def _join_meta(first: Part, second: Part) -> int:
@@ -523,13 +547,7 @@ def moved_groups(part: Part, start: int, ordinal: int, *, in_place: bool = False
         rg = rg if in_place else _copy(rg)
         _shift(rg, _RG_FILE_OFFSET, part.moves.get(0, delta))  # where its first chunk lies
         for c, cc in enumerate(_field(rg, _RG_COLUMNS)[2][1]):
-            move = part.moves.get(c, delta)
-            for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
-                _shift(cc, fid, move)
-            cm = _field(cc, _CC_META)
-            if cm is not None:
-                for fid in _CM_OFFSETS:
-                    _shift(cm[2], fid, move)
+            _move_chunk(cc, part.moves.get(c, delta))
         _set_field(rg, _RG_ORDINAL, _I16, ordinal + len(out))
         encoded = bytearray()
         _write_struct(encoded, rg)

@@ -51,8 +51,9 @@ one thread, DuckDB's parallel writer reached 0.28 GB/s); the children's BLOBs ar
 :mod:`.parquet_parts` itself, one plain page per part (pyarrow's value-by-value path was a
 quarter of the encoding). Columns are encoded for the disk's sake where it costs the load
 little time (:mod:`.index_format` says how, with the measurements): the labels, post ranks,
-tree sizes and levels byte-stream-split and LZ4, hub bits as dictionaries and LZ4, sorted
-keys and component ids delta-encoded, the children plain; the spanning-tree interval is
+tree sizes and levels byte-stream-split and LZ4, hub bits as dictionaries and LZ4 (plain and
+LZ4 where the device encodes the labels: :mod:`.label_pages`), sorted keys and component ids
+delta-encoded, the children plain; the spanning-tree interval is
 stored as its size (small numbers) rather than its first rank, and every column but the
 children is NOT NULL (no definition levels). Format 3 stored the
 first rank plain, the labels, levels and hub bits LZ4. The children are one BLOB

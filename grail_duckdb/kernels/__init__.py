@@ -127,7 +127,6 @@ def is_device_array(a) -> bool:
     return not isinstance(a, np.ndarray) and hasattr(a, "get")
 
 
-
 class Landing:
     """Host memory that one thread's device-to-host copies land in, call after call: a
     save's parts are copied, encoded and dropped one after the other, and fresh arrays for

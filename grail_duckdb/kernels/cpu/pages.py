@@ -178,13 +178,14 @@ def page_values(src, table, scratch, out):
 
 
 # --- page headers (Thrift's compact protocol) ---------------------------------------------
-#: the compact protocol's types of the values a page header may hold
-(_T_TRUE, _T_FALSE, _T_BYTE, _T_I16, _T_I32, _T_I64, _T_DOUBLE, _T_BINARY, _T_LIST, _T_SET,
- _T_MAP, _T_STRUCT) = range(1, 13)
+#: the compact protocol's types (:mod:`grail_duckdb.engine.parquet_parts`, which writes and
+#: reads footers, takes them from here)
+(T_TRUE, T_FALSE, T_BYTE, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY, T_LIST, T_SET, T_MAP,
+ T_STRUCT) = range(1, 13)
 #: nested structs and lists a header may hold, at most, before it is taken as damaged
 _MAX_DEPTH = 16
-#: Parquet's encodings a page may be in here: PLAIN (0) and BYTE_STREAM_SPLIT (9)
-_PLAIN_ENCODING, _SPLIT_ENCODING = 0, 9
+#: Parquet's encodings a page may be in here: PLAIN and BYTE_STREAM_SPLIT
+PLAIN_ENCODING, SPLIT_ENCODING = 0, 9
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
@@ -221,7 +222,7 @@ def _field(buf, pos, last):
 def _integer(buf, pos, typ):
     """An integer field's value at ``pos`` (a zigzag varint): ``(value, position after it)``,
     position -1 where ``typ`` is not an integer's type or it does not decode."""
-    if typ != _T_I16 and typ != _T_I32 and typ != _T_I64:
+    if typ != T_I16 and typ != T_I32 and typ != T_I64:
         return 0, -1
     raw, pos = _uvarint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
@@ -242,31 +243,31 @@ def _skip(buf, pos, typ):
         if pos < 0 or pos > end:
             return -1
         opened = -1
-        if typ == _T_TRUE or typ == _T_FALSE:
+        if typ == T_TRUE or typ == T_FALSE:
             pos += 1 if boxed else 0  # a boolean in a list or map takes a byte
-        elif typ == _T_BYTE:
+        elif typ == T_BYTE:
             pos += 1
-        elif typ == _T_I16 or typ == _T_I32 or typ == _T_I64:
+        elif typ == T_I16 or typ == T_I32 or typ == T_I64:
             pos = _uvarint(buf, pos)[1]
-        elif typ == _T_DOUBLE:
+        elif typ == T_DOUBLE:
             pos += 8
-        elif typ == _T_BINARY:
+        elif typ == T_BINARY:
             n, pos = _uvarint(buf, pos)
             pos = pos + n if pos >= 0 and n >= 0 else -1
-        elif (typ == _T_LIST or typ == _T_SET) and pos < end:
+        elif (typ == T_LIST or typ == T_SET) and pos < end:
             head = np.int64(buf[pos])
             size, pos = head >> 4, pos + 1
             if size == 15:
                 size, pos = _uvarint(buf, pos)
             opened, a, b = 1, head & 0x0F, 0
-        elif typ == _T_MAP:
+        elif typ == T_MAP:
             size, pos = _uvarint(buf, pos)
             a = b = 0
             if size and 0 <= pos < end:
                 a, b = np.int64(buf[pos]) >> 4, np.int64(buf[pos]) & 0x0F
                 pos += 1
             opened, size = 2, 2 * size
-        elif typ == _T_STRUCT:
+        elif typ == T_STRUCT:
             opened, size, a, b = 0, 0, 0, 0
         else:
             return -1
@@ -312,10 +313,10 @@ def _header(buf, pos, out):
             return -1
         if typ == 0:
             return pos if have == 0b11111 else -1
-        if 1 <= last <= 3 and typ != _T_STRUCT:
+        if 1 <= last <= 3 and typ != T_STRUCT:
             out[last - 1], pos = _integer(buf, pos, typ)
             have |= 1 << (last - 1)
-        elif last == 5 and typ == _T_STRUCT:
+        elif last == 5 and typ == T_STRUCT:
             inner = 0
             while pos >= 0:
                 inner, t, pos = _field(buf, pos, inner)
@@ -346,9 +347,9 @@ def page_table(buf, start, stop, width, lz4, rows):
     while pos < stop:
         body = _header(buf, pos, head)
         kind, raw, size, values, encoding = head[0], head[1], head[2], head[3], head[4]
-        if encoding == _SPLIT_ENCODING:
+        if encoding == SPLIT_ENCODING:
             flags = PAGE_SPLIT
-        elif encoding == _PLAIN_ENCODING:
+        elif encoding == PLAIN_ENCODING:
             flags = 0
         else:
             flags = -1

@@ -13,13 +13,16 @@ from the same file, and as written on the per-chunk path; all three answers are 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import grail_duckdb as gd
-from grail_duckdb.tools.bench_sql import citation_connection, examples_vs_cte
-from grail_duckdb.tools.datasets import DATASETS
+from grail_duckdb.tools.examples import citation_connection, examples_vs_cte
 
-HEPTH = DATASETS["cit-HepTh"].file() or Path("/nonexistent")  # $GRAIL_DUCKDB_DATASETS or ../shared
+#: the datasets folder: $GRAIL_DUCKDB_DATASETS, else ``shared/datasets`` beside the checkout
+DATASETS = Path(os.environ.get("GRAIL_DUCKDB_DATASETS")
+                or Path(__file__).resolve().parents[2] / "shared" / "datasets")
+HEPTH = DATASETS / "snap" / "cit-HepTh.tsv.gz"
 
 
 def load_citations(edges: str | None, papers: int):

@@ -3,8 +3,8 @@ columns of vertex pairs, with a GRAIL interval-label index built on the GPU or t
 
 The package, in pipeline order: :mod:`.engine` (ingest -> ids -> CSR -> condensation -> labels
 -> persistence; queries -> cuts -> search), :mod:`.kernels` (the hot loops behind one interface,
-CPU and GPU), :mod:`.plugin` (the DuckDB surface) and :mod:`.tools` (readers, generators,
-datasets, workloads, the benchmark and the command line).
+CPU and GPU), :mod:`.plugin` (the DuckDB surface) and :mod:`.tools` (edge-file readers, the seeded
+generators, the demo's examples and the command line).
 
 Python:
     >>> import grail_duckdb as gd
@@ -15,17 +15,16 @@ Python:
 from .engine.index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index, load_index
 from .engine.queries import QueryStats
 from .engine.warm import warm_up
-from .errors import (BackendError, DatasetError, EdgeInputError, GrailError, IndexFileError,
+from .errors import (BackendError, EdgeInputError, GrailError, IndexFileError,
                      IndexNotSavedError, KeyTypeError, StaleIndexError)
 from .plugin import explain, install, per_chunk, sql
-from .tools.datasets import load_dataset
 from .tools.readers import read_edges
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "IndexNotSavedError",
-    "KeyTypeError", "StaleIndexError", "DatasetError", "DEFAULT_LABELS", "DEFAULT_SEED",
+    "KeyTypeError", "StaleIndexError", "DEFAULT_LABELS", "DEFAULT_SEED",
     "GrailIndex", "QueryStats", "build_index", "load_index", "install", "sql", "explain",
-    "per_chunk", "read_edges", "load_dataset", "warm_up",
+    "per_chunk", "read_edges", "warm_up",
 ]

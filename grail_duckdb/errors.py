@@ -32,7 +32,3 @@ class StaleIndexError(GrailError):
 
 class BackendError(GrailError):
     """The requested backend cannot run here (no GPU, out of device memory)."""
-
-
-class DatasetError(GrailError, LookupError):
-    """A named dataset is unknown, or its file is not in the datasets folder."""

@@ -12,12 +12,16 @@ device (``GPU_MIN_QUERIES`` is 0): tests of the small-call host copy set it back
 from __future__ import annotations
 
 import functools
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from grail_duckdb.kernels import gpu_available, kernels_for
-from grail_duckdb.tools.datasets import datasets_dir as _datasets_dir
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/, beside the package
+
+from benchmarks.datasets import datasets_dir as _datasets_dir  # noqa: E402
+from grail_duckdb.kernels import gpu_available, kernels_for  # noqa: E402
 from oracle import bfs_pairs, bfs_reachable  # noqa: F401  (re-exported)
 
 settings.register_profile(

@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from grail_duckdb.tools import bench, bench_report, bench_sql
-from grail_duckdb.tools import bench_baselines as bl
+from benchmarks import bench, sql_paths
+from benchmarks import report as bench_report
+from benchmarks import baselines as bl
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,7 @@ def test_every_workload_has_every_figure(quick_run):
                 assert fig["seconds"] > 0 and fig["run_pairs"] >= 1
             assert w["baselines"]["identity arrow UDF (floor)"][qset]["seconds"] > 0
             if cpu.get("sql_note") is None:  # the SQL layer is there: its counts must agree
-                for method in bench_sql._SQL_QUERIES:
+                for method in sql_paths._SQL_QUERIES:
                     assert cpu["queries"][method][qset]["agree"] is True, (method, qset)
 
 
@@ -91,7 +92,7 @@ def test_markdown_names_machine_and_command(quick_run):
 def test_command_line_reproduces_settings():
     parser = bench.add_arguments(argparse.ArgumentParser())
     s = bench.settings(parser.parse_args(["--quick"]))
-    assert bench.command_line(s).startswith("python -m grail_duckdb bench --datasets")
+    assert bench.command_line(s).startswith("python -m benchmarks run --datasets")
     again = bench.settings(parser.parse_args(bench.command_line(s).split()[4:]))
     assert again == {**s, "quick": False}
 

@@ -18,7 +18,7 @@ import pytest
 import grail_duckdb as gd
 from grail_duckdb.engine.ids import assign_ids
 from grail_duckdb.engine.ingest import edge_columns
-from grail_duckdb.tools import datasets, workloads
+from benchmarks import datasets, workloads
 from harness import assert_same_index, check_answers
 from oracle import reaches_by_dfs
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from grail_duckdb.tools.datasets import DATASETS
+from benchmarks.datasets import DATASETS
 from harness import ROOT, child_env
 
 HEPTH = DATASETS["cit-HepTh"].file() or Path("/nonexistent")

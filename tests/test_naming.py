@@ -7,7 +7,8 @@ import pyarrow as pa
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb.tools import cli, workloads
+from benchmarks import workloads
+from grail_duckdb.tools import cli
 from grail_duckdb.tools.readers import read_edges
 
 CITES = pa.table({"citing": [1, 2, 3, 3], "cited": [2, 3, 1, 4]})

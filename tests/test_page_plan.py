@@ -227,7 +227,7 @@ def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_pat
     import grail_duckdb as gd
     from grail_duckdb.engine import persistence
     from grail_duckdb.engine.index_format import label_names
-    from grail_duckdb.tools.bench import load_workload
+    from benchmarks.bench import load_workload
 
     monkeypatch.setattr(persistence, "OWN_PAGES", "always" if own else "never")
     path = tmp_path / "i.grail.parquet"

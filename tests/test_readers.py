@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import grail_duckdb as gd
-from grail_duckdb.tools.datasets import DATASETS, available, load_dataset, lookup
+from benchmarks.datasets import DATASETS, available, load_dataset, lookup
 from grail_duckdb.errors import EdgeInputError
 from grail_duckdb.tools.readers import detect_format, read_edges
-from grail_duckdb.tools.workloads import vertex_keys
+from benchmarks.workloads import vertex_keys
 
 GRA = "graph_for_greach\n5\n0: 1 2 2 #\n1: 3 #\n2: #\n3: 1 #\n4: #\n"
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from grail_duckdb.tools.datasets import datasets_dir
+from benchmarks.datasets import datasets_dir
 from harness import ROOT, child_env
 
 

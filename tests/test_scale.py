@@ -1,5 +1,5 @@
 """The scale tooling at small scale: the Parquet generator, replicas splitting a call, and the
-bench-scale command (its answers are checked inside it)."""
+`python -m benchmarks scale` command (its answers are checked inside it)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import grail_duckdb as gd
+from benchmarks.__main__ import main as benchmarks_main
 from grail_duckdb import kernels as _backend
 from grail_duckdb.engine.replicas import Replicas
 from grail_duckdb.tools import cli
@@ -61,7 +62,7 @@ def test_replicas_split_a_call_and_give_the_oracle_answers(tmp_path, kind):
 
 def test_bench_scale_runs_end_to_end(tmp_path):
     out = tmp_path / "out"
-    assert cli.main(["bench-scale", "--papers", "3000", "--pairs", "20000", "--batch", "7000",
+    assert benchmarks_main(["scale", "--papers", "3000", "--pairs", "20000", "--batch", "7000",
                      "--backend", "cpu", "--workdir", str(tmp_path / "w"), "--out", str(out),
                      "--io-repeats", "3"]) == 0
     res = json.loads((out / "scale.json").read_text())[0]

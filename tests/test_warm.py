@@ -50,7 +50,8 @@ WORKLOADS = """
 import grail_duckdb as gd
 from grail_duckdb.engine import ids
 from grail_duckdb.kernels.cpu.compiled import cached_kernels
-from grail_duckdb.tools import generators, workloads
+from benchmarks import workloads
+from grail_duckdb.tools import generators
 kernels = cached_kernels() + [ids._lookup_dense]
 gd.warm_up()
 before = {k.py_func.__name__: len(k.signatures) for k in kernels}

@@ -7,7 +7,7 @@ import pytest
 
 from grail_duckdb.tools.generators import citation_dag, rmat
 from grail_duckdb.engine.ids import assign_ids
-from grail_duckdb.tools.workloads import random_pairs, reachable_pairs, vertex_keys
+from benchmarks.workloads import random_pairs, reachable_pairs, vertex_keys
 from oracle import bfs_pairs
 
 

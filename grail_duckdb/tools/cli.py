@@ -1,4 +1,4 @@
-"""The command line: ``python -m grail_duckdb build|query|demo|bench``.
+"""The command line: ``python -m grail_duckdb build|query|demo``.
 
 * ``build EDGES``: index an edge file (Parquet, CSV/TSV, SNAP text, ``.gra``, gzip or not, or
   ``file.duckdb:table``) and write the index next to it;
@@ -6,8 +6,10 @@
 * ``demo``: a seeded citation-like graph (or ``--edges FILE``) in an in-memory DuckDB, the index
   built through SQL, the example queries of ``sql/examples.sql`` as plain SQL beside DuckDB's
   recursive CTE (and, with ``--scalar``, the per-chunk path), with answers and warm timings
-  (``--write-edges`` keeps the graph as a file);
-* ``bench``: the benchmark (:mod:`grail_duckdb.tools.bench`).
+  (``--write-edges`` keeps the graph as a file).
+
+The benchmark is not part of the package: ``python -m benchmarks`` in a checkout
+(docs/benchmarks.md).
 
 Work that runs longer than 2 s shows a progress line on stderr (:mod:`grail_duckdb.progress`;
 ``GRAIL_DUCKDB_PROGRESS=0`` silences it). Every input error (a missing or malformed file, an
@@ -33,10 +35,8 @@ from .. import plugin
 from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
 from ..engine.warm import warm_up
 from ..errors import EdgeInputError, GrailError
-from ..plugin import install
 from ..progress import step
-from . import bench, bench_scale
-from .bench_sql import citation_connection, examples_vs_cte
+from .examples import citation_connection, examples_vs_cte
 from .generators import citation_dag
 from .readers import detect_format, duckdb_target, parquet_edge_columns, read_edges
 
@@ -276,22 +276,6 @@ def write_edges(edges: pa.Table, path: Path) -> None:
                              ".duckdb file")
 
 
-# --- bench ---------------------------------------------------------------------------------------
-def _add_bench(sub) -> None:
-    p = sub.add_parser("bench", help="the benchmark: build phases, query sets, SQL paths",
-                       add_help=False)
-    bench.add_arguments(p)
-    p.add_argument("-h", "--help", action="help", help="show this help message and exit")
-    p.set_defaults(func=bench.run)
-
-
-def _add_bench_scale(sub) -> None:
-    p = sub.add_parser("bench-scale", help="the scale runs: generate -> Parquet -> build -> "
-                                           "save -> load -> random pairs, memory per phase")
-    bench_scale.add_arguments(p)
-    p.set_defaults(func=bench_scale.run)
-
-
 # --- the parser ----------------------------------------------------------------------------------
 def _bounded(low: int, high: int | None = None):
     """An argparse type: a whole number in low..high (argparse names the flag)."""
@@ -356,8 +340,6 @@ def parser() -> argparse.ArgumentParser:
                         ".tsv, or .duckdb (table cites, view papers); may be repeated")
     d.set_defaults(func=cmd_demo)
 
-    _add_bench(sub)
-    _add_bench_scale(sub)
     return top
 
 

@@ -8,9 +8,10 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from ..engine.csr import CSR
-from ..kernels import to_host
-from . import bench_baselines as bl
+from grail_duckdb.engine.csr import CSR
+from grail_duckdb.kernels import to_host
+
+from . import baselines as bl
 
 
 def traversal_gteps(idx, graph, roots: int = 64, seed: int = 0) -> dict:

@@ -1,6 +1,7 @@
-"""The bench's report: the Markdown tables of the README's performance section and a plot.
+"""The bench's report: the Markdown tables of docs/benchmarks.md, the README's headline
+rows, and a plot.
 
-:func:`to_markdown` turns the dict that :func:`grail_duckdb.tools.bench.run_bench` returns into
+:func:`to_markdown` turns the dict that :func:`benchmarks.bench.run_bench` returns into
 the tables (build phases, queries against the baselines, cut statistics, traversal GTEPS, the
 figures to beat); :func:`plot` draws the query figures (matplotlib, optional).
 """
@@ -257,6 +258,24 @@ def _reference_table(report: dict) -> list[str]:
         for name, (bt, pos, rnd) in ref.items():
             out.append(f"| {w['name']} | {name} (design) | {bt:g} | {pos:g} | {rnd:g} |")
     return out + ([""] if out else [])
+
+
+def headline_rows(report: dict, run: str) -> list[str]:
+    """The README's rows of one run: the engine on each backend, and every one-core index
+    measured beside it (build / reachable / random, ms)."""
+    m = report["machine"]
+    where = m["gpu"] or f"{m['cores']}-core CPU"
+    out = []
+    for w in report["workloads"]:
+        for b, per in w["backends"].items():
+            q = per["queries"]["grail_duckdb"]
+            out.append(f"| {w['name']} | grail_duckdb, {b} [{where}] | "
+                       f"{_ms(per['build']['total_seconds'])} | "
+                       f"{_ms(q['reachable']['seconds'])} | {_ms(q['random']['seconds'])} |")
+        for name, fig in w.get("indices", {}).items():
+            out.append(f"| {w['name']} | {name}, one core [{run}] | {_ms(fig.get('build_seconds'))}"
+                       f" | {_ms(fig.get('reachable_seconds'))} | {_ms(fig.get('random_seconds'))} |")
+    return out
 
 
 def plot(report: dict, path: Path) -> None:

@@ -17,13 +17,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import DatasetError
-from .readers import read_edges
+from grail_duckdb.errors import GrailError
+from grail_duckdb.tools.readers import read_edges
 
 __all__ = ["Dataset", "DATASETS", "ENV_VAR", "available", "datasets_dir", "load_dataset",
            "DatasetError"]
 
 ENV_VAR = "GRAIL_DUCKDB_DATASETS"
+
+
+class DatasetError(GrailError, LookupError):
+    """A named dataset is unknown, or its file is not in the datasets folder."""
 
 
 @dataclass(frozen=True)

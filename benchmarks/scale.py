@@ -1,4 +1,4 @@
-"""The scale runs of issue 12: ``python -m grail_duckdb bench-scale``.
+"""The scale runs: ``python -m benchmarks scale``.
 
 For each size (``--papers N`` papers citing ``--citations K`` earlier ones on average): the
 generator writes the graph as a folder of Parquet files, flushed to disk before the build
@@ -36,10 +36,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..engine.index import DEFAULT_LABELS, build_index, load_index
-from ..kernels import resolve
+from grail_duckdb.engine.index import DEFAULT_LABELS, build_index, load_index
+from grail_duckdb.kernels import resolve
+from grail_duckdb.tools.generators import write_citation_parquet
+
 from .bench import _rss_bytes
-from .generators import write_citation_parquet
 
 GB = 1e9
 
@@ -272,7 +273,7 @@ def _load(path: Path, backend: str, gpu: bool):
 
 def _multi_gpu(path, qs, qt, args) -> dict:
     """The same pairs on replicas of 1..G GPUs (each loaded from the file)."""
-    from ..engine.replicas import Replicas
+    from grail_duckdb.engine.replicas import Replicas
 
     out = {}
     for g in sorted({1, args.gpus}):
@@ -293,7 +294,7 @@ def _dask(path, qs, qt, index, gpu: bool, args) -> dict:
     import pandas as pd
     from dask.distributed import Client, LocalCluster
 
-    from .. import dask as gdd
+    from grail_duckdb import dask as gdd
 
     if gpu:
         from dask_cuda import LocalCUDACluster

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..engine.ids import assign_ids
-from ..engine.ingest import as_column, edge_columns
-from ..kernels import CpuKernels
+from grail_duckdb.engine.ids import assign_ids
+from grail_duckdb.engine.ingest import as_column, edge_columns
+from grail_duckdb.kernels import CpuKernels
 
 __all__ = ["random_pairs", "reachable_pairs", "vertex_keys"]
 

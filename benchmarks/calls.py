@@ -14,7 +14,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import workloads
-from .bench_baselines import Measured, best_of
+from .baselines import Measured, best_of
 
 #: pairs per call of the scale figures
 SCALE_SIZES = (1_000_000, 10_000_000)

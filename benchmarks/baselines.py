@@ -18,7 +18,7 @@ The baselines:
   Python UDF (not a reachability method: the cost of calling Python at all).
 
 The plain multi-source bitmask BFS (the engine's search with every cut off) and the SQL paths of
-the plugin are driven from :mod:`grail_duckdb.tools.bench`, because they need the index.
+the plugin are driven from :mod:`benchmarks.bench`, because they need the index.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The bench command: one run that measures the engine beside the alternatives a user has.
 
-``python -m grail_duckdb bench [--datasets ...] [--queries N] [--backend cpu|gpu|all] [--out DIR]``
-(or ``python -m grail_duckdb.tools.bench ...``). For every workload (a dataset by name, an edge file,
+``python -m benchmarks run [--datasets ...] [--queries N] [--backend cpu|gpu|all] [--out DIR]``.
+For every workload (a dataset by name, an edge file,
 or a seeded generator ``gen:citation:N``, ``gen:random:N:DEGREE``, ``gen:rmat:SCALE[:FACTOR]``)
 and every backend it measures:
 
@@ -51,19 +51,20 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from ..engine import atomic_write
-from ..engine.index import DEFAULT_LABELS, build_index, load_index
-from ..engine.ingest import as_column
-from ..errors import GrailError
-from ..kernels import gpu_available, resolve
-from . import bench_baselines as bl
+from grail_duckdb.engine import atomic_write
+from grail_duckdb.engine.index import DEFAULT_LABELS, build_index, load_index
+from grail_duckdb.engine.ingest import as_column
+from grail_duckdb.errors import GrailError
+from grail_duckdb.kernels import gpu_available, resolve
+from grail_duckdb.tools import generators as gen
+from grail_duckdb.tools.readers import read_edges
+
+from . import baselines as bl
 from . import datasets, workloads
-from . import generators as gen
-from .bench_report import plot, to_markdown
-from .bench_calls import SCALE_SIZES, bench_scale
-from .bench_sql import bench_identity, bench_sql
-from .bench_traversal import bench_traversal
-from .readers import read_edges
+from .calls import SCALE_SIZES, bench_scale
+from .report import plot, to_markdown
+from .sql_paths import bench_identity, bench_sql
+from .traversal import bench_traversal
 
 DEFAULT_DATASETS = ["citeseer", "uniprot", "cit-HepTh"]
 QUICK_DATASETS = ["gen:citation:20000", "gen:random:5000:4", "gen:rmat:12"]
@@ -76,7 +77,7 @@ QUICK_BUDGET = 0.3
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Register the bench options on ``parser`` (the ``bench`` subcommand of the CLI)."""
     parser.add_argument("--datasets", nargs="+", metavar="WORKLOAD", default=None,
-                        help="dataset names (see grail_duckdb.tools.datasets), edge files, or "
+                        help="dataset names (see benchmarks/datasets.py), edge files, or "
                              "gen:citation:N, gen:random:N:DEGREE, gen:rmat:SCALE[:FACTOR] "
                              f"(default: {' '.join(DEFAULT_DATASETS)})")
     parser.add_argument("--queries", type=int, default=None,
@@ -126,13 +127,13 @@ def settings(args) -> dict:
         "scale": [int(x) for x in (args.scale if args.scale is not None
                                    else ((20_000,) if quick else SCALE_SIZES))],
         "quick": quick,
-        "prog": getattr(args, "bench_prog", "python -m grail_duckdb bench"),
+        "prog": getattr(args, "bench_prog", "python -m benchmarks run"),
     }
 
 
 def command_line(s: dict) -> str:
     """The command that reproduces a run with these settings (quoted for a POSIX shell)."""
-    prog = s.get("prog", "python -m grail_duckdb bench").split()
+    prog = s.get("prog", "python -m benchmarks run").split()
     words = [*prog, "--datasets", *s["datasets"],
              "--queries", str(s["queries"]), "--backend", s["backend"], "--labels",
              str(s["labels"]), "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
@@ -161,14 +162,6 @@ def run(args) -> int:
     plot(report, out / "bench.png")
     say(f"wrote {out / 'bench.md'}, {out / 'bench.json'}, {out / 'bench.png'}")
     return 0
-
-
-def main(argv=None) -> int:
-    """``python -m grail_duckdb.tools.bench``: the bench on its own, without the rest of the CLI."""
-    prog = "python -m grail_duckdb.tools.bench"
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.set_defaults(bench_prog=prog)
-    return run(add_arguments(parser).parse_args(argv))
 
 
 class BenchInputError(ValueError):
@@ -682,8 +675,3 @@ def _json_default(x):
     if isinstance(x, Path):
         return str(x)
     raise TypeError(f"not JSON serialisable: {type(x)}")
-
-
-
-if __name__ == "__main__":
-    sys.exit(main())

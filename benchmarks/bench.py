@@ -37,11 +37,9 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shlex
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +49,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from grail_duckdb.engine import atomic_write
+from grail_duckdb.indexfile import atomic_write
 from grail_duckdb.engine.index import DEFAULT_LABELS, build_index, load_index
 from grail_duckdb.engine.ingest import as_column
 from grail_duckdb.errors import GrailError
@@ -62,6 +60,7 @@ from grail_duckdb.tools.readers import read_edges
 from . import baselines as bl
 from . import datasets, workloads
 from .calls import SCALE_SIZES, bench_scale
+from .memory import PeakMemory, PoolGrowth, max_rss_bytes, query_memory
 from .report import plot, to_markdown
 from .sql_paths import bench_identity, bench_sql
 from .traversal import bench_traversal
@@ -271,69 +270,6 @@ def query_sets(edges: pa.Table, keys: pa.Array, count: int, seed: int) -> dict[s
 # ----------------------------------------------------------------------------------------------
 # measuring
 # ----------------------------------------------------------------------------------------------
-def _rss_bytes() -> int:
-    """Current resident set size (Linux: /proc/self/statm; elsewhere the peak so far)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return _max_rss_bytes()
-
-
-def _max_rss_bytes() -> int:
-    """The process's high-water resident set size (``getrusage``; KiB on Linux)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
-
-
-class PeakMemory:
-    """Peak host RSS (and CuPy pool bytes, on a GPU) while a block runs, sampled by a thread.
-
-    ``growth`` is the peak minus the RSS when the block began: what the block itself needed.
-    Sampling every ``interval`` seconds can miss a shorter spike; the kernels release the GIL,
-    so the sampler keeps running while they work.
-    """
-
-    def __init__(self, gpu: bool = False, interval: float = 0.002):
-        self.gpu = gpu
-        self.interval = interval
-        self.pool = None
-        if gpu:
-            import cupy
-
-            self.pool = cupy.get_default_memory_pool()
-
-    def _sample(self) -> None:
-        self.peak = max(self.peak, _rss_bytes())
-        if self.pool is not None:
-            self.gpu_peak = max(self.gpu_peak, int(self.pool.total_bytes()))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self) -> "PeakMemory":
-        if self.pool is not None:
-            self.pool.free_all_blocks()
-        self.start = _rss_bytes()
-        self.peak = self.start
-        self.gpu_peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def as_dict(self) -> dict:
-        return {"rss_start_bytes": self.start, "rss_peak_bytes": self.peak,
-                "rss_growth_bytes": self.peak - self.start,
-                "gpu_pool_peak_bytes": self.gpu_peak if self.pool is not None else None}
-
-
 #: edges of the workload prefix that each warm-up builds on
 WARM_UP_EDGES = 50_000
 #: pairs of the warm-up's large call (at least a timed call's: 100K)
@@ -392,7 +328,7 @@ def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, di
     phases = dict(idx.build_seconds)
     out = {"summary": idx.summary(), "phases_seconds": phases,
            "total_seconds": sum(phases.values()), "memory": mem.as_dict(),
-           "max_rss_bytes_process": _max_rss_bytes()}
+           "max_rss_bytes_process": max_rss_bytes()}
     say(f"  build {backend}: {out['total_seconds'] * 1e3:.0f} ms "
         f"({', '.join(f'{k} {v * 1e3:.0f}' for k, v in phases.items())}); "
         f"peak RSS +{mem.peak - mem.start >> 20} MiB")
@@ -409,7 +345,7 @@ def bench_build(edges: pa.Table, backend: str, s: dict, say) -> tuple[object, di
 class _FreshPaths:
     """A new file name for every timed save, the file before it removed first, untimed: a
     save over an existing file also frees that file's blocks (on ext4 with ``discard``, about 2 s
-    for a 9.5 GB index, in the background since round 2, stop 31), which is the disk's
+    for a 9.5 GB index, in the background), which is the disk's
     work, not the save's; the figures are those of a first build's file."""
 
     def __init__(self, folder: Path):
@@ -473,41 +409,6 @@ def bench_engine(idx, pairs: pa.Table) -> tuple[dict, np.ndarray]:
     out["stats"] = stats.as_dict()
     out["reachable_fraction"] = float(expected.mean()) if len(expected) else 0.0
     return out, expected
-
-
-class PoolGrowth:
-    """How much CuPy's memory pool grew over a block (``grown`` bytes): it keeps the blocks
-    freed inside the block, so its size at the end is its peak. Emptied of unused blocks at
-    the start; nothing is sampled (no thread beside timed calls). Without ``gpu``, 0."""
-
-    def __init__(self, gpu: bool):
-        self.pool = None
-        if gpu:
-            import cupy
-
-            self.pool = cupy.get_default_memory_pool()
-
-    def __enter__(self) -> "PoolGrowth":
-        self.start = self.grown = 0
-        if self.pool is not None:
-            self.pool.free_all_blocks()
-            self.start = int(self.pool.total_bytes())
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.pool is not None:
-            self.grown = int(self.pool.total_bytes()) - self.start
-
-
-def query_memory(idx, mem: PoolGrowth) -> dict:
-    """What the query calls held on the device beyond the index: how much CuPy's pool grew
-    over them, less the reverse DAG that the first exact search makes and keeps (the index's,
-    not a call's); as bytes and as a fraction of the index's footprint."""
-    qi = idx.query_index()
-    rev = 0 if qi.rev is None else int(qi.rev.nbytes)
-    scratch = max(0, mem.grown - rev)
-    return {"footprint_bytes": qi.footprint, "reverse_dag_bytes": rev, "scratch_bytes": scratch,
-            "scratch_fraction": scratch / max(qi.footprint, 1)}
 
 
 def bench_plain_bfs(idx, pairs: pa.Table, expected: np.ndarray, budget: float) -> dict:

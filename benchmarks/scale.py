@@ -40,7 +40,7 @@ from grail_duckdb.engine.index import DEFAULT_LABELS, build_index, load_index
 from grail_duckdb.kernels import resolve
 from grail_duckdb.tools.generators import write_citation_parquet
 
-from .bench import _rss_bytes
+from .memory import rss_bytes as _rss_bytes
 
 GB = 1e9
 
@@ -234,7 +234,7 @@ def _flush_to_disk() -> float:
     """Write the generated edges back to disk before the build (seconds): a user's edge files
     were on disk long before, and their pages left to the kernel's write-back would be written
     during the save (2.5B edges, H200 host: 5.2 s of the generator's 9 GB still unwritten
-    after it returned; README, Scale, stop 28)."""
+    after it returned)."""
     t0 = time.perf_counter()
     if hasattr(os, "sync"):
         os.sync()

@@ -2,8 +2,9 @@
 columns of vertex pairs, with a GRAIL interval-label index built on the GPU or the CPU.
 
 The package, in pipeline order: :mod:`.engine` (ingest -> ids -> CSR -> condensation -> labels
--> persistence; queries -> cuts -> search), :mod:`.kernels` (the hot loops behind one interface,
-CPU and GPU), :mod:`.plugin` (the DuckDB surface) and :mod:`.tools` (edge-file readers, the seeded
+-> the index file; queries -> cuts -> search), :mod:`.indexfile` (the file: format, writer,
+reader), :mod:`.model` (what the engine and the file share), :mod:`.kernels` (the hot loops
+behind one interface, CPU and GPU), :mod:`.plugin` (the DuckDB surface) and :mod:`.tools` (edge-file readers, the seeded
 generators, the demo's examples and the command line).
 
 Python:

@@ -1,5 +1,5 @@
 """Reachability for a Dask DataFrame of pairs, answered partition by partition on the workers
-(the optional extra ``grail_duckdb[dask]``; issue 12).
+(the optional extra ``grail_duckdb[dask]``).
 
 :func:`reaches` adds a ``reaches`` column with ``map_partitions``, lazily like any Dask
 operation. Each worker process loads the index from its Parquet file the first time one of

@@ -28,7 +28,7 @@
 // of shared memory (a ballot gives each survivor its slot) and tests them against their
 // records 32 at a time, the last few when the side's step ends: about 40% of the record-reading
 // warp steps of testing the edges where they lie (a CPU replay of the first round's steps on
-// the deep citation DAGs, README "Scale", stop 26).
+// the deep citation DAGs).
 #include "common.cuh"
 
 #define SIDE_FWD 0u

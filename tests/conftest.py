@@ -6,8 +6,8 @@ bfs_reachable``); it is re-exported here for files that prefer ``from conftest i
 CuPy sees a GPU, the default GPU kernels and GPU kernels with other :class:`GpuSettings`
 (degree-binned or edge-balanced load balance everywhere; one block per SM with two search
 words). The GPU cases carry ``pytest.mark.gpu`` (``pytest -m gpu`` runs them alone) and skip
-without a device. While a test uses a GPU backend, a GPU index answers every call on the
-device (``GPU_MIN_QUERIES`` is 0): tests of the small-call host copy set it back themselves.
+without a device. Each GPU configuration answers every call on the device
+(``host_below=0``): tests of the small-call host copy use other settings themselves.
 """
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ settings.register_profile(
                            HealthCheck.data_too_large])
 settings.load_profile("grail")
 
-#: GpuSettings keyword arguments of each GPU configuration under test (None: the default
-#: shared instance, ``kernels_for("gpu")``); the tiny search rounds hand pairs on from round
+#: GpuSettings keyword arguments of each GPU configuration under test ({}: the defaults; every
+#: one answers small calls on the device too, ``host_below=0``); the tiny search rounds hand pairs on from round
 #: to round, down to the dense last one, on every group size of kernels/bidir.cu; one search
 #: reads every edge's record (no levels beside the edges), one tests the edges the level cut
 #: leaves where they lie (no packing)
 GPU_CONFIGS = {
-    "gpu": None,
+    "gpu": {},
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
                    "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False,
                    "pack_survivors": False},
@@ -55,24 +55,17 @@ BACKENDS = [pytest.param("cpu", id="cpu")] + [
 @functools.lru_cache(maxsize=None)
 def kernels_named(name: str):
     """The kernels of one configuration of :data:`BACKENDS` (one instance per process)."""
-    if name == "cpu" or GPU_CONFIGS[name] is None:
+    if name == "cpu":
         return kernels_for(name)
     from grail_duckdb.kernels.gpu import GpuKernels, GpuSettings  # CuPy: only with a GPU
 
-    return GpuKernels(GpuSettings(**GPU_CONFIGS[name]))
+    return GpuKernels(GpuSettings(**{"host_below": 0, **GPU_CONFIGS[name]}))
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
 def backend(request):
     """The kernels of each backend present (see the module docstring)."""
     return kernels_named(request.param)
-
-
-@pytest.fixture(autouse=True)
-def _gpu_queries_on_the_device(request, monkeypatch):
-    """Under a GPU backend, every query call of a GPU index runs the GPU kernels."""
-    if "backend" in request.fixturenames and request.getfixturevalue("backend").name != "cpu":
-        monkeypatch.setattr("grail_duckdb.engine.index.GPU_MIN_QUERIES", 0)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from grail_duckdb.engine.labels import Labels, hub_slots, window_hubs
+from grail_duckdb.engine.labels import hub_slots, window_hubs
+from grail_duckdb.model import Labels
 from grail_duckdb.kernels import shared
 from grail_duckdb.kernels.protocol import CSR
 

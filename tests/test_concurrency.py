@@ -1,12 +1,12 @@
 """Many threads against ONE index, on every backend present, every answer checked against the
 oracle (the full reachability matrix of the graph, one SciPy BFS per vertex):
 
-* eight Python threads, each making calls of mixed sizes on both sides of ``GPU_MIN_QUERIES``
-  (a GPU index answers the small ones from its host copy, made once under a lock, and the large
+* eight Python threads, each making calls of mixed sizes on both sides of
+  ``GpuSettings.host_below`` (a GPU index answers the small ones from its host copy, made once under a lock, and the large
   ones on the device), with and without the cuts;
 * four DuckDB cursors on a database with ``threads=4``, each running the scalar ``reaches`` and
   the whole-column ``reaches_pairs`` over a table of 200,000 pairs (a GPU backend answers every
-  2,048-row chunk on the device: the fixtures set ``GPU_MIN_QUERIES`` to 0).
+  2,048-row chunk on the device: the fixtures set ``host_below`` to 0).
 """
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 
 import grail_duckdb as gd
-from grail_duckdb.engine import index as index_module
 from grail_duckdb.plugin import registry_of
 from oracle import bfs_reachable
 from strategies import rmat
 
 THREADS = 8
-SHIPPED_GPU_MIN_QUERIES = index_module.GPU_MIN_QUERIES
+#: the host-copy threshold as the GPU backend ships it (GpuSettings.host_below)
+SHIPPED_HOST_BELOW = 32_768
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,11 +67,16 @@ def run_threads(count, work):
         raise errors[0]
 
 
-def test_threads_share_one_index(backend, monkeypatch):
-    monkeypatch.setattr(index_module, "GPU_MIN_QUERIES", SHIPPED_GPU_MIN_QUERIES)
+def test_threads_share_one_index(backend):
+    if backend.name == "gpu":  # small calls on the host copy, as shipped, large on the device
+        from dataclasses import replace
+
+        from grail_duckdb.kernels.gpu import GpuKernels
+
+        backend = GpuKernels(replace(backend.settings, host_below=SHIPPED_HOST_BELOW))
     g, _ = graph_and_closure()
     idx = gd.build_index(g.src, g.dst, backend=backend)
-    sizes = (1, 700, 2048, SHIPPED_GPU_MIN_QUERIES - 1, SHIPPED_GPU_MIN_QUERIES + 1)
+    sizes = (1, 700, 2048, SHIPPED_HOST_BELOW - 1, SHIPPED_HOST_BELOW + 1)
     done = []
 
     def work(i):

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import references as ref
-from grail_duckdb.engine.labels import Labels, reversed_levels
+from grail_duckdb.engine.labels import reversed_levels
+from grail_duckdb.model import Labels
 from grail_duckdb.errors import BackendError
 from grail_duckdb.kernels import CSR, gpu_available, shared, to_host
 from grail_duckdb.kernels.protocol import QueryIndex

@@ -1,4 +1,4 @@
-"""The save's own encoding of the label columns (``engine/label_pages.py``, the encoder
+"""The save's own encoding of the label columns (``indexfile/label_pages.py``, the encoder
 ``parse_chunks_kernel`` in ``kernels/pages.cu`` and its twin ``kernels/cpu/pages.py``): every
 block decodes back to its page, the kernel writes the twin's bytes, and a file whose label
 chunks were encoded here reads as pyarrow's own: in pyarrow, in DuckDB, in a load."""
@@ -15,10 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb.engine import label_pages, page_plan, parquet_parts, persistence
+from grail_duckdb.indexfile import SaveSettings, label_pages, page_plan
+from grail_duckdb.indexfile import parts as parquet_parts
 from grail_duckdb.kernels import gpu_available, to_host
 from grail_duckdb.kernels.cpu import CpuKernels
-from grail_duckdb.kernels.cpu.pages import lz4_block, lz4_bound
+from grail_duckdb.kernels.cpu.pages import lz4_block
+from grail_duckdb.kernels.shared import lz4_bound
 
 needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
 
@@ -145,21 +147,19 @@ def test_a_part_of_own_chunks_reads_as_pyarrows(tmp_path, backend, rows, hubs):
 
 
 @pytest.mark.parametrize("dag,batch", [(False, 1 << 30), (True, 1 << 30), (False, 600 << 10)])
-def test_an_index_saved_with_own_chunks_loads_and_reads_in_duckdb(tmp_path, monkeypatch,
-                                                                  backend, dag, batch):
+def test_an_index_saved_with_own_chunks_loads_and_reads_in_duckdb(tmp_path, backend, dag,
+                                                                  batch):
     """A save that encodes the label columns itself (on a GPU index always; here on either
     backend), its parts in one batch or in several: the loaded labels are the saved ones,
     DuckDB reads the file, and its label chunks, the hub bits' too, are those a GPU load
     decodes itself."""
-    monkeypatch.setattr(persistence, "OWN_PAGES", "always")
-    monkeypatch.setattr(persistence, "PART_BYTES", 256 << 10)
-    monkeypatch.setattr(persistence, "ENCODE_BATCH", batch)
+    knobs = SaveSettings(own_pages="always", part_bytes=256 << 10, encode_batch=batch)
     rng = np.random.default_rng(11)
     src, dst = rng.integers(0, 60_000, 90_000), rng.integers(0, 60_000, 90_000)
     if dag:
         src, dst = np.minimum(src, dst), np.maximum(src, dst) + 1
     idx = gd.build_index(src, dst, labels=3, backend="cpu", progress=False)
-    path = idx.to_backend(backend).save(tmp_path / "own.grail.parquet")
+    path = idx.to_backend(backend).save(tmp_path / "own.grail.parquet", settings=knobs)
     back = gd.load_index(path, backend=backend)
     for name, arr in idx.labels.arrays().items():
         np.testing.assert_array_equal(to_host(getattr(back.labels, name)), arr, err_msg=name)

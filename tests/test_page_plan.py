@@ -1,4 +1,4 @@
-"""The load's own decoding of label pages (``engine/page_plan.py``, ``kernels/pages.cu`` and its
+"""The load's own decoding of label pages (``indexfile/page_plan.py``, ``kernels/pages.cu`` and its
 Numba twin ``kernels/cpu/pages.py``): pages as pyarrow writes them (the index's encodings, one
 page or many, values random, small, repeated, constant), decoded value for value as pyarrow
 decodes them, on the host and on a GPU, placed as a load places them; chunks of other kinds
@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grail_duckdb.engine import page_plan
-from grail_duckdb.engine.index_format import write_options
+from grail_duckdb.indexfile import page_plan
+from grail_duckdb.indexfile.format import write_options
 from grail_duckdb.kernels import gpu_available
-from grail_duckdb.kernels.cpu.pages import PAGE_DST, PAGE_LEN, PAGE_SCRATCH, PAGE_SRC
+from grail_duckdb.kernels.shared import PAGE_DST, PAGE_LEN, PAGE_SCRATCH, PAGE_SRC
 
 needs_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
 
@@ -215,8 +215,7 @@ def test_damaged_pages_are_refused_on_the_device():
 
 @pytest.mark.parametrize("spec", ["gen:rmat:12:8", "gen:citation:20000"])
 @pytest.mark.parametrize("own", [False, True])
-def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_path,
-                                                                         monkeypatch, spec, own):
+def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_path, spec, own):
     """In a file the index's save writes (a graph with cycles, a DAG), a GPU load decodes
     every label column itself but the hub bits of a file that pyarrow encoded (dictionaries;
     a GPU index's save encodes them itself, ``own``, and plain), in every row group, and each
@@ -225,16 +224,16 @@ def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_pat
     import mmap
 
     import grail_duckdb as gd
-    from grail_duckdb.engine import persistence
-    from grail_duckdb.engine.index_format import label_names
     from benchmarks.bench import load_workload
+    from grail_duckdb.indexfile import SaveSettings, read_metadata
+    from grail_duckdb.indexfile.format import label_names
 
-    monkeypatch.setattr(persistence, "OWN_PAGES", "always" if own else "never")
     path = tmp_path / "i.grail.parquet"
-    gd.build_index(load_workload(spec).edges, backend="cpu", progress=False).save(path)
-    meta = persistence.read_metadata(path)
-    names = label_names(int(meta["labels"]), int(meta["hub_words"]), int(meta["win_words"]))
-    assert int(meta["win_words"])  # the window hubs' columns are in the file
+    gd.build_index(load_workload(spec).edges, backend="cpu", progress=False).save(
+        path, settings=SaveSettings(own_pages="always" if own else "never"))
+    meta = read_metadata(path)
+    names = label_names(meta.labels, meta.hub_words, meta.win_words)
+    assert meta.win_words  # the window hubs' columns are in the file
     dtypes = {n: np.dtype(np.uint64 if n.startswith(("hub_", "win_")) else np.int32)
               for n in names}
     pf = pq.ParquetFile(path)
@@ -248,9 +247,9 @@ def test_an_index_file_leaves_only_the_hub_bits_of_its_labels_to_pyarrow(tmp_pat
                                               table.column(name).to_numpy())
 
 
-# --- page headers read without the interpreter (kernels/cpu/pages.page_table) -------------
+# --- page headers read without the interpreter (indexfile/page_headers.page_table) --------
 def _thrift(depth: int = 3):
-    """Compact-protocol values of any type: ``(type, value)`` as :mod:`.parquet_parts`
+    """Compact-protocol values of any type: ``(type, value)`` as :mod:`.thrift`
     writes them (structs, lists and maps nested ``depth`` deep at most)."""
     leaves = st.one_of(
         st.tuples(st.just(3), st.integers(0, 255)),
@@ -281,10 +280,11 @@ def _structs(depth: int):
 
 @given(_structs(3), st.binary(max_size=8))
 def test_any_thrift_struct_is_skipped_to_its_end(struct, tail):
-    """The walker's end of a struct is the project's Thrift reader's (parquet_parts), with
+    """The walker's end of a struct is the project's Thrift reader's (indexfile.thrift), with
     or without bytes after it; a struct cut short does not decode."""
-    from grail_duckdb.engine.parquet_parts import _read_struct, _write_struct
-    from grail_duckdb.kernels.cpu.pages import _skip
+    from grail_duckdb.indexfile.page_headers import _skip
+    from grail_duckdb.indexfile.thrift import read_struct as _read_struct
+    from grail_duckdb.indexfile.thrift import write_struct as _write_struct
 
     out = bytearray()
     _write_struct(out, struct[1])
@@ -299,10 +299,11 @@ def test_any_thrift_struct_is_skipped_to_its_end(struct, tail):
 def test_page_headers_read_as_the_thrift_reader_reads_them(kind, raw, size, values,
                                                            encoding, crc, stats, extra):
     """Headers with and without a checksum, statistics or unknown fields: the walker finds
-    the fields that :func:`~grail_duckdb.engine.page_plan.chunk_pages` needs where the
+    the fields that :func:`~grail_duckdb.indexfile.page_plan.chunk_pages` needs where the
     project's Thrift reader finds them, or refuses a header without them."""
-    from grail_duckdb.engine.parquet_parts import _read_struct, _write_struct
-    from grail_duckdb.kernels.cpu.pages import _header
+    from grail_duckdb.indexfile.page_headers import _header
+    from grail_duckdb.indexfile.thrift import read_struct as _read_struct
+    from grail_duckdb.indexfile.thrift import write_struct as _write_struct
 
     data = [[1, 5, values], [2, 5, encoding], [3, 5, 3], [4, 5, 3]]
     if stats:

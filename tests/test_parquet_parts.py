@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grail_duckdb.engine import parquet_parts as pp
+from grail_duckdb.indexfile import parts as pp
+from grail_duckdb.indexfile import thrift
 
 _OPTIONS = {
     "plain": dict(compression="none", use_dictionary=False),
@@ -121,9 +122,9 @@ def test_the_footer_codec_gives_back_the_bytes_it_decoded(tmp_path):
         data = buf.getvalue()
         (length,) = struct.unpack("<I", data[-8:-4])
         raw = data[-8 - length:-8]
-        meta, end = pp._read_struct(raw, 0)
+        meta, end = thrift.read_struct(raw, 0)
         out = bytearray()
-        pp._write_struct(out, meta)
+        thrift.write_struct(out, meta)
         assert end == length and bytes(out) == raw
         assert pp.read_footer(data) == (meta, len(data) - 8 - length)
 

@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb.engine import atomic_write, persistence
-import grail_duckdb.kernels as kernels_pkg
-from grail_duckdb.kernels import to_host
+from grail_duckdb import indexfile
+from grail_duckdb.indexfile import SaveSettings, atomic_write, writer
+from grail_duckdb.kernels import TransferSettings, to_host
+from grail_duckdb.kernels.host import workers
 from grail_duckdb.kernels.shared import TREE_COLUMNS
 from harness import all_pairs, expected
 from strategies import KEY_KINDS, graphs, keys_of
@@ -105,7 +106,7 @@ def test_flipped_bytes_are_refused_or_provably_harmless(saved):
 def test_leaf_hash_sees_every_bit_word_order_and_length():
     """The row groups' hash (the digest's leaves): any single flipped bit, at any alignment of
     the range, two 8-byte words swapped, or trailing zero bytes give another hash."""
-    from grail_duckdb.kernels.cpu.digest import hash_bytes
+    from grail_duckdb.indexfile.digest import hash_bytes
 
     data = bytes(np.random.default_rng(3).integers(0, 256, 301, dtype=np.uint8))
     for start in range(8):
@@ -147,23 +148,22 @@ def test_changed_metadata_and_a_moved_digest_are_refused(saved):
     assert gd.load_index(path).n_vertices > 0
 
 
-def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_path,
-                                                                 monkeypatch):
-    """Parts grow past ``PART_BYTES`` where that would make more than ``MAX_PARTS`` of them,
-    and shrink (to 1,024 rows) where that would make fewer than ``MIN_PARTS``; the file loads
+def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_path):
+    """Parts grow past ``part_bytes`` where that would make more than ``max_parts`` of them,
+    and shrink (to 1,024 rows) where that would make fewer than ``min_parts``; the file loads
     to the same answers either way."""
     rng = np.random.default_rng(30)
     src, dst = rng.integers(0, 20_000, 60_000), rng.integers(0, 20_000, 60_000)
     idx = gd.build_index(src, dst, labels=2, backend=backend)
-    monkeypatch.setattr(persistence, "MIN_PARTS", 32)
-    small = idx.save(tmp_path / "small.grail.parquet")  # 2 MB of data: 1,024 rows a part
+    small = idx.save(tmp_path / "small.grail.parquet",  # 2 MB of data: 1,024 rows a part
+                     settings=SaveSettings(min_parts=32))
     assert pq.ParquetFile(small).metadata.num_row_groups == -(-idx.n_vertices // 1024)
-    monkeypatch.setattr(persistence, "MIN_PARTS", 4)
-    assert pq.ParquetFile(idx.save(small)).metadata.num_row_groups == 4
-    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 10)
-    many = idx.save(tmp_path / "many.grail.parquet")
-    monkeypatch.setattr(persistence, "MAX_PARTS", 4)
-    few = idx.save(tmp_path / "few.grail.parquet")
+    four = SaveSettings(min_parts=4)
+    assert pq.ParquetFile(idx.save(small, settings=four)).metadata.num_row_groups == 4
+    many = idx.save(tmp_path / "many.grail.parquet",
+                    settings=SaveSettings(min_parts=4, part_bytes=1 << 10))
+    few = idx.save(tmp_path / "few.grail.parquet",
+                   settings=SaveSettings(min_parts=4, part_bytes=1 << 10, max_parts=4))
     assert pq.ParquetFile(many).metadata.num_row_groups == -(-idx.n_vertices // 1024)
     assert pq.ParquetFile(few).metadata.num_row_groups == 4
     qs, qd = rng.integers(-3, 20_003, 20_000), rng.integers(-3, 20_003, 20_000)
@@ -172,15 +172,14 @@ def test_a_large_index_is_cut_into_at_most_max_parts_row_groups(backend, tmp_pat
         assert gd.load_index(path, backend=backend).reaches(qs, qd).equals(want)
 
 
-def test_a_component_over_several_row_groups_round_trips(backend, tmp_path, monkeypatch):
+def test_a_component_over_several_row_groups_round_trips(backend, tmp_path):
     """A cycle of 60,000 vertices (one component) cut into row groups of which all but the
     first hold no representative row, then a chain of 51: loaded as it was saved."""
-    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 18)
     n = 60_000
     src = np.r_[np.arange(n), n + np.arange(50)]
     dst = np.r_[(np.arange(n) + 1) % n, n + np.arange(1, 51)]
     idx = gd.build_index(src, dst, backend="cpu")
-    path = idx.save(tmp_path / "cycle.grail.parquet")
+    path = idx.save(tmp_path / "cycle.grail.parquet", settings=SaveSettings(part_bytes=1 << 18))
     assert pq.ParquetFile(path).metadata.num_row_groups > 3
     back = gd.load_index(path, backend=backend)
     assert back.n_components == idx.n_components == 52
@@ -189,21 +188,20 @@ def test_a_component_over_several_row_groups_round_trips(backend, tmp_path, monk
     np.testing.assert_array_equal(to_host(back.comp), idx.comp)
 
 
-def test_a_build_that_saves_as_it_goes_writes_the_file_a_save_writes(backend, tmp_path,
-                                                                     monkeypatch):
+def test_a_build_that_saves_as_it_goes_writes_the_file_a_save_writes(backend, tmp_path):
     """``build_index(..., save_to=path)`` (the ETL path: the children's region written during
     the labels) lays down the bytes that a save of the built index lays down, in many row
     groups, with cycles (representative rows) and on either backend; its last phase is the
     save, and the file loads to the same answers."""
-    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 16)
+    small_parts = SaveSettings(part_bytes=1 << 16)
     rng = np.random.default_rng(21)
     src, dst = rng.integers(0, 6_000, 20_000), rng.integers(0, 6_000, 20_000)
     src, dst = np.r_[src, np.arange(100)], np.r_[dst, (np.arange(100) + 1) % 100]  # a cycle
-    streamed = gd.build_index(src, dst, labels=2, backend=backend,
-                              save_to=tmp_path / "streamed.grail.parquet")
+    streamed = gd.build_index(src, dst, labels=2, backend=backend, save_to=indexfile.IndexWriter(
+        tmp_path / "streamed.grail.parquet", settings=small_parts))
     assert list(streamed.build_seconds)[-1] == "save"
     assert {"children's region", "encode and write"} <= set(streamed.save_seconds)
-    whole = streamed.save(tmp_path / "whole.grail.parquet")
+    whole = streamed.save(tmp_path / "whole.grail.parquet", settings=small_parts)
     assert pq.ParquetFile(whole).metadata.num_row_groups > 3
     assert streamed.n_components < streamed.n_vertices
     assert (tmp_path / "streamed.grail.parquet").read_bytes() == whole.read_bytes()
@@ -265,9 +263,8 @@ def test_a_build_that_fails_does_not_write_the_rest_of_its_region(tmp_path, monk
     import time
 
     from grail_duckdb.engine import index as index_module
-    from grail_duckdb.engine import parquet_parts as pp
+    from grail_duckdb.indexfile import parts as pp
 
-    monkeypatch.setattr(persistence, "PART_BYTES", 1 << 10)  # a part per 1,024 rows
     written, real = [], pp.write_blob_page
     queued = threading.Event()
 
@@ -286,8 +283,9 @@ def test_a_build_that_fails_does_not_write_the_rest_of_its_region(tmp_path, monk
     n = 200 * 1024
     with pytest.raises(MemoryError):
         gd.build_index(np.arange(n), (np.arange(n) + 1) % (n + 1), backend="cpu",
-                       save_to=tmp_path / "x.grail.parquet")
-    assert len(written) <= 2 * persistence.workers() < 200
+                       save_to=indexfile.IndexWriter(  # a part per 1,024 rows
+                           tmp_path / "x.grail.parquet", settings=SaveSettings(part_bytes=1 << 10)))
+    assert len(written) <= 2 * workers() < 200
     assert os.listdir(tmp_path) == []
 
 
@@ -302,7 +300,7 @@ def test_a_build_whose_file_cannot_be_written_keeps_the_index(saved, monkeypatch
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(persistence._Writer if fails == "region" else persistence.IndexWriter,
+    monkeypatch.setattr(writer._Writer if fails == "region" else writer.IndexWriter,
                         "write" if fails == "region" else "_write_groups", full)
     with pytest.raises(gd.IndexNotSavedError, match="not saved.*No space left") as caught:
         gd.build_index([1, 2, 3, 5], [2, 3, 1, 6], backend="cpu", save_to=path)
@@ -333,7 +331,7 @@ def test_dag_edges_out_of_range_under_a_valid_digest_are_refused(backend, tmp_pa
     checks the ranges on the device, a CPU load per row group)."""
     import dataclasses
 
-    from grail_duckdb.engine.csr import CSR
+    from grail_duckdb.model import CSR
 
     idx = gd.build_index([1, 2, 3], [2, 3, 4], backend="cpu")  # a path: four components
     bad = idx.dag.indices.copy()
@@ -352,7 +350,7 @@ def test_foreign_and_newer_files_are_refused(saved, tmp_path):
         gd.load_index(foreign)
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
-    meta[b"grail_duckdb.version"] = str(persistence.FORMAT_VERSION + 1).encode()
+    meta[b"grail_duckdb.version"] = str(indexfile.FORMAT_VERSION + 1).encode()
     pq.write_table(table.replace_schema_metadata(meta), path)
     with pytest.raises(gd.IndexFileError, match="newer"):
         gd.load_index(path)
@@ -377,7 +375,7 @@ def test_interrupted_write_leaves_the_old_index_loadable(saved, monkeypatch, cra
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("simulated crash")
 
-    target = {"write": (persistence.IndexWriter, "_write_groups"),
+    target = {"write": (writer.IndexWriter, "_write_groups"),
               "fsync": (atomic_write.os, "fsync"),
               "replace": (atomic_write.os, "replace")}[crash_at]
     monkeypatch.setattr(*target, crash)
@@ -459,14 +457,13 @@ def test_the_replaced_index_is_removed_after_the_save_returns(saved, monkeypatch
 _KILLED_SAVE = """
 import os, signal, sys
 import grail_duckdb as gd
-from grail_duckdb.engine import atomic_write, persistence
-from grail_duckdb.kernels import to_host
+from grail_duckdb.indexfile import writer
 
 def killed(self, *rest):
     os.pwrite(self._file.fd, b"PAR1" + b"x" * 4096, 0)
     os.kill(os.getpid(), signal.SIGKILL)
 
-persistence.IndexWriter._write_groups = killed
+writer.IndexWriter._write_groups = killed
 gd.build_index([1, 2], [2, 3], backend="cpu").save(sys.argv[1])
 """
 
@@ -530,45 +527,44 @@ def test_write_back_as_written_and_periodic_flushes_write_the_same_file(tmp_path
     """A save whose parts' write-back starts as each is written (Linux) and one that flushes
     every few parts instead (elsewhere) lay down the same bytes; the write-back reaches the
     kernel where it exists, once per part."""
-    monkeypatch.setattr(persistence, "PART_BYTES", 64 << 10)
-    monkeypatch.setattr(persistence, "_SYNC_BYTES", 100_000)
+    knobs = SaveSettings(part_bytes=64 << 10, sync_bytes=100_000)
     rng = np.random.default_rng(4)
     idx = gd.build_index(rng.integers(0, 50_000, 80_000), rng.integers(0, 50_000, 80_000),
                          labels=2, backend="cpu")
     calls = []
-    real = persistence.write_back
-    monkeypatch.setattr(persistence, "write_back",
+    real = writer.write_back
+    monkeypatch.setattr(writer, "write_back",
                         lambda fd, pos, size: calls.append(size) or real(fd, pos, size))
-    first = idx.save(tmp_path / "a.grail.parquet").read_bytes()
+    first = idx.save(tmp_path / "a.grail.parquet", settings=knobs).read_bytes()
     groups = pq.ParquetFile(tmp_path / "a.grail.parquet").num_row_groups
     assert groups > 5 and len(calls) >= groups
-    if persistence._SYNC_FILE_RANGE is not None:
+    if writer._SYNC_FILE_RANGE is not None:
         fd = os.open(tmp_path / "a.grail.parquet", os.O_RDONLY)
         try:
             assert real(fd, 0, 4096)
         finally:
             os.close(fd)
-    monkeypatch.setattr(persistence, "_SYNC_FILE_RANGE", None)
+    monkeypatch.setattr(writer, "_SYNC_FILE_RANGE", None)
     assert not real(0, 0, 4096)
-    assert idx.save(tmp_path / "b.grail.parquet").read_bytes() == first
+    assert idx.save(tmp_path / "b.grail.parquet", settings=knobs).read_bytes() == first
     qs, qt = rng.integers(0, 50_000, 5000), rng.integers(0, 50_000, 5000)
     assert gd.load_index(tmp_path / "b.grail.parquet").reaches(qs, qt).equals(idx.reaches(qs, qt))
 
 
 @pytest.mark.parametrize("dag", [False, True])
-def test_large_index_round_trip_covers_many_parts(tmp_path, monkeypatch, dag, backend):
+def test_large_index_round_trip_covers_many_parts(tmp_path, dag, backend):
     """Parts of ~64 KiB: many row groups, laid into one file by parquet_parts; with cycles
     (representative rows, gathered labels) and as a DAG (every row its own component); saved
     from and loaded straight onto each backend."""
-    monkeypatch.setattr(persistence, "PART_BYTES", 64 << 10)
-    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 100_003)  # GPU saves: many chunks
+    knobs = SaveSettings(part_bytes=64 << 10,  # GPU saves: many chunks
+                         transfers=TransferSettings(chunk_bytes=100_003))
     rng = np.random.default_rng(3)
     src, dst = rng.integers(0, 300_000, 400_000), rng.integers(0, 300_000, 400_000)
     if dag:
         src, dst = np.minimum(src, dst), np.maximum(src, dst) + 1
     idx = gd.build_index(src, dst, labels=2, backend="cpu")
     assert (idx.n_components == idx.n_vertices) == dag
-    path = idx.to_backend(backend).save(tmp_path / "big.grail.parquet")
+    path = idx.to_backend(backend).save(tmp_path / "big.grail.parquet", settings=knobs)
     back = gd.load_index(path, backend=backend)
     assert back.backend == backend.name and pq.ParquetFile(path).num_row_groups > 10
     qs, qd = rng.integers(0, 300_000, 50_000), rng.integers(0, 300_000, 50_000)
@@ -632,7 +628,7 @@ def test_pinned_download_gives_the_array(backend):
     byte counts, chunks that split an element), any shape, strided columns, empty arrays."""
     if backend.name == "cpu":
         pytest.skip("the pinned download is the GPU backend's")
-    from grail_duckdb.kernels.gpu import download
+    from grail_duckdb.kernels.gpu_transfers import download
 
     xp, rng = backend.xp, np.random.default_rng(5)
     for shape, dtype in [((1_000_003,), np.int32), ((250_001, 5), np.int64), ((0,), np.uint8),
@@ -659,20 +655,19 @@ def test_several_device_arrays_come_back_in_one_copy(backend):
         np.testing.assert_array_equal(g, w)
 
 
-def test_device_arrays_land_in_reused_host_memory(backend, monkeypatch):
+def test_device_arrays_land_in_reused_host_memory(backend):
     """``to_host_all`` with a :class:`Landing`: the same arrays as without one, call after
     call over the same memory (a larger call grows it), and the earlier call's arrays are
     overwritten only by a later call, never by the arrays of their own call."""
     from grail_duckdb.kernels import Landing, to_host_all
 
-    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
-    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    small = TransferSettings(pinned_min_bytes=1000, chunk_bytes=4099)
     xp, rng, landing = backend.xp, np.random.default_rng(8), Landing()
     for rows in (2_000, 1_500, 9_000):
         host = [rng.integers(0, 2**31, rows).astype(np.int32),
                 rng.integers(0, 2**62, (rows, 3)).astype(np.uint64), np.arange(5, dtype=np.int64)]
         dev = [xp.asarray(a) for a in host]
-        got = to_host_all([dev[0], dev[1].T, dev[1][:, 2], dev[2]], landing)
+        got = to_host_all([dev[0], dev[1].T, dev[1][:, 2], dev[2]], landing, settings=small)
         want = [host[0], host[1].T, host[1][:, 2], host[2]]
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.flags.c_contiguous
@@ -684,14 +679,13 @@ def test_device_arrays_land_in_reused_host_memory(backend, monkeypatch):
     assert (views[0] == -1).all() and (views[1] == 2).all()
 
 
-def test_columns_come_to_the_host_transposed(backend, monkeypatch):
+def test_columns_come_to_the_host_transposed(backend):
     """``to_host_columns``: 1-D arrays as they are, 2-D runs of rows as their columns,
     contiguous, with or without a :class:`Landing` (the downloaded rows and the columns
     share its memory without overlapping), on this thread's own stream."""
     from grail_duckdb.kernels import Landing, mark_ready, on_own_stream, to_host_columns
 
-    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
-    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    small = TransferSettings(pinned_min_bytes=1000, chunk_bytes=4099)
     xp, rng, landing = backend.xp, np.random.default_rng(9), Landing()
     for rows in (3_000, 40, 12_000):
         host = [rng.integers(0, 2**31, (rows, 9)).astype(np.int32),
@@ -701,7 +695,7 @@ def test_columns_come_to_the_host_transposed(backend, monkeypatch):
         lo, hi = rows // 3, rows - 5
         for land in (landing, None):
             with on_own_stream(mark_ready(dev[0])):
-                got = to_host_columns([a[lo:hi] for a in dev], land)
+                got = to_host_columns([a[lo:hi] for a in dev], land, small)
             want = [host[0][lo:hi].T, host[1][lo:hi], host[2][lo:hi].T]
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.flags.c_contiguous
@@ -749,34 +743,33 @@ def test_own_stream_waits_for_the_work_before_the_mark(backend):
         np.testing.assert_array_equal(got[0], want)
 
 
-def test_host_values_reach_a_slice_of_a_backend_array(backend, monkeypatch):
+def test_host_values_reach_a_slice_of_a_backend_array(backend):
     """``copy_into``: host values into row blocks of 1-D and 2-D arrays, through several
     pinned chunks on a GPU (odd chunk sizes that split elements), converting the dtype; the
     values of one call one after the other through the buffers (many small ones sharing
     one, larger ones across several), with a staging that the call does not wait for."""
     from grail_duckdb.kernels import copy_into, upload_staging
 
-    monkeypatch.setattr(kernels_pkg, "PINNED_MIN_BYTES", 1000)
-    monkeypatch.setattr(kernels_pkg, "DOWNLOAD_CHUNK", 4099)
+    small = TransferSettings(pinned_min_bytes=1000, chunk_bytes=4099)
     xp, rng = backend.xp, np.random.default_rng(7)
     wide = rng.integers(0, 2**62, (3_000, 3)).astype(np.uint64)
     dst = xp.zeros((3_000, 3), xp.uint64)
-    copy_into([(dst[100:2_900], wide[100:2_900])])
-    copy_into([(dst[:5], wide[:5])])
+    copy_into([(dst[100:2_900], wide[100:2_900])], settings=small)
+    copy_into([(dst[:5], wide[:5])], settings=small)
     want = wide.copy()
     want[2_900:] = 0
     want[5:100] = 0
     np.testing.assert_array_equal(to_host(dst), want)
     flat = xp.zeros(50_001, xp.int32)
     values = rng.integers(-2**31, 2**31, 50_001)
-    copy_into([(flat, values)])
+    copy_into([(flat, values)], settings=small)
     np.testing.assert_array_equal(to_host(flat), values.astype(np.int32))
-    staging = upload_staging(xp)
+    staging = upload_staging(xp, small)
     cols = xp.zeros((40, 700), xp.int32)
     small = [rng.integers(-2**31, 2**31, 17 * j % 700) for j in range(40)]
     for _ in range(2):  # the second call's buffers wait for the first's copies
         copy_into([(cols[j, :v.shape[0]], v) for j, v in enumerate(small)]
-                  + [(flat, values[::-1]), (dst[7:9], wide[:2])], staging)
+                  + [(flat, values[::-1]), (dst[7:9], wide[:2])], staging, small)
     if xp is not np:
         xp.cuda.Device().synchronize()
     got = to_host(cols)
@@ -793,7 +786,7 @@ def test_a_view_that_outlives_the_load_does_not_refuse_the_file(tmp_path, monkey
     the file damaged, and the map goes with the view."""
     import mmap as mmap_module
 
-    from grail_duckdb.engine import index_reader
+    from grail_duckdb.indexfile import reader as index_reader
 
     idx = gd.build_index(np.array([0, 1, 2]), np.array([1, 2, 0]), backend="cpu",
                          progress=False)
@@ -815,10 +808,10 @@ def test_a_view_that_outlives_the_load_does_not_refuse_the_file(tmp_path, monkey
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), max_size=40), st.integers(0, 7),
        st.integers(0, 3), st.integers(0, 100))
 def test_a_groups_children_rows_as_the_numpy_reference_finds_them(rows, bit0, c0, e0):
-    """The load's one-pass check of a row group's children (kernels/cpu/pages.children_rows)
+    """The load's one-pass check of a row group's children (indexfile/page_headers.children_rows)
     against the same rules in NumPy: representatives (children not NULL) of consecutive
     components from the first one's, each BLOB whole int32, the row pointers they end."""
-    from grail_duckdb.kernels.cpu.pages import children_rows
+    from grail_duckdb.indexfile.page_headers import children_rows
 
     valid = np.array([v for v, _ in rows], bool)
     counts = np.array([n if v else 0 for v, n in rows], np.int64)

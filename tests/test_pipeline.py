@@ -12,14 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
-from grail_duckdb.engine import index as index_module
 from harness import all_pairs, assert_same_index, check_answers, expected
 from strategies import (ADVERSARIAL, CUT_DEFEATING_PAIRS, KEY_KINDS, Graph, adversarial,
                         graphs, keys_of)
-
-#: the host-copy threshold as the engine ships it (the fixtures set it to 0 on GPU backends)
-SHIPPED_GPU_MIN_QUERIES = index_module.GPU_MIN_QUERIES
-
 
 def build(g: Graph, backend, kind="int", **kw):
     return gd.build_index(keys_of(g.src, kind), keys_of(g.dst, kind), backend=backend, **kw)
@@ -81,10 +76,15 @@ def test_pairs_that_pass_every_cut_are_searched(backend):
     assert stats.searched == 2 and stats.search_reachable == 1
 
 
-def test_small_calls_use_the_host_copy_with_the_same_answers(backend, monkeypatch):
-    """Below ``GPU_MIN_QUERIES`` a GPU index answers from its CPU copy (made once); above,
-    on the device; the answers are the oracle's either way."""
-    monkeypatch.setattr(index_module, "GPU_MIN_QUERIES", 1000)
+def test_small_calls_use_the_host_copy_with_the_same_answers(backend):
+    """Below ``GpuSettings.host_below`` a GPU index answers from its CPU copy (made once);
+    above, on the device; the answers are the oracle's either way."""
+    if backend.name == "gpu":
+        from dataclasses import replace
+
+        from grail_duckdb.kernels.gpu import GpuKernels
+
+        backend = GpuKernels(replace(backend.settings, host_below=1000))
     g = adversarial("rmat-12")
     idx = build(g, backend)
     rng = np.random.default_rng(2)

@@ -104,7 +104,7 @@ def test_grail_index_writes_its_file_as_the_build_goes(tmp_path, monkeypatch):
 
     def spy(*args, **kwargs):
         seen.append(registry.build_index.__wrapped__(*args, **kwargs))
-        assert isinstance(kwargs["save_to"], gd.engine.persistence.IndexWriter)
+        assert isinstance(kwargs["save_to"], gd.indexfile.IndexWriter)
         return seen[-1]
 
     spy.__wrapped__ = registry.build_index
@@ -129,7 +129,7 @@ def test_a_full_disk_during_the_build_keeps_the_index_in_memory(tmp_path, monkey
     is as it was."""
     import errno
 
-    from grail_duckdb.engine import persistence
+    from grail_duckdb.indexfile import writer as persistence
     path = tmp_path / "p.duckdb"
     con = database(path, [(1, 2)])
     index_file = files.index_path_for(path, "cites")

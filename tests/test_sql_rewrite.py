@@ -195,7 +195,10 @@ GPU_STATEMENTS = [
 def test_a_gpu_index_gives_the_cpu_rows_on_every_path(con, monkeypatch, backend="gpu"):
     """The same statements on a GPU index (whole columns on the device, chunks on its host
     copy, one-to-all traversals on the device) and on a CPU index."""
-    monkeypatch.setattr("grail_duckdb.engine.index.GPU_MIN_QUERIES", 0)
+    from dataclasses import replace
+
+    k = gd.kernels.kernels_for("gpu")  # the instance SQL's builds use: every call on the device
+    monkeypatch.setattr(k, "settings", replace(k.settings, host_below=0))
     want = {q: con.execute(q).fetchall() for q in GPU_STATEMENTS}
     monkeypatch.setenv("GRAIL_DUCKDB_BACKEND", backend)
     g = gd.install(duckdb.connect())

@@ -10,11 +10,12 @@ One module per stage, in pipeline order:
 * :mod:`.csr`: ids -> compressed sparse rows, forward and reverse
 * :mod:`.condensation`: strongly connected components -> the condensed DAG (Multistep)
 * :mod:`.labels`: GRAIL labels (four breadth-first passes), levels, tree intervals, hub sets
-* :mod:`.persistence`: the index as one Parquet file, digested, written on every core
-  (:mod:`.parquet_parts`: parts encoded in parallel, joined under one footer;
-  :mod:`.atomic_write`: atomically, never over a file that is not an index)
 * :mod:`.queries`: query columns -> ids -> components -> cuts -> label-pruned search
 * :mod:`.index`: :class:`~.index.GrailIndex` and :func:`~.index.build_index`, the pipeline end
   to end
 * :mod:`.replicas`: one replica of an index per GPU, each call split across them
+* :mod:`.warm`: every kernel compiled or loaded ahead of timed work
+
+The index file is :mod:`grail_duckdb.indexfile`; what the engine and the file share is
+:mod:`grail_duckdb.model`.
 """

@@ -5,7 +5,7 @@ The :class:`CSR` layout itself is defined with the kernel interface
 their targets sorted, self-loops and duplicate edges dropped (neither changes reachability), so
 the rows depend on the set of edges alone.
 
-Memory (issue 12): the edges arrive as one uint64 per edge (``src << 32 | dst``). The forward
+Memory: the edges arrive as one uint64 per edge (``src << 32 | dst``). The forward
 rows are made from them (the GPU sorts them in place), the halves are swapped in place, and the
 reverse rows are made from the same array: one 64-bit copy of the edge list, plus the sort's
 scratch, and the two CSRs (4 bytes per edge each).

@@ -13,215 +13,20 @@ strings go through a hash map.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
-from ..errors import EdgeInputError, KeyTypeError
-from ..kernels.shared import (LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED, pack_pairs,
-                              unpack_pairs)
+from ..errors import EdgeInputError
+from ..kernels.shared import pack_pairs, unpack_pairs
+from ..model import DENSE_FACTOR, VertexIds
+from ..model import as_int64 as _as_int64
+from ..model import as_large_string as _as_str
 from . import ingest
-from .ingest import EdgeStream, edge_stream, key_kind
+from .ingest import EdgeStream, edge_stream
 from .transfer import PackedEdges, read_packed
-
-#: dense lookup tables are used while (max - min + 1) <= DENSE_FACTOR * (number of endpoints)
-DENSE_FACTOR = 4
-
-
-@njit(cache=True, nogil=True)
-def _lookup_dense(keys, offset, table):
-    """table[key - offset], or -1 outside the table: one pass, no temporaries."""
-    out = np.empty(keys.shape[0], np.int32)
-    size = table.shape[0]
-    for i in range(keys.shape[0]):
-        j = keys[i] - offset
-        out[i] = table[j] if 0 <= j < size else -1
-    return out
-
-
-def _as_int64(arr: pa.Array) -> np.ndarray:
-    """Integer keys as int64 NumPy (uint64 keys above 2**63 - 1 are refused, not wrapped)."""
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    if pa.types.is_uint64(arr.type) and len(arr) and pc.max(arr).as_py() > np.iinfo(np.int64).max:
-        raise EdgeInputError("uint64 vertex keys above 2**63-1 are not supported")
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
-def _as_str(arr: pa.Array) -> pa.Array:
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    return arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
-
-
-@dataclass
-class VertexIds:
-    """The sorted distinct keys (``keys[i]`` is the key of id i) and a lookup from key to id.
-
-    Keys that are a whole range ``offset .. offset + n - 1`` (the generators' and the .gra
-    files' 0..n-1) are held as that range: the key column and the lookup table are made on
-    first use, so neither the build nor a load spends a pass on them."""
-
-    _keys: pa.Array | None
-    kind: str
-    _offset: int = 0
-    _table: np.ndarray | None = None  # dense int lookup: id of key (offset + i), or -1
-    _sorted: np.ndarray | None = None  # sparse int lookup: the sorted keys
-    _map: dict | None = field(default=None, repr=False)  # string lookup, built on first use
-    _device_tables: dict = field(default_factory=dict, repr=False)  # array module -> table
-    _count: int | None = None  # keys offset .. offset + count - 1 (``_keys`` made on first use)
-
-    @classmethod
-    def of_range(cls, offset: int, n: int) -> "VertexIds":
-        """The keys ``offset .. offset + n - 1``, id = key - offset.
-
-        >>> ids = VertexIds.of_range(10, 3)
-        >>> ids.n, ids.keys.to_pylist(), ids.key_range()
-        (3, [10, 11, 12], (10, 3))
-        """
-        return cls(None, "int", _offset=int(offset), _count=int(n))
-
-    @property
-    def keys(self) -> pa.Array:
-        if self._keys is None:
-            self._keys = pa.array(np.arange(self._offset, self._offset + self._count,
-                                            dtype=np.int64))
-        return self._keys
-
-    @property
-    def n(self) -> int:
-        return self._count if self._count is not None else len(self._keys)
-
-    def key_range(self) -> tuple[int, int] | None:
-        """``(offset, n)`` when the keys are exactly ``offset .. offset + n - 1``, else None."""
-        return None if self._count is None else (self._offset, self._count)
-
-    def fresh(self) -> "VertexIds":
-        """The same keys with lookups of their own (for an index on another device)."""
-        if self._count is not None:
-            return VertexIds.of_range(self._offset, self._count)
-        return VertexIds.from_sorted_keys(self._keys)
-
-    @classmethod
-    def from_sorted_keys(cls, keys: pa.Array) -> "VertexIds":
-        """Rebuild the lookup for keys already sorted and distinct (e.g. read from an index)."""
-        kind = key_kind(keys.type)
-        if kind == "str":
-            return cls(_as_str(keys), "str")
-        k = _as_int64(keys)
-        if k.shape[0] and int(k[-1]) - int(k[0]) == k.shape[0] - 1:
-            return cls.of_range(int(k[0]), k.shape[0])  # sorted and distinct: a whole range
-        return cls._for_ints(k, int(k.shape[0]))
-
-    @classmethod
-    def _for_ints(cls, sorted_keys: np.ndarray, endpoints: int) -> "VertexIds":
-        keys = pa.array(sorted_keys, pa.int64())
-        if sorted_keys.shape[0] == 0:
-            return cls(keys, "int", _sorted=sorted_keys)
-        lo, hi = int(sorted_keys[0]), int(sorted_keys[-1])
-        if hi - lo + 1 <= DENSE_FACTOR * max(endpoints, sorted_keys.shape[0]) + 1024:
-            table = np.full(hi - lo + 1, -1, np.int32)
-            table[sorted_keys - lo] = np.arange(sorted_keys.shape[0], dtype=np.int32)
-            return cls(keys, "int", _offset=lo, _table=table)
-        return cls(keys, "int", _sorted=sorted_keys)
-
-    def encode(self, arr: pa.Array, xp=np):
-        """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph
-        (an array of ``xp``, NumPy by default)."""
-        keys, valid = self.query_keys(arr)
-        if self.kind == "str":
-            ids = np.maximum(keys, -1)
-        else:
-            mode, offset, size, table = self.lookup(np)
-            if mode == LOOKUP_RANGE:
-                j = keys - offset  # wrapped (negative) below the range: masked out
-                ids = np.where((keys >= offset) & (j < size), j, -1)
-            elif mode == LOOKUP_DENSE:
-                ids = _lookup_dense(keys, offset, table)
-            else:
-                ids = self._search_sorted(keys)
-        ids = ids.astype(np.int32, copy=False)
-        if valid is not None:
-            ids = np.where(valid.view(np.bool_), ids, -1).astype(np.int32)
-        return xp.asarray(ids)
-
-    def query_keys(self, arr: pa.Array, unknown: dict | None = None
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The query kernels' view of a key column: ``(keys int64, valid)``.
-
-        Integer keys are handed over as they are (no copy for int64 without NULLs) and looked
-        up by the kernels (:meth:`lookup`); string keys are looked up here, into ids, with
-        ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in ``unknown``
-        (pass one dict for both columns of a call, so equal unknown keys get equal codes).
-        ``valid`` is None, or one byte per row, 0 where the key is NULL."""
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        if pa.types.is_null(arr.type):
-            return np.full(len(arr), -1, np.int64), np.zeros(len(arr), np.uint8)
-        kind = key_kind(arr.type)
-        if kind != self.kind:
-            want = "integer" if self.kind == "int" else "string (VARCHAR)"
-            raise KeyTypeError(
-                f"this index has {want} vertex keys but the query keys are {arr.type}; "
-                f"cast the query columns to the edge table's key type"
-            )
-        valid = None
-        if arr.null_count:
-            valid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
-            arr = arr.fill_null("" if kind == "str" else 0)
-        if kind == "str":
-            return self._codes_of_strings(arr, {} if unknown is None else unknown), valid
-        return _as_int64(arr), valid
-
-    def lookup(self, xp=np) -> tuple[int, int, int, object]:
-        """``(mode, offset, size, table)`` of the key lookup (shared LOOKUP_* codes): keys that
-        are a whole range need no table (the id is ``key - offset``: one dependent load less
-        per key, and no table on the device); a dense table of ids for other integer keys of
-        small range, the sorted keys otherwise, nothing for strings (looked up on the host).
-        ``size``: the range's keys or the table's entries; the table as an array of ``xp``,
-        uploaded once."""
-        if self.kind == "str":
-            return LOOKUP_IDS, 0, 0, xp.empty(0, xp.int32)
-        if self._count is not None:
-            return LOOKUP_RANGE, self._offset, self._count, xp.empty(0, xp.int32)
-        if self._table is not None:
-            mode, offset, host = LOOKUP_DENSE, self._offset, self._table
-        else:
-            mode, offset, host = LOOKUP_SORTED, 0, self._sorted
-        if xp is np:
-            return mode, offset, host.shape[0], host
-        table = self._device_tables.get(xp.__name__)
-        if table is None:
-            table = self._device_tables[xp.__name__] = xp.asarray(host)
-        return mode, offset, host.shape[0], table
-
-    def _search_sorted(self, k: np.ndarray) -> np.ndarray:
-        s = self._sorted
-        pos = np.searchsorted(s, k)
-        pos_c = np.minimum(pos, max(s.shape[0] - 1, 0))
-        hit = (pos < s.shape[0]) & (s[pos_c] == k) if s.shape[0] else np.zeros(k.shape[0], bool)
-        return np.where(hit, pos, -1).astype(np.int32)
-
-    def _codes_of_strings(self, arr: pa.Array, unknown: dict) -> np.ndarray:
-        """Ids of string keys, ``-2 - k`` for the k-th distinct unknown key (see
-        :meth:`query_keys`)."""
-        if self._map is None:
-            self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
-        get = self._map.get
-        out = np.empty(len(arr), np.int64)
-        for i, x in enumerate(arr.to_pylist()):
-            code = get(x)
-            if code is None:
-                code = unknown.setdefault(x, -2 - len(unknown))
-            out[i] = code
-        return out
-
-    def decode(self, ids: np.ndarray) -> pa.Array:
-        """Keys of dense ids."""
-        return self.keys.take(pa.array(ids))
-
 
 def assign_ids(src: pa.Array, dst: pa.Array, extra: pa.Array | None = None, xp=np):
     """Dense ids for an edge list: ``(VertexIds, src_ids int32, dst_ids int32)`` (the columns
@@ -287,7 +92,7 @@ def read_edges(stream: EdgeStream, xp=np) -> ReadEdges:
 def assign_read(read: ReadEdges, xp=np):
     """The ids phase: dense ids of what :func:`read_edges` read, ``(VertexIds, pairs)``.
 
-    Integer keys take the cheapest path their range allows (issue 12):
+    Integer keys take the cheapest path their range allows:
 
     * keys known to be 0..n-1 (``grail.vertices`` metadata, and the read found none outside):
       the ids are the keys; nothing to do;

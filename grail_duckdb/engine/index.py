@@ -1,6 +1,6 @@
 """The reachability index: build it from edges (the whole pipeline), query it, save and load it.
 
-ingest -> ids -> CSR -> condensation -> labels -> persistence; queries -> cuts -> search.
+ingest -> ids -> CSR -> condensation -> labels -> index file; queries -> cuts -> search.
 
 >>> import grail_duckdb as gd
 >>> idx = gd.build_index([1, 2, 3], [2, 3, 1], backend="cpu")   # a 3-cycle
@@ -23,13 +23,15 @@ import numpy as np
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex, search_edge_levels
 from ..errors import IndexNotSavedError
+from ..model import Labels, VertexIds
 from ..progress import BUILD_PHASES, build_progress
-from . import persistence, queries
+from .. import indexfile
+from . import queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
-from .ids import VertexIds, assign_pairs, assign_read, read_edges
+from .ids import assign_pairs, assign_read, read_edges
 from .ingest import edge_stream
-from .labels import Labels, grail_labels
+from .labels import grail_labels
 
 #: GRAIL label pairs d by default: 9 fill the GPU's 128-byte label record (with two hub words a
 #: side) that 5 left a third empty, and each interval the exact search tests inside a pair
@@ -41,9 +43,6 @@ DEFAULT_SEED = 0
 #: the largest number of label pairs a build accepts: each pair costs 8 bytes per component and
 #: a pass of the build, and beyond a few dozen they settle no more queries
 MAX_LABELS = 64
-#: a GPU index answers calls with fewer queries than this from its host copy: a kernel launch
-#: and two copies cost more than the CPU kernels spend on a DuckDB chunk (2,048 rows)
-GPU_MIN_QUERIES = 32_768
 
 
 class PhaseTimer:
@@ -141,10 +140,10 @@ class GrailIndex:
         of the bounded search of each pair no cut settles; ``cancel``: an Event or a callable
         that stops the call (see :mod:`grail_duckdb.engine.queries`).
 
-        On a GPU index, calls of fewer than ``GPU_MIN_QUERIES`` queries run on a host copy
-        of the index (the same answers: every kernel has an identical CPU twin)."""
+        On a GPU index, calls of fewer than ``GpuSettings.host_below`` queries run on a host
+        copy of the index (the same answers: every kernel has an identical CPU twin)."""
         target = self
-        if self.backend != "cpu" and len(src) < GPU_MIN_QUERIES:
+        if self.backend == "gpu" and len(src) < self.kernels.settings.host_below:
             target = self.host_copy()
         return queries.reaches(target, src, dst, use_cuts=use_cuts,
                                words=words or queries.SEARCH_WORDS, budget=budget,
@@ -206,8 +205,8 @@ class GrailIndex:
                            build_seconds=dict(self.build_seconds))
 
     def save(self, path, **kw):
-        """Write the index as Parquet, atomically (see :func:`grail_duckdb.engine.persistence.save`)."""
-        return persistence.save(self, path, **kw)
+        """Write the index as Parquet, atomically (see :func:`grail_duckdb.indexfile.save`)."""
+        return indexfile.save(self, path, **kw)
 
 
 def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
@@ -219,11 +218,11 @@ def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
-    """Load a saved index onto a backend (see :func:`grail_duckdb.engine.persistence.load`:
+    """Load a saved index onto a backend (see :func:`grail_duckdb.indexfile.load`:
     read on every core, straight into the backend's arrays)."""
     k = kernels_for(backend)
-    fields = persistence.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
-    return _on_backend(k, **fields)
+    data = indexfile.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
+    return _on_backend(k, **vars(data))
 
 
 def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
@@ -294,7 +293,7 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     (keys -> dense ids in that array), ``fingerprint``, ``csr``, ``scc``, the label passes.
 
     ``save_to``: a path the index is also saved to, as :meth:`GrailIndex.save` would (the
-    ETL path: the command line's ``build``), or a :class:`.persistence.IndexWriter` (SQL's
+    ETL path: the command line's ``build``), or a :class:`~grail_duckdb.indexfile.IndexWriter` (SQL's
     ``grail_index``: it records the edge table's description). The file's children, 42% of
     it at 2.5B edges, are written while the labels are computed, its levels, trees and
     intervals while the hub bits are, and the rest after them, as one last phase, ``save``.
@@ -302,7 +301,7 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
     written raises :class:`~grail_duckdb.errors.IndexNotSavedError` (an ``OSError``), whose
     ``index`` is the built index.
 
-    Memory (issue 12): the input stays on the host (Arrow chunks, or Parquet files read row
+    Memory: the input stays on the host (Arrow chunks, or Parquet files read row
     group by row group); the device holds one uint64 per edge (the packed ids), from which the
     forward and reverse rows are made in place; once the rows exist the packed edges are
     freed, and the input graph's rows are freed as soon as the condensed DAG no longer needs
@@ -318,8 +317,8 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
     before any work) and its children are written from the condensation on."""
     d = check_labels(labels)
     k = kernels_for(backend)
-    writer = (save_to if save_to is None or isinstance(save_to, persistence.IndexWriter)
-              else persistence.IndexWriter(save_to))
+    writer = (save_to if save_to is None or isinstance(save_to, indexfile.IndexWriter)
+              else indexfile.IndexWriter(save_to))
     try:
         timer = PhaseTimer(progress, k.synchronize)
         stream = edge_stream(edges, dst, src=src)
@@ -362,6 +361,6 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
     return index
 
 
-__all__ = ["DEFAULT_LABELS", "DEFAULT_SEED", "GPU_MIN_QUERIES", "GrailIndex", "MAX_LABELS",
+__all__ = ["DEFAULT_LABELS", "DEFAULT_SEED", "GrailIndex", "MAX_LABELS",
            "PhaseTimer", "build_index", "check_labels", "edges_fingerprint", "fingerprint_of",
            "load_index"]

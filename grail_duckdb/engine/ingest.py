@@ -16,7 +16,6 @@ device ever holds the input's own 64-bit columns.
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,28 +26,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import EdgeInputError
+from ..kernels.host import workers
+from ..model import key_kind
 
 #: schema metadata key (set by the .gra reader): the keys 0..n-1 all are vertices
 VERTEX_COUNT_META = b"grail.vertices"
-
-
-def workers() -> int:
-    """Threads of the engine's host pools (the build's read, a save, a load): one per core."""
-    return max(1, os.cpu_count() or 1)
-
-
-def key_kind(typ: pa.DataType) -> str:
-    """'int' or 'str' for a supported key type; anything else is an error."""
-    if pa.types.is_integer(typ):
-        return "int"
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
-        return "str"
-    if pa.types.is_dictionary(typ):
-        return key_kind(typ.value_type)
-    raise EdgeInputError(
-        f"vertex keys must be integers or strings (VARCHAR), got {typ}; cast the key columns "
-        "first, e.g. CAST(col AS BIGINT) or CAST(col AS VARCHAR)"
-    )
 
 
 def edge_table(src, dst, vertices: int | None = None) -> pa.Table:

@@ -29,44 +29,12 @@ of both cites one other at most), whose reachable pairs no other cut settles che
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..kernels.protocol import Kernels, TopoOrder
 from ..kernels.shared import HUB_WORDS, WIN_WORDS, WINDOW_LEVELS
+from ..model import Labels
 from .condensation import Condensation
-
-
-@dataclass(frozen=True)
-class Labels:
-    level: object  # int32[C]: longest path from a root
-    inner: object  # int32[C, d]: min post rank over the vertex and its DAG descendants
-    outer: object  # int32[C, d]: max post rank over the vertex and its DAG descendants
-    tree: object  # int32[C, 4]: the two spanning-tree intervals, columns TREE_COLUMNS
-    hub_down: object  # uint64[C, W]: bit h set when the vertex reaches hub h
-    hub_up: object  # uint64[C, W]: bit h set when hub h reaches the vertex
-    #: on the GPU: the one int32 matrix of a record per component whose views the arrays but
-    #: ``level`` and the windows are (:mod:`grail_duckdb.kernels.records`, made by
-    #: ``Kernels.query_labels``); else None
-    record: object = None
-    #: uint64[C, WIN_WORDS]: the window hubs the vertex reaches, bit i = hub first[level] + i
-    win_down: object = None
-    #: uint64[C, WIN_WORDS]: the window hubs reaching it, bit i = hub first[level + 1] - 64 W + i
-    win_up: object = None
-    #: int32[levels + 1]: window hubs above each level (they are numbered by level, then id)
-    win_first: object = None
-
-    @property
-    def d(self) -> int:
-        return int(self.inner.shape[1])
-
-    def arrays(self) -> dict:
-        out = {"level": self.level, "inner": self.inner, "outer": self.outer,
-               "tree": self.tree, "hub_down": self.hub_down, "hub_up": self.hub_up}
-        if self.win_down is not None:
-            out.update(win_down=self.win_down, win_up=self.win_up, win_first=self.win_first)
-        return out
 
 
 def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
@@ -76,7 +44,7 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
     before the hub passes, with those arrays (``level``, ``tree``, ``inner``, ``outer``: a
     build that saves writes them to its file meanwhile).
 
-    Memory (issue 12's budget of the build): each pass's inputs are dropped once no later
+    Memory: each pass's inputs are dropped once no later
     pass reads them, the tree of chosen children is made before the post orders exist, and
     the post orders go once the intervals and the tree of parents hold what they need."""
     if d < 1:
@@ -122,10 +90,8 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS):
     component keeps the bits of the 64 * ``words`` of them from its own level down and of as
     many down to its own level (``Kernels.hub_bits`` with ``first``), so ``u``'s down window
     and ``t``'s up window share the hubs between them when u and t are close in level: a
-    positive cut for the pairs that the global hubs miss: on the 2.5B-edge citation DAG
-    (7,260 levels, 1,815 window hubs) 413K of 10M random pairs reach the exact search instead
-    of 579K, and the call takes 1,215 ms instead of 1,459 (NVIDIA H200; README, Scale, "Round
-    2, stop 25").
+    positive cut for the pairs that the global hubs miss (on deep citation DAGs, about 30%
+    fewer random pairs reach the exact search).
 
     >>> import numpy as np
     >>> from grail_duckdb.kernels.protocol import CSR

@@ -48,9 +48,7 @@ SEARCH_WORDS = 1
 PROBE_BUDGET = 256
 #: deferred pairs kept across batches before they are searched together: a search's last
 #: rounds take the few pairs that outgrow the first one and leave most of the GPU idle, so
-#: fewer, larger searches waste less (100M random pairs in one call, 2.5B-edge citation
-#: graph, H200: 12.0 s with 1M, 11.4 s with 4M, 11.2 s with 16M, measured by a session whose
-#: notes were lost with its machine; README, Scale, stop 26, says what was and was not seen)
+#: fewer, larger searches waste less
 SEARCH_TOGETHER = 1 << 22
 
 
@@ -126,7 +124,7 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     k = index.kernels
     qi = index.query_index(need_reverse=False)
     stop = _stopper(cancel)
-    batch = int(getattr(k, "query_batch", 1 << 20))
+    batch = int(k.query_batch)
     bits = None
     counts = np.zeros(K.N_STATUS, np.int64)
     found_deep = 0

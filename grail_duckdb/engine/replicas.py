@@ -1,5 +1,5 @@
 """Several GPUs of one host: a replica of the index on each, the pairs of a call split across
-them (issue 12).
+them.
 
 The index is read from its Parquet file once (host arrays) and moved to every device, each
 with its own kernels (its own compiled module and launch sizes) and its own key lookup, so
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..kernels import CpuKernels, resolve
-from . import persistence
+from .. import indexfile
 from .index import GrailIndex, _on_backend
 from .ingest import as_column
 
@@ -62,7 +62,7 @@ class Replicas:
     def load(cls, path, *, devices=None, backend=None, count: int | None = None) -> "Replicas":
         """Load the index file once and place a replica on each GPU (``devices``: their
         numbers, default all), or ``count`` replicas on the CPU with ``backend='cpu'``."""
-        stored = persistence.load(path)
+        stored = vars(indexfile.load(path))
         if resolve(backend) == "cpu":
             devices = [None] * (count or 1)
         elif devices is None:
@@ -96,7 +96,7 @@ class Replicas:
 
 
 def _replica(stored, device) -> Replica:
-    """A :class:`GrailIndex` of the stored fields (:func:`persistence.load`) on one device
+    """A :class:`GrailIndex` of the stored fields (:func:`grail_duckdb.indexfile.load`) on one device
     (its own kernels and key lookup, made under that device)."""
     placeholder = Replica(None, device)
     with placeholder.context():

@@ -1,5 +1,5 @@
 """The build's read phase: integer edge keys from the input into the build's one array of
-packed edges, on the device when there is one (issue 12).
+packed edges, on the device when there is one.
 
 Every edge becomes one uint64, ``(src - lo) << 32 | (dst - lo)``: 32-bit key offsets, the
 form the ids phase (:mod:`.ids`) turns into dense ids in place. Keys of 32 bits or fewer are
@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import EdgeInputError
-from ..kernels.cpu.staging import pack_key_offsets
-from .ingest import EdgeStream, workers
+from ..kernels.host import pack_key_offsets, workers
+from .ingest import EdgeStream
 
 #: edges per pinned buffer (8 bytes each); ``BUFFERS`` of them rotate
 SLICE = 1 << 23

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..kernels import resolve
-from ..kernels.cpu.digest import hash_bytes
+from ..indexfile.digest import hash_bytes
 from .index import build_index
 
 __all__ = ["warm_up"]

@@ -27,15 +27,14 @@ import threading
 from dataclasses import dataclass
 
 import cupy as cp
-import cupyx
 import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
-from .gpu_queries import _D2H, _H2D, BLOCK as _BLOCK
+from .gpu_queries import BLOCK as _BLOCK
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
-from .cpu.pages import WINDOW as _ENCODE_WARP
+from .shared import WINDOW as _ENCODE_WARP
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
@@ -61,8 +60,8 @@ _PAIR_TILE = 256 * 16
 
 @dataclass(frozen=True)
 class GpuSettings:
-    """Tuning knobs of one :class:`GpuKernels` instance (the defaults measured best on an H200,
-    README "GPU backend").
+    """Tuning knobs of one :class:`GpuKernels` instance (the defaults measured best on an H200:
+    docs/architecture.md, "GPU backend").
 
     ``balance`` / ``search_balance``: load balance of the build's traversals / of the query
     search, "binned" (thread / warp / grid by degree) or "edges" (prefix sum + binary search);
@@ -74,7 +73,7 @@ class GpuSettings:
     its largest batch so far: about 42 bytes per pair on the device, 17 pinned on the host);
     ``search_scratch``: the device memory the exact search of deferred pairs may take, as a
     fraction of the index's footprint, and at least ``min_search_scratch`` bytes (taken only
-    while such pairs are searched; README "Query engine" has the measured trade-off);
+    while such pairs are searched);
     ``bidir_rounds``: the rounds of the bidirectional search, ``(warps per pair, frontier
     capacity per side)``; the warps are the fewest a round takes (one whose scratch budget
     holds too few groups to fill the device takes more); a round's groups each take a hash
@@ -86,7 +85,9 @@ class GpuSettings:
     settles the edges the level cut excludes without reading their vertices' records;
     ``pack_survivors``: each warp of the exact search packs the edges the level cut leaves
     into shared memory and tests them against their records 32 at a time (kernels/bidir.cu),
-    rather than where they lie among the excluded ones.
+    rather than where they lie among the excluded ones; ``host_below``: a query call of
+    fewer pairs runs on the index's host copy (a launch and two copies cost more than the
+    CPU kernels spend on a DuckDB chunk of 2,048 rows).
     """
 
     balance: str = "binned"
@@ -102,6 +103,7 @@ class GpuSettings:
     fill_first_round: bool = True
     edge_levels: bool = True
     pack_survivors: bool = True
+    host_below: int = 32_768
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
@@ -204,7 +206,7 @@ class GpuKernels(GpuQueries):
         """A small device array on the host, the wait for the kernels queued before it spent
         in a stream synchronization rather than in the copy: while a copy to pageable
         memory waited for the first label pass, the other threads' copies (a build's
-        children written to its file) waited too (README, Scale, stop 32)."""
+        children written to its file) would wait too."""
         self.synchronize()
         return a.get()
 
@@ -447,7 +449,7 @@ class GpuKernels(GpuQueries):
         """Decode a row group's label pages and place their values, on the current stream
         (``pages_kernel`` in ``kernels/pages.cu``, one block per page; the CPU twin is
         :func:`.cpu.pages.page_values`): ``src`` the pages' bytes as they lie in the file,
-        ``table`` one row per page (:data:`.cpu.pages.PAGE_COLUMNS`, the destination's device
+        ``table`` one row per page (:data:`.shared.PAGE_COLUMNS`, the destination's device
         address last), ``kept`` the rows written (row r to element r, for r < kept),
         ``scratch`` room for the decompressed pages. A page that does not hold its values
         sets ``err[0]`` (read it once the stream is done)."""
@@ -490,159 +492,3 @@ class GpuKernels(GpuQueries):
         if values.shape[0]:
             self._launch(kernel, np.int64(values.shape[0]), values, out)
         return int(self._read_back(out)[0])
-
-
-def download(a, chunk: int, out: np.ndarray | None = None, ready: bool = False) -> np.ndarray:
-    """A device array copied to a new (pageable) host array, or into ``out`` (C-contiguous,
-    of ``a``'s shape and type), through two pinned buffers of ``chunk`` bytes: the device
-    copies one chunk into a pinned buffer on a stream of its own while this thread copies
-    the previous one out of the other buffer (NumPy, without the GIL), so several threads
-    can download arrays side by side at the link's speed. ``ready``: ``a`` was complete
-    before the device's last synchronization, so the copy does not wait for the current
-    stream (where other threads' kernels queue: the children written during a build's label
-    passes waited for them at every part, and wrote almost nothing until they were over);
-    ``a`` must then be contiguous, as the children's slices are (a contiguous copy would be
-    made on the current stream, which the copy does not wait for)."""
-    a = cp.ascontiguousarray(a)
-    if out is None:
-        out = np.empty(a.shape, a.dtype)
-    elif out.shape != a.shape or out.dtype != a.dtype or not out.flags.c_contiguous:
-        raise ValueError("download: out must be C-contiguous, of the array's shape and type")
-    n = a.nbytes
-    if n == 0:
-        return out
-    src = a.data.ptr
-    dst = out.reshape(-1).view(np.uint8)
-    bufs = [cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)]
-    if not ready:
-        cp.cuda.get_current_stream().synchronize()  # whatever made ``a`` is done
-    stream = cp.cuda.Stream(non_blocking=True)
-    pending = None
-    for i, lo in enumerate(range(0, n, chunk)):
-        size = min(chunk, n - lo)
-        buf = bufs[i & 1]
-        cp.cuda.runtime.memcpyAsync(buf.ctypes.data, src + lo, size, _D2H, stream.ptr)
-        done = stream.record()
-        if pending is not None:
-            _copy_out(dst, *pending)
-        pending = (done, buf, lo, size)
-    _copy_out(dst, *pending)
-    return out
-
-
-def _copy_out(dst: np.ndarray, done, buf: np.ndarray, lo: int, size: int) -> None:
-    done.synchronize()
-    dst[lo:lo + size] = buf[:size]
-
-
-def mark() -> "cp.cuda.Event":
-    """An event recorded on the current stream: the work queued on it so far (:func:`own_stream`
-    waits for it)."""
-    event = cp.cuda.Event(disable_timing=True)
-    event.record()
-    return event
-
-
-_OWN = threading.local()
-
-
-def own_stream(after: "cp.cuda.Event") -> "cp.cuda.Stream":
-    """This thread's own non-blocking stream (made once per thread), waiting for ``after``;
-    use it as a context manager to make it current. Its work does not queue behind the
-    kernels of other threads on the default stream (a build's label passes while the build
-    saves), nor wait for their synchronization."""
-    stream = getattr(_OWN, "stream", None)
-    if stream is None:
-        stream = _OWN.stream = cp.cuda.Stream(non_blocking=True)
-    stream.wait_event(after)
-    return stream
-
-
-#: bytes each value's place in a pinned buffer is rounded up to
-_ALIGN = 64
-
-
-class Staging:
-    """Pinned buffers (two per thread) and a stream per thread for uploads that return while
-    their last chunk is still on its way (:func:`upload` with ``staging``). The owner
-    synchronizes the device before it reads the arrays or drops this object (the buffers go
-    back to CuPy's pool then, and must not be in use)."""
-
-    def __init__(self, chunk: int):
-        self.chunk = chunk
-        self._lanes: dict = {}
-        self._lock = threading.Lock()
-
-    def lane(self):
-        """This thread's ``(buffers, stream, events, turn)``."""
-        key = threading.get_ident()
-        got = self._lanes.get(key)
-        if got is None:
-            with self._lock:
-                got = self._lanes[key] = (
-                    [cupyx.empty_pinned(self.chunk, np.uint8) for _ in range(2)],
-                    cp.cuda.Stream(non_blocking=True), [None, None], [0])
-        return got
-
-
-def upload_pages(kernels: "GpuKernels", staging: Staging, runs, table: np.ndarray, kept: int,
-                 scratch: int, err) -> None:
-    """Bring a row group's label pages to the device as they lie in the file and decode
-    them there, into the arrays whose addresses ``table`` holds
-    (:meth:`GpuKernels.place_pages`), all on this thread's stream of ``staging`` and without
-    waiting: ``runs`` the pages' bytes (host uint8 arrays, laid one after the other:
-    ``table``'s sources count from the first), ``kept`` the rows written (the rows after
-    them are not), ``scratch`` bytes of room for the decompressed pages. Its buffers go back
-    to CuPy's pool when it returns, for later work on the same stream only (the pool keeps a
-    stream's blocks apart)."""
-    _, stream, _, _ = staging.lane()
-    with stream:
-        raw = cp.empty(sum(int(r.nbytes) for r in runs), cp.uint8)
-        pages = cp.empty(table.shape, cp.int64)
-        pairs, at = [(pages, table)], 0
-        for run in runs:
-            pairs.append((raw[at:at + run.nbytes], run))
-            at += run.nbytes
-        upload(pairs, staging.chunk, staging)
-        kernels.place_pages(raw, pages, int(table.shape[0]), kept,
-                            cp.empty(max(scratch, 1), cp.uint8), err)
-
-
-def upload(pairs, chunk: int, staging: Staging | None = None) -> None:
-    """Host values copied into contiguous device arrays (``(dst, values)`` pairs, as many
-    elements each) through two pinned buffers of ``chunk`` bytes: this thread fills one while
-    the device takes the other on a stream of its own (the mirror of :func:`download`). The
-    values follow one another through the buffers, so small ones share a buffer and its one
-    wait (a load's row group: its 33 columns had a call, a copy and a wait each, and rmat's,
-    of 1 MiB or less, took the pageable path). With a ``staging`` the buffers are the
-    thread's lane of it and the call does not wait for its last buffer (the thread's next
-    upload fills the other one meanwhile); without, it waits."""
-    if staging is None:
-        bufs, stream, done, turn = ([cupyx.empty_pinned(chunk, np.uint8) for _ in range(2)],
-                                    cp.cuda.Stream(non_blocking=True), [None, None], [0])
-    else:
-        bufs, stream, done, turn = staging.lane()
-        chunk = staging.chunk
-    j, pos = None, chunk
-    for dst, values in pairs:
-        src = np.ascontiguousarray(values, dst.dtype).reshape(-1).view(np.uint8)
-        lo = 0
-        while lo < src.nbytes:
-            if pos >= chunk:  # this buffer is full: the other one, once its last copy is over
-                if j is not None:
-                    done[j] = stream.record()
-                j = turn[0]
-                turn[0] ^= 1
-                if done[j] is not None:
-                    done[j].synchronize()
-                pos = 0
-            size = min(chunk - pos, src.nbytes - lo)
-            bufs[j][pos:pos + size] = src[lo:lo + size]
-            cp.cuda.runtime.memcpyAsync(dst.data.ptr + lo, bufs[j].ctypes.data + pos, size,
-                                        _H2D, stream.ptr)
-            lo += size
-            pos += -(-size // _ALIGN) * _ALIGN
-    if j is not None:
-        done[j] = stream.record()
-    if staging is None:
-        stream.synchronize()

@@ -24,8 +24,7 @@ import cupy as cp
 import cupyx
 import numpy as np
 
-from .cpu import PARALLEL_LOCK
-from .cpu.staging import stage_pairs
+from .host import PARALLEL_LOCK, stage_pairs
 from .protocol import PairAnswers, edge_levels_of
 from .records import record_labels, record_layout
 from .shared import (CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED,
@@ -310,9 +309,7 @@ class GpuQueries:
         doubled (``fill_first_round``) while the budget still holds as many of its groups as
         the device runs at once, up to the second round's, whose place it then takes along
         with every round it outgrew. A pair handed on is searched again from scratch, so a
-        first round as wide as memory allows wastes the least: 10M random pairs on the
-        2.5B-edge citation graph, H200, one 1-warp round of 32K instead of 2K then 32K: the
-        search 1.74 -> 1.49 s (README, Scale, stop 24)."""
+        first round as wide as memory allows wastes the least."""
         rounds = list(self.settings.bidir_rounds)
         if not self.settings.fill_first_round or len(rounds) < 2:
             return rounds
@@ -333,9 +330,7 @@ class GpuQueries:
         """The warps per pair of a round asked for ``g``, when the scratch budget holds
         ``fit`` groups: g, doubled (up to a block) while ``fit`` is short of the groups the
         device runs at once at that size, so that a round whose memory limits its groups
-        gives each more warps rather than leaving warps idle. (10M random pairs, H200: on the
-        2.5B-edge citation graph 4 warps per pair made the 32K round 6% faster than 8, as the
-        budget holds 5,800 groups; at 250M edges it holds 585 and 4 warps were 34% slower.)"""
+        gives each more warps rather than leaving warps idle."""
         while g < BLOCK // 32 and fit < self._groups_at_once(g):
             g *= 2
         return g

@@ -144,6 +144,7 @@ class Kernels(Protocol):
 
     name: str  # 'cpu' or 'gpu'
     xp: ModuleType  # numpy or cupy
+    query_batch: int  # pairs per batch of a query call
 
     def synchronize(self) -> None:
         """Wait for queued device work (a no-op on the CPU)."""
@@ -248,6 +249,14 @@ class Kernels(Protocol):
         (Algorithm 7), 64 * ``words`` queries per pass at least."""
 
     # --- fingerprints ---------------------------------------------------------------------------
+    def parse_chunks(self, src: Array, chunks: Array, rest: Array, records: Array) -> None:
+        """The LZ4 sequences of each 64 KiB chunk of pages (an index file's label pages,
+        encoded on the backend: :mod:`grail_duckdb.indexfile.label_pages`)."""
+
+    def emit_chunks(self, src: Array, chunks: Array, rest: Array, records: Array,
+                    places: Array, out: Array) -> None:
+        """Each chunk's bytes at its place in its page's LZ4 block."""
+
     def edge_hash_sum(self, pairs: Array) -> int:
         """Order-independent 64-bit sum of mix64 over packed edges ``src << 32 | dst``."""
 

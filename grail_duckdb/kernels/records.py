@@ -29,7 +29,7 @@ random pairs before any other label is read, and 4 bytes per vertex stay in a sm
 L2 where its records would not. The predicates of both backends are the shared ones.
 
 >>> import numpy as np
->>> from grail_duckdb.engine.labels import Labels
+>>> from grail_duckdb.model import Labels
 >>> lab = Labels(np.array([0, 1]), np.array([[1], [2]]), np.array([[5], [6]]),
 ...              np.array([[0, 3, 1, 2], [4, 4, 0, 0]]), np.array([[7], [8]], np.uint64),
 ...              np.array([[9], [10]], np.uint64))

@@ -205,3 +205,53 @@ def order_params(n_blocks, label, seed):
     a2 = (mix64(h + np.uint64(2)) & mask) | np.uint64(1)
     xor = mix64(h + np.uint64(3)) & np.uint64(ORDER_BLOCK - 1)
     return mask, a1, c, a2, np.uint64(max(bits // 2, 1)), xor
+
+
+# --- Parquet pages: the tables the page kernels (kernels/pages.cu, cpu/pages.py) share -----
+#: columns of a page table (``pages_kernel`` in ``kernels/pages.cu``, ``cpu.pages.page_values``):
+#: where the page's bytes start in the source and how many there are, its bytes once
+#: decompressed, where they go in the scratch, its first row in the row group, its rows,
+#: its value width in bytes, its flags (``PAGE_LZ4``, ``PAGE_SPLIT``), and (device only) the
+#: address of the column's destination
+PAGE_COLUMNS = 9
+(PAGE_SRC, PAGE_LEN, PAGE_RAW, PAGE_SCRATCH, PAGE_ROW, PAGE_ROWS, PAGE_WIDTH, PAGE_FLAGS,
+ PAGE_DST) = range(PAGE_COLUMNS)
+#: the page's bytes are one LZ4 block (Parquet's LZ4_RAW); else they are stored as they are
+PAGE_LZ4 = 1
+#: the values are byte-stream-split (byte k of every value, then byte k + 1); else PLAIN
+PAGE_SPLIT = 2
+#: bytes of a page that one warp (one call of the encoder's chunk parser) parses: its
+#: positions and the matches it finds stay within them, so that a 1 MiB page is parsed by 16 warps at once
+CHUNK = 1 << 16
+#: hash slots of the encoder, each a position of the chunk (from its start; ``_EMPTY`` where
+#: none) whose 5 bytes have that hash: 8 KiB of uint16, a warp's shared memory on the device
+HASH_BITS = 12
+EMPTY_SLOT = 0xFFFF
+#: positions the encoder looks at together (a warp's lanes on the device)
+WINDOW = 32
+
+
+def lz4_bound(n: int) -> int:
+    """Bytes that an LZ4 block of ``n`` bytes may take (LZ4's worst case; ``n`` an int or an
+    integer array).
+
+    >>> lz4_bound(65536)
+    65809
+    """
+    return n + n // 255 + 16
+
+
+#: columns of the chunk table (the encoder's ``parse_chunks`` and ``emit_chunks``): where the
+#: chunk's page starts in the source, the page's bytes, the chunk's first and end byte in the page,
+#: where its other sequences go in the scratch (:func:`lz4_bound` of its bytes each)
+CHUNK_COLUMNS = 5
+CH_PAGE, CH_BYTES, CH_FIRST, CH_END, CH_REST = range(CHUNK_COLUMNS)
+#: what the chunk parser finds in a chunk: its matches, its first sequence (literals
+#: from the chunk's start, match offset, match length), the bytes of its other sequences,
+#: where its last match ends in the page
+RECORD_COLUMNS = 6
+REC_MATCHES, REC_LITERALS, REC_OFFSET, REC_MATCH, REC_REST, REC_TAIL = range(RECORD_COLUMNS)
+#: columns of a chunk's place (``emit_chunks``): where its bytes go in the output, where
+#: in the page the literals of its first sequence start, whether it ends its page
+PLACE_COLUMNS = 3
+PL_AT, PL_ANCHOR, PL_LAST = range(PLACE_COLUMNS)

@@ -3,7 +3,7 @@
 DuckDB keeps a Python function in the database's catalog, where every connection of the
 database can call it, but the only reference to the Python callable is held by the connection
 that registered it: when that connection closes, the callable is freed and a later call through
-another connection crashes the process (issue 11). The scheme below never crashed in any order
+another connection crashes the process. The scheme below never crashed in any order
 of ``close()`` (every order of four connections and cursors, file and in-memory databases,
 ``with`` blocks; ``tests/test_sql_lifetime.py``):
 

@@ -16,7 +16,7 @@ import re
 import warnings
 from pathlib import Path
 
-from ..engine.persistence import IndexWriter, read_metadata
+from ..indexfile import IndexWriter, read_metadata
 from ..errors import GrailError, IndexFileError
 
 __all__ = ["SOURCE_VERSION", "SUFFIX", "GrailWarning", "index_path_for", "orphans",
@@ -87,8 +87,8 @@ def read_source(path: Path) -> dict:
     """What an index file records about its edge table; an index file without it (built
     outside SQL) or with a newer description is an :class:`IndexFileError`."""
     meta = read_metadata(path)
-    doc = {k[len("source."):]: v for k, v in meta.items() if k.startswith("source.")}
-    doc["fingerprint"] = meta.get("fingerprint")
+    doc = dict(meta.source)
+    doc["fingerprint"] = meta.fingerprint
     try:
         if int(doc.get("version", 0)) > SOURCE_VERSION:
             raise IndexFileError(f"{path} was written by a newer grail_duckdb; "
@@ -107,7 +107,7 @@ def read_source(path: Path) -> dict:
 
 
 def open_writer(target: Path, source: dict) -> tuple[IndexWriter | None, str]:
-    """An :class:`~grail_duckdb.engine.persistence.IndexWriter` for ``target`` that records
+    """An :class:`~grail_duckdb.indexfile.IndexWriter` for ``target`` that records
     ``source``, opened before the build so that the build writes the file as it goes
     (``build_index(..., save_to=writer)``); returns ``(writer, "")``.
 

@@ -24,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from ..engine.index import edges_fingerprint, load_index
-from ..engine.persistence import read_metadata
+from ..indexfile import read_metadata
 from ..errors import EdgeInputError, StaleIndexError
 from .names import readable, sql_string
 
@@ -45,7 +45,7 @@ def load_checked(cur, name, path, qtable, qsrc, qdst, side, rebuild_sql, check=N
     check = check or table_check(cur, qtable, qsrc, qdst)
     meta = read_metadata(path)
     cheap_ok = (side.get("duckdb") == check["duckdb"]
-                and side.get("fingerprint") == meta.get("fingerprint"))
+                and side.get("fingerprint") == meta.fingerprint)
     if cheap_ok:
         if not same_check(side, check):
             raise stale_error(name, qtable, rebuild_sql)

@@ -214,7 +214,8 @@ def _rows_text(rows, limit: int = 5) -> str:
 
 
 def cmd_demo(args) -> int:
-    """The README's first command: generate (or read) a citation graph, index it, query it.
+    """The demo (the README's first command): generate (or read) a citation graph, index it,
+    query it.
     The kernels are compiled (or loaded) first, so that no timing below includes it."""
     outs = [writable(p, "edges") for p in args.write_edges or []]
     if args.index:

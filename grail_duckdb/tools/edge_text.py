@@ -4,7 +4,6 @@ A file one delimiter parses is read by pyarrow.csv (parallel, strict integers); 
 cannot read (comments further down, runs of white space, tabs and spaces mixed, mixed line
 ends) by DuckDB, each line matched by a regular expression in SQL. Keys are converted by
 Arrow's integer parser: DuckDB's casts would round ``4.5`` to 5. A malformed line is named.
-README, "Readers", has the timings behind these choices.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A ``.gra`` file is line 1 ``graph_for_greach``, line 2 the vertex count n, then exactly n lines
 ``u: v1 v2 ... #`` listing the out-neighbours of vertex u (0-based). DuckDB's CSV reader has
 no grammar for these variable-length lists: read as lines and split in SQL it is slower than
-the passes here (README, "Readers"), so this one format keeps its own parser. One pass
+the passes here, so this one format keeps its own parser. One pass
 classifies every byte, the symbols (numbers, ``:``, ``#``, newlines) are checked against the
 line grammar all at once, and the numbers are decoded by Arrow's integer parser; a malformed
 line is named by its number.

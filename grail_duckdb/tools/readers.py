@@ -22,7 +22,7 @@ Integer keys come back as int64, text keys as string. A ``.gra`` file also names
 without edges: its vertex count n travels in the schema metadata under ``b"grail.vertices"``
 (:data:`grail_duckdb.engine.ingest.VERTEX_COUNT_META`), so the index knows every vertex 0..n-1.
 
-Which parser reads what was measured (README, "Readers"): DuckDB's CSV reader converts
+Which parser reads what was measured: DuckDB's CSV reader converts
 integers leniently (``4.5`` becomes 5, ``1e3`` 1000), and checking every key's text costs more
 than pyarrow.csv's strict parse of a file with one delimiter; on an edge list with runs of
 white space, DuckDB splitting lines in SQL is several times faster than the NumPy lexer this

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 
+from ..host import PARALLEL_LOCK
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
@@ -44,8 +45,6 @@ ALONE_MIN = 1_024
 SMALL_CHUNK = 64
 #: pairs per block of the threaded search (a thread takes one block at a time)
 SEARCH_BLOCK = 8
-#: held around every parallel region (Numba's default thread pool is not re-entrant)
-PARALLEL_LOCK = threading.Lock()
 
 
 class _InFlight:
@@ -113,6 +112,11 @@ class CpuKernels:
         return cached
 
     # --- the save's label pages ------------------------------------------------------------
+    def page_values(self, src, table, scratch, out) -> bool:
+        """Decode pages into host bytes (:func:`.pages.page_values`, the twin of the GPU's
+        ``place_pages``); False where a page does not hold its values."""
+        return bool(pages.page_values(src, table, scratch, out))
+
     def parse_chunks(self, src, chunks, rest, records) -> None:
         """The LZ4 sequences of each chunk of pages (:func:`.pages.parse_chunks`)."""
         pages.parse_chunks(src, chunks, rest, records)

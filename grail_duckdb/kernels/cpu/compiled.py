@@ -15,8 +15,6 @@ import threading
 from numba.core import event
 from numba.core.dispatcher import Dispatcher
 
-from .. import shared
-from . import digest, graph, labels, pages, search
 
 __all__ = ["cached_kernels", "uncached_kernels", "notice"]
 
@@ -27,10 +25,13 @@ _said = False
 
 
 def cached_kernels() -> list[Dispatcher]:
-    """Every Numba kernel of the CPU backend that is cached on disk (``cache=True``)."""
+    """Every Numba kernel of the package's imported modules that is cached on disk
+    (``cache=True``)."""
     found = {}
-    for module in (digest, graph, labels, pages, search, shared):
-        for obj in vars(module).values():
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("grail_duckdb.") or module is None:
+            continue
+        for obj in list(vars(module).values()):
             if isinstance(obj, Dispatcher) and hasattr(obj._cache, "_cache_file"):
                 found[id(obj)] = obj
     return list(found.values())

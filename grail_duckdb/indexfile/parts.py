@@ -1,8 +1,6 @@
 """One Parquet file written in parts on every core.
 
-pyarrow's Parquet writer encodes and compresses on one thread (about 1 GB/s of plain integers,
-a few hundred MB/s with compression), and DuckDB's parallel writer converted and encoded the
-index at 0.28 GB/s on 16 cores (issue 12). Here each part (a run of rows, one row group) is
+pyarrow's Parquet writer encodes and compresses on one thread. Here each part (a run of rows, one row group) is
 written by pyarrow as a small Parquet file of its own, in memory, on its own thread; the parts'
 column chunks are then laid one after the other in the output, and one footer describes them
 all: the parts' row-group metadata with every file offset shifted by where the part landed.
@@ -34,203 +32,34 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from numba import njit
 
-from ..kernels.cpu.pages import PLAIN_ENCODING as _PLAIN
-from ..kernels.cpu.pages import T_BINARY as _BINARY
-from ..kernels.cpu.pages import T_BYTE as _BYTE
-from ..kernels.cpu.pages import T_DOUBLE as _DOUBLE
-from ..kernels.cpu.pages import T_FALSE as _FALSE
-from ..kernels.cpu.pages import T_I16 as _I16
-from ..kernels.cpu.pages import T_I32 as _I32
-from ..kernels.cpu.pages import T_I64 as _I64
-from ..kernels.cpu.pages import T_LIST as _LIST
-from ..kernels.cpu.pages import T_MAP as _MAP
-from ..kernels.cpu.pages import T_SET as _SET
-from ..kernels.cpu.pages import T_STRUCT as _STRUCT
-from ..kernels.cpu.pages import T_TRUE as _TRUE
-from ..kernels.cpu.pages import blob_words
+from . import thrift as T
+from .thrift import FooterError
 
 MAGIC = b"PAR1"
 
 
-# field ids (parquet.thrift) of the offsets that move with a part
-_FILE_ROW_GROUPS, _FILE_NUM_ROWS, _FILE_KV = 4, 3, 5
-# ... and of what two parts of the same rows join (:func:`joined`)
-_FILE_SCHEMA, _FILE_COLUMN_ORDERS, _SE_NUM_CHILDREN = 2, 7, 5
-_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
-_CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
-_CM_OFFSETS = (9, 10, 11, 14)  # data page, index page, dictionary page, bloom filter
-# ... and of the sizes that a column chunk written here (Blobs) sets
-_RG_BYTES, _RG_COMPRESSED = 2, 6
-_CM_UNCOMPRESSED, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_DICTIONARY_PAGE = 6, 7, 9, 11
-_CM_STATISTICS, _CM_SIZE_STATISTICS = 12, 16
-_CM_PATH, _CM_VALUES = 3, 5  # path_in_schema, num_values
-# page types and encodings (parquet.thrift; PLAIN above)
-_DATA_PAGE, _RLE = 0, 3
+@njit(cache=True, nogil=True, boundscheck=False)
+def blob_words(ptr, children, out):
+    """One PLAIN page body of int32 BLOBs, as int32 words: for each row i, its byte length
+    ``4 * (ptr[i + 1] - ptr[i])`` and then ``children[ptr[i] - ptr[0]:ptr[i + 1] - ptr[0]]``
+    (``out``: ``len(ptr) - 1 + len(children)`` words). Returns the words written.
 
-
-class FooterError(ValueError):
-    """A part's footer could not be decoded."""
-
-
-# --- the compact protocol: decode into [fid, type, value] lists, encode them back ----------
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        if b < 0x80:
-            return out, pos
-        shift += 7
-        if shift > 70:
-            raise FooterError("varint too long")
-
-
-def _zigzag(n: int) -> int:
-    return (n >> 1) ^ -(n & 1)
-
-
-def _read_value(buf: bytes, pos: int, typ: int):
-    if typ in (_TRUE, _FALSE):  # a bool inside a list or map: one byte
-        return buf[pos], pos + 1
-    if typ == _BYTE:
-        return buf[pos], pos + 1
-    if typ in (_I16, _I32, _I64):
-        v, pos = _uvarint(buf, pos)
-        return _zigzag(v), pos
-    if typ == _DOUBLE:
-        return bytes(buf[pos:pos + 8]), pos + 8
-    if typ == _BINARY:
-        n, pos = _uvarint(buf, pos)
-        return bytes(buf[pos:pos + n]), pos + n
-    if typ in (_LIST, _SET):
-        head = buf[pos]
-        pos += 1
-        size, elem = head >> 4, head & 0x0F
-        if size == 15:
-            size, pos = _uvarint(buf, pos)
-        items = []
-        for _ in range(size):
-            v, pos = _read_value(buf, pos, elem)
-            items.append(v)
-        return (elem, items), pos
-    if typ == _MAP:
-        size, pos = _uvarint(buf, pos)
-        kt = vt = 0
-        if size:
-            kt, vt = buf[pos] >> 4, buf[pos] & 0x0F
-            pos += 1
-        items = []
-        for _ in range(size):
-            k, pos = _read_value(buf, pos, kt)
-            v, pos = _read_value(buf, pos, vt)
-            items.append((k, v))
-        return (kt, vt, items), pos
-    if typ == _STRUCT:
-        return _read_struct(buf, pos)
-    raise FooterError(f"unknown Thrift type {typ}")
-
-
-def _read_struct(buf: bytes, pos: int) -> tuple[list, int]:
-    fields, last = [], 0
-    while True:
-        head = buf[pos]
-        pos += 1
-        if head == 0:
-            return fields, pos
-        delta, typ = head >> 4, head & 0x0F
-        if delta:
-            fid = last + delta
-        else:
-            raw, pos = _uvarint(buf, pos)
-            fid = _zigzag(raw)
-        if typ in (_TRUE, _FALSE):
-            value = None  # the type carries the value
-        else:
-            value, pos = _read_value(buf, pos, typ)
-        fields.append([fid, typ, value])
-        last = fid
-
-
-def _write_uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _write_zigzag(out: bytearray, n: int) -> None:
-    _write_uvarint(out, (n << 1) ^ (n >> 63) if n < 0 else n << 1)
-
-
-def _write_value(out: bytearray, typ: int, value) -> None:
-    if typ in (_TRUE, _FALSE, _BYTE):
-        out.append(value & 0xFF)
-    elif typ in (_I16, _I32, _I64):
-        _write_zigzag(out, value)
-    elif typ == _DOUBLE:
-        out += value
-    elif typ == _BINARY:
-        _write_uvarint(out, len(value))
-        out += value
-    elif typ in (_LIST, _SET):
-        elem, items = value
-        if len(items) < 15:
-            out.append((len(items) << 4) | elem)
-        else:
-            out.append(0xF0 | elem)
-            _write_uvarint(out, len(items))
-        for v in items:
-            _write_value(out, elem, v)
-    elif typ == _MAP:
-        kt, vt, items = value
-        _write_uvarint(out, len(items))
-        if items:
-            out.append((kt << 4) | vt)
-        for k, v in items:
-            _write_value(out, kt, k)
-            _write_value(out, vt, v)
-    elif typ == _STRUCT:
-        if isinstance(value, bytes):  # encoded already (:func:`moved_groups`)
-            out += value
-        else:
-            _write_struct(out, value)
-    else:
-        raise FooterError(f"unknown Thrift type {typ}")
-
-
-def _write_struct(out: bytearray, fields: list) -> None:
-    last = 0
-    for fid, typ, value in fields:
-        if 0 < fid - last <= 15:
-            out.append(((fid - last) << 4) | typ)
-        else:
-            out.append(typ)
-            _write_zigzag(out, fid)
-        if typ not in (_TRUE, _FALSE):
-            _write_value(out, typ, value)
-        last = fid
-    out.append(0)
-
-
-def _field(fields: list, fid: int):
-    return next((f for f in fields if f[0] == fid), None)
-
-
-def _set_field(fields: list, fid: int, typ: int, value) -> None:
-    f = _field(fields, fid)
-    if f is None:
-        fields.append([fid, typ, value])
-        fields.sort(key=lambda f: f[0])
-    else:
-        f[1], f[2] = typ, value
-
-
-def _shift(fields: list, fid: int, delta: int) -> None:
-    f = _field(fields, fid)
-    if f is not None:
-        f[2] += delta
+    >>> out = np.empty(6, np.int32)
+    >>> blob_words(np.array([3, 5, 5, 6]), np.array([7, 8, 9], np.int32), out), out.tolist()
+    (6, [8, 7, 8, 0, 4, 9])
+    """
+    q = 0
+    base = ptr[0]
+    for i in range(ptr.shape[0] - 1):
+        a, b = ptr[i] - base, ptr[i + 1] - base
+        out[q] = np.int32(4 * (b - a))
+        q += 1
+        for e in range(a, b):
+            out[q] = children[e]
+            q += 1
+    return q
 
 
 # --- parts --------------------------------------------------------------------------------
@@ -269,7 +98,7 @@ class Part:
 
     @property
     def rows(self) -> int:
-        return _field(self.meta, _FILE_NUM_ROWS)[2]
+        return T.field_of(self.meta, T.FILE_NUM_ROWS)[2]
 
 
 class Buffers:
@@ -325,7 +154,7 @@ def encode_part(table: pa.Table, buffers: Buffers | None = None, **options) -> P
         raise FooterError("a part does not end in PAR1")
     (length,) = struct.unpack("<I", bytes(data[-8:-4]))
     start = data.shape[0] - 8 - length
-    meta, _ = _read_struct(bytes(data[start:start + length]), 0)
+    meta, _ = T.read_struct(bytes(data[start:start + length]), 0)
     return Part(data, meta, start, buf)
 
 
@@ -339,10 +168,10 @@ def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
     hybrid: one RLE run of 1s when every row holds a value, else one bit-packed run."""
     out = bytearray()
     if valid is None:
-        _write_uvarint(out, rows << 1)
+        T.write_uvarint(out, rows << 1)
         out.append(1)
     else:
-        _write_uvarint(out, ((rows + 7) >> 3) << 1 | 1)
+        T.write_uvarint(out, ((rows + 7) >> 3) << 1 | 1)
         out += np.packbits(valid.astype(np.bool_, copy=False), bitorder="little").tobytes()
     return bytes(out)
 
@@ -362,14 +191,14 @@ def _blob_head(name: str, rows: int, valid: np.ndarray | None, count: int, words
     return data_page_header(rows, body, body) + struct.pack("<I", len(levels)) + levels
 
 
-def data_page_header(rows: int, raw: int, size: int, encoding: int = _PLAIN) -> bytes:
+def data_page_header(rows: int, raw: int, size: int, encoding: int = T.PLAIN_ENCODING) -> bytes:
     """The header of a version-1 data page of ``rows`` values in ``encoding`` (PLAIN or
     BYTE_STREAM_SPLIT), ``raw`` bytes stored in ``size`` (compressed or not), its levels
     RLE."""
     out = bytearray()
-    _write_struct(out, [[1, _I32, _DATA_PAGE], [2, _I32, raw], [3, _I32, size],
-                        [5, _STRUCT, [[1, _I32, rows], [2, _I32, encoding], [3, _I32, _RLE],
-                                      [4, _I32, _RLE]]]])
+    T.write_struct(out, [[1, T.T_I32, T.DATA_PAGE], [2, T.T_I32, raw], [3, T.T_I32, size],
+                        [5, T.T_STRUCT, [[1, T.T_I32, rows], [2, T.T_I32, encoding], [3, T.T_I32, T.RLE],
+                                      [4, T.T_I32, T.RLE]]]])
     return bytes(out)
 
 
@@ -412,20 +241,20 @@ def external_chunk(part: Part, table: pa.Table, at: int, size: int) -> None:
     name = table.column_names[-1]
     if table.column(-1).null_count != table.num_rows:
         raise ValueError(f"{name}: the last column, all NULL, stands for the BLOBs")
-    group = _field(part.meta, _FILE_ROW_GROUPS)[2][1][0]
-    columns = _field(group, _RG_COLUMNS)[2][1]
-    chunk_meta = _field(columns[-1], _CC_META)[2]
-    if (_field(chunk_meta, _CM_PATH)[2][1][-1] != name.encode()
-            or _field(chunk_meta, _CM_VALUES)[2] != table.num_rows):
+    group = T.field_of(part.meta, T.FILE_ROW_GROUPS)[2][1][0]
+    columns = T.field_of(group, T.RG_COLUMNS)[2][1]
+    chunk_meta = T.field_of(columns[-1], T.CC_META)[2]
+    if (T.field_of(chunk_meta, T.CM_PATH)[2][1][-1] != name.encode()
+            or T.field_of(chunk_meta, T.CM_VALUES)[2] != table.num_rows):
         raise ValueError(f"{name}: the part is not that of the table")
-    start, old = _field(chunk_meta, _CM_DATA_PAGE)[2], _field(chunk_meta, _CM_COMPRESSED)[2]
-    if _field(chunk_meta, _CM_DICTIONARY_PAGE) is not None or start + old != part.data_end:
+    start, old = T.field_of(chunk_meta, T.CM_DATA_PAGE)[2], T.field_of(chunk_meta, T.CM_COMPRESSED)[2]
+    if T.field_of(chunk_meta, T.CM_DICTIONARY_PAGE) is not None or start + old != part.data_end:
         raise FooterError("the BLOBs' placeholder is not the part's last plain chunk")
-    for fid in (_CM_UNCOMPRESSED, _CM_COMPRESSED):
-        _set_field(chunk_meta, fid, _I64, size)
-    chunk_meta[:] = [f for f in chunk_meta if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
-    for fid in (_RG_BYTES, _RG_COMPRESSED):
-        _shift(group, fid, size - old)
+    for fid in (T.CM_UNCOMPRESSED, T.CM_COMPRESSED):
+        T.set_field(chunk_meta, fid, T.T_I64, size)
+    chunk_meta[:] = [f for f in chunk_meta if f[0] not in (T.CM_STATISTICS, T.CM_SIZE_STATISTICS)]
+    for fid in (T.RG_BYTES, T.RG_COMPRESSED):
+        T.shift(group, fid, size - old)
     part.moves[len(columns) - 1] = at - start
     part.data_end = start
 
@@ -470,8 +299,8 @@ def appended(first: Part, second: Part, data: np.ndarray, buffers: Buffers | Non
     """
     if first.moves or second.moves:
         raise ValueError("parts with chunks laid apart cannot be appended")
-    for rg in _field(second.meta, _FILE_ROW_GROUPS)[2][1]:
-        for cc in _field(rg, _RG_COLUMNS)[2][1]:
+    for rg in T.field_of(second.meta, T.FILE_ROW_GROUPS)[2][1]:
+        for cc in T.field_of(rg, T.RG_COLUMNS)[2][1]:
             _move_chunk(cc, first.size)
     _join_meta(first, second)
     for part in (first, second):
@@ -483,12 +312,12 @@ def appended(first: Part, second: Part, data: np.ndarray, buffers: Buffers | Non
 
 def _move_chunk(cc: list, move: int) -> None:
     """A column chunk's offsets (its own, its pages', its indexes') moved by ``move``."""
-    for fid in (_CC_FILE_OFFSET, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX):
-        _shift(cc, fid, move)
-    cm = _field(cc, _CC_META)
+    for fid in (T.CC_FILE_OFFSET, T.CC_OFFSET_INDEX, T.CC_COLUMN_INDEX):
+        T.shift(cc, fid, move)
+    cm = T.field_of(cc, T.CC_META)
     if cm is not None:
-        for fid in _CM_OFFSETS:
-            _shift(cm[2], fid, move)
+        for fid in T.CM_OFFSETS:
+            T.shift(cm[2], fid, move)
 
 
 def _join_meta(first: Part, second: Part) -> int:
@@ -497,23 +326,23 @@ def _join_meta(first: Part, second: Part) -> int:
     if first.rows != second.rows:
         raise ValueError(f"parts of {first.rows} and {second.rows} rows cannot be joined")
     meta, other = first.meta, second.meta
-    schema, more = _field(meta, _FILE_SCHEMA)[2][1], _field(other, _FILE_SCHEMA)[2][1]
-    _set_field(schema[0], _SE_NUM_CHILDREN, _I32, len(schema) + len(more) - 2)
+    schema, more = T.field_of(meta, T.FILE_SCHEMA)[2][1], T.field_of(other, T.FILE_SCHEMA)[2][1]
+    T.set_field(schema[0], T.SE_NUM_CHILDREN, T.T_I32, len(schema) + len(more) - 2)
     schema += more[1:]
-    orders, more_orders = _field(meta, _FILE_COLUMN_ORDERS), _field(other, _FILE_COLUMN_ORDERS)
+    orders, more_orders = T.field_of(meta, T.FILE_COLUMN_ORDERS), T.field_of(other, T.FILE_COLUMN_ORDERS)
     if (orders is None) != (more_orders is None):
         raise FooterError("one part has column orders, the other not")
     if orders is not None:
         orders[2][1].extend(more_orders[2][1])
-    (group,) = _field(meta, _FILE_ROW_GROUPS)[2][1]
-    (more_group,) = _field(other, _FILE_ROW_GROUPS)[2][1]
-    columns = _field(group, _RG_COLUMNS)[2][1]
+    (group,) = T.field_of(meta, T.FILE_ROW_GROUPS)[2][1]
+    (more_group,) = T.field_of(other, T.FILE_ROW_GROUPS)[2][1]
+    columns = T.field_of(group, T.RG_COLUMNS)[2][1]
     ahead = len(columns)
-    columns += _field(more_group, _RG_COLUMNS)[2][1]
-    for fid in (_RG_BYTES, _RG_COMPRESSED):
-        extra = _field(more_group, fid)
-        if extra is not None and _field(group, fid) is not None:
-            _shift(group, fid, extra[2])
+    columns += T.field_of(more_group, T.RG_COLUMNS)[2][1]
+    for fid in (T.RG_BYTES, T.RG_COMPRESSED):
+        extra = T.field_of(more_group, fid)
+        if extra is not None and T.field_of(group, fid) is not None:
+            T.shift(group, fid, extra[2])
     return ahead
 
 
@@ -539,18 +368,18 @@ def moved_groups(part: Part, start: int, ordinal: int, *, in_place: bool = False
     """The part's row groups, encoded, with their offsets moved for a part whose column
     chunks start at ``start`` in the output and ordinals from ``ordinal`` on: a writer
     encodes them as its parts come (:func:`footer` takes them), instead of all of them at the
-    end (1.2 s for 656 parts at 2.5B edges: README, Scale, stop 28). ``in_place``: the
+    end. ``in_place``: the
     part's own footer is changed rather than a copy (a writer that moves each part once)."""
     delta = start - len(MAGIC)
     out = []
-    for rg in _field(part.meta, _FILE_ROW_GROUPS)[2][1]:
+    for rg in T.field_of(part.meta, T.FILE_ROW_GROUPS)[2][1]:
         rg = rg if in_place else _copy(rg)
-        _shift(rg, _RG_FILE_OFFSET, part.moves.get(0, delta))  # where its first chunk lies
-        for c, cc in enumerate(_field(rg, _RG_COLUMNS)[2][1]):
+        T.shift(rg, T.RG_FILE_OFFSET, part.moves.get(0, delta))  # where its first chunk lies
+        for c, cc in enumerate(T.field_of(rg, T.RG_COLUMNS)[2][1]):
             _move_chunk(cc, part.moves.get(c, delta))
-        _set_field(rg, _RG_ORDINAL, _I16, ordinal + len(out))
+        T.set_field(rg, T.RG_ORDINAL, T.T_I16, ordinal + len(out))
         encoded = bytearray()
-        _write_struct(encoded, rg)
+        T.write_struct(encoded, rg)
         out.append(bytes(encoded))
     return out
 
@@ -567,9 +396,9 @@ def file_meta(parts: list[Part], groups: list[bytes] | None = None,
         groups = []
         for p, at in zip(parts, offsets(parts, start)):
             groups += moved_groups(p, at, len(groups))
-    meta = [f for f in _copy(parts[0].meta) if f[0] != _FILE_KV]
-    _set_field(meta, _FILE_NUM_ROWS, _I64, sum(p.rows for p in parts))
-    _set_field(meta, _FILE_ROW_GROUPS, _LIST, (_STRUCT, groups))
+    meta = [f for f in _copy(parts[0].meta) if f[0] != T.FILE_KV]
+    T.set_field(meta, T.FILE_NUM_ROWS, T.T_I64, sum(p.rows for p in parts))
+    T.set_field(meta, T.FILE_ROW_GROUPS, T.T_LIST, (T.T_STRUCT, groups))
     return meta
 
 
@@ -580,11 +409,11 @@ def footer(parts: list[Part], metadata: dict[str, str] | None = None,
     moved (``groups``, ``start``: see :func:`file_meta`), the total row count, and
     ``metadata`` as the key-value metadata, in its order."""
     meta = file_meta(parts, groups, start)
-    kv = [[[1, _BINARY, k.encode()], [2, _BINARY, v.encode()]]
+    kv = [[[1, T.T_BINARY, k.encode()], [2, T.T_BINARY, v.encode()]]
           for k, v in (metadata or {}).items()]
-    _set_field(meta, _FILE_KV, _LIST, (_STRUCT, kv))
+    T.set_field(meta, T.FILE_KV, T.T_LIST, (T.T_STRUCT, kv))
     out = bytearray()
-    _write_struct(out, meta)
+    T.write_struct(out, meta)
     return bytes(out) + struct.pack("<I", len(out)) + MAGIC
 
 
@@ -605,7 +434,7 @@ def read_footer(buf) -> tuple[list, int]:
     """The decoded ``FileMetaData`` of a whole Parquet file in ``buf`` (bytes, mmap) and
     where the footer starts (the end of the column chunks)."""
     start, stop = footer_bounds(buf)
-    meta, _ = _read_struct(bytes(buf[start:stop]), 0)
+    meta, _ = T.read_struct(bytes(buf[start:stop]), 0)
     return meta, start
 
 
@@ -668,9 +497,9 @@ def _copy(fields: list) -> list:
     """A deep copy of a decoded struct (lists of fields; values shared where immutable)."""
     out = []
     for fid, typ, value in fields:
-        if typ == _STRUCT:
+        if typ == T.T_STRUCT:
             value = _copy(value)
-        elif typ in (_LIST, _SET) and value[0] == _STRUCT:
+        elif typ in (T.T_LIST, T.T_SET) and value[0] == T.T_STRUCT:
             value = (value[0], [_copy(v) for v in value[1]])
         out.append([fid, typ, value])
     return out

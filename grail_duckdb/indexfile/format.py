@@ -1,9 +1,10 @@
-"""The index file's format (9): names, metadata checks, the digest (see :mod:`.persistence`
-for the layout, :mod:`.index_reader` and :func:`.persistence.save` for reading and writing)."""
+"""The index file's format: its version, its columns and their encodings, and every metadata
+key, defined here and nowhere else (docs/index-format.md describes the file; :mod:`.writer`
+and :mod:`.reader` write and read it)."""
 from __future__ import annotations
 
 import base64
-import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,24 +12,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import IndexFileError
-from ..kernels.cpu.digest import hash_bytes
 
 FORMAT_NAME = "grail_duckdb-index"
 FORMAT_VERSION = 9
 #: prefix of the index's keys in the file's key-value metadata
 META_PREFIX = "grail_duckdb."
-#: How each column is stored (measured per column with pyarrow on a 2M-paper citation index,
-#: one thread; the load decodes, the save encodes): the GRAIL intervals, the trees' post ranks
-#: and sizes and the levels BYTE_STREAM_SPLIT + LZ4 (the intervals 0.6-0.7 of their bytes;
-#: LZ4 alone 0.67-1.0 and twice the encoding time, zstd 0.5 at 2.5x the decoding time; the
-#: sizes and levels, small numbers, 0.14-0.37 of their bytes, smaller than or as small as
-#: DELTA_BINARY_PACKED's and encoded in half its time on a 4M-paper citation index and on
-#: rmat:21:12; README, Scale, stop 34); hub bits as a dictionary (a few hundred distinct
-#: words per row group) + LZ4, 0.06 of their bytes, decoded 2.2x faster than through zstd and
-#: smaller (where pyarrow encodes them: a GPU index's save encodes every label column on the
-#: device, :mod:`.label_pages`, the hub bits plain + LZ4); sorted keys and component ids
-#: DELTA_BINARY_PACKED (a DAG's: 0..n-1, next to nothing); the children plain (they hardly
-#: compress, and are copied straight from the file on load).
+#: How each column is stored (docs/index-format.md gives the reasons): the GRAIL intervals,
+#: the trees' post ranks and sizes and the levels BYTE_STREAM_SPLIT + LZ4; hub bits as a
+#: dictionary + LZ4 where pyarrow encodes them (a GPU index's save encodes every label column
+#: on the device, :mod:`.label_pages`, the hub bits plain + LZ4); sorted keys and component ids
+#: DELTA_BINARY_PACKED; the window hubs' bits LZ4; the children plain.
 _SPLIT_LZ4 = ("inner_", "outer_", "tree_post", "rtree_post", "tree_size", "rtree_size", "level")
 _DICTIONARY_LZ4 = ("hub_",)
 #: the window hubs' bits: LZ4 alone (their words differ from component to component)
@@ -39,11 +32,8 @@ _DELTA = ("component",)
 TREE_FILE_COLUMNS = (("tree_size", "tree_post", 0, 1), ("rtree_size", "rtree_post", 2, 3))
 #: zstd's level for string keys: its fastest
 ZSTD_LEVEL = 1
-#: rows per data page, at most: pages are cut at pyarrow's 1 MiB instead (pyarrow's own cap,
-#: 20,000 rows, made 13 times as many pages of int32, each a header that a GPU load reads
-#: in Python: :mod:`.page_plan`); files as small or smaller, encoded and decoded by pyarrow
-#: in the same time (a 2M-paper citation index and rmat:21:12, one thread; README, Scale,
-#: stop 34)
+#: rows per data page, at most: pages are cut at pyarrow's 1 MiB instead (its own cap of
+#: 20,000 rows makes 13 times as many page headers for a load to read)
 PAGE_ROWS = 1 << 20
 
 
@@ -115,54 +105,6 @@ def write_options(names: list[str], key_kind: str, rows: int = 1) -> dict:
                 write_statistics=False, max_rows_per_page=PAGE_ROWS)
 
 
-# --- the digest: the bytes as written, hashed where they are written and read ------------
-def leaf_hash(data) -> bytes:
-    """The 16-byte hash of a run of the file's bytes
-    (:func:`~grail_duckdb.kernels.cpu.digest.hash_bytes`: damage, not forgery; at memory speed)."""
-    return hash_bytes(data)
-
-
-def group_leaf(children: bytes, early: bytes, own: bytes) -> bytes:
-    """One leaf of the digest: a row group's, from the :func:`leaf_hash` of each of its
-    spans (:func:`.parquet_parts.group_spans`): its children's chunk in the region at the
-    front of the file, its early columns' chunks in the region after it, its own bytes (a
-    span of no bytes where it has none)."""
-    return hash_bytes(children + early + own)
-
-
-#: the metadata key of the digest: the footer's last key-value pair
-DIGEST_KEY = META_PREFIX + "digest"
-#: the digest's length in the footer (hex digits) and what stands there while it is computed
-_DIGEST_CHARS = 32
-DIGEST_PLACEHOLDER = "0" * _DIGEST_CHARS
-#: the digest's value in the footer's Thrift (compact protocol) bytes comes right after this:
-#: KeyValue field 1 (binary) = the key, then field 2's header and length
-_DIGEST_LEAD = (b"\x18" + bytes([len(DIGEST_KEY)]) + DIGEST_KEY.encode()
-                + b"\x18" + bytes([_DIGEST_CHARS]))
-
-
-def digest_site(footer: bytes) -> int:
-    """Where the digest's hex digits start in the footer's bytes (``FileMetaData``, as this
-    package writes it: the digest is the last key-value pair), or -1."""
-    at = footer.rfind(_DIGEST_LEAD)
-    return -1 if at < 0 else at + len(_DIGEST_LEAD)
-
-
-def root_digest(footer: bytes, site: int, leaves: list[bytes]) -> str:
-    """The file's digest: the footer's bytes as written (schema, row groups, offsets,
-    encodings and all the metadata), with the digest's own digits read as
-    :data:`DIGEST_PLACEHOLDER`, and the hash of each row group's column chunks. Any changed
-    byte a load reads changes it; the footer is hashed as bytes, so a load does not decode
-    it (about half a millisecond per row group in Python)."""
-    root = hashlib.blake2b(digest_size=16)
-    root.update(footer[:site])
-    root.update(DIGEST_PLACEHOLDER.encode())
-    root.update(footer[site + _DIGEST_CHARS:])
-    for leaf in leaves:
-        root.update(leaf)
-    return root.hexdigest()
-
-
 def blobs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """A BLOB column's values: their byte offsets from 0 (64-bit) and their bytes."""
     wide = pa.types.is_large_binary(arr.type)
@@ -174,10 +116,96 @@ def blobs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offs - offs[0], data
 
 
-# --- metadata -----------------------------------------------------------------------------
-def read_metadata(path) -> dict[str, str]:
-    """The index file's metadata (format, version, labels, fingerprint, counts) without reading
-    its data; raises :class:`IndexFileError` for anything that is not a current index file."""
+# --- metadata: every key of the file's key-value metadata, here and nowhere else -------
+#: the metadata keys (each stored with :data:`META_PREFIX` before it)
+K_FORMAT, K_VERSION, K_LABELS, K_SEED = "format", "version", "labels", "seed"
+K_FINGERPRINT, K_EDGE_ROWS, K_VERTICES = "fingerprint", "edge_rows", "vertices"
+K_COMPONENTS, K_DAG_EDGES, K_KEY_TYPE = "components", "dag_edges", "key_type"
+K_HUB_WORDS, K_WIN_WORDS, K_WIN_FIRST = "hub_words", "win_words", "win_first"
+K_GROUP_EDGES, K_DIGEST = "group_edges", "digest"
+#: where the caller's description of the source edges goes: ``source.<key>``
+SOURCE_PREFIX = "source."
+#: the full key that names the format (a file of this project is recognised by it)
+FORMAT_META_KEY = META_PREFIX + K_FORMAT
+#: the full key of the digest: the footer's last key-value pair
+DIGEST_META_KEY = META_PREFIX + K_DIGEST
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """An index file's metadata, parsed (:func:`read_metadata`); ``source`` is what the
+    writer's caller said about the edges (the SQL plugin: the table, its columns, its check)."""
+
+    version: int
+    labels: int
+    seed: int
+    fingerprint: str
+    edge_rows: int
+    vertices: int
+    components: int
+    dag_edges: int
+    key_type: str
+    hub_words: int
+    win_words: int
+    win_first: str | None
+    group_edges: tuple[int, ...]
+    digest: str
+    source: dict[str, str]
+
+    @classmethod
+    def parse(cls, meta: dict[str, str]) -> "IndexMeta":
+        """The fields of a file's metadata (keys without :data:`META_PREFIX`); a missing or
+        malformed field raises ValueError."""
+        try:
+            return cls(
+                version=int(meta[K_VERSION]), labels=int(meta[K_LABELS]),
+                seed=int(meta[K_SEED]), fingerprint=meta[K_FINGERPRINT],
+                edge_rows=int(meta[K_EDGE_ROWS]), vertices=int(meta[K_VERTICES]),
+                components=int(meta[K_COMPONENTS]), dag_edges=int(meta[K_DAG_EDGES]),
+                key_type=meta[K_KEY_TYPE], hub_words=int(meta[K_HUB_WORDS]),
+                win_words=int(meta[K_WIN_WORDS]), win_first=meta.get(K_WIN_FIRST),
+                group_edges=tuple(int(e) for e in meta.get(K_GROUP_EDGES, "").split(",") if e),
+                digest=meta.get(K_DIGEST, ""),
+                source={k[len(SOURCE_PREFIX):]: v for k, v in meta.items()
+                        if k.startswith(SOURCE_PREFIX)})
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"malformed index metadata ({exc})") from None
+
+
+def metadata(index, dag_edges: int, source: dict | None = None,
+             win_first: str | None = None) -> dict[str, str]:
+    """The metadata of ``index`` (an :class:`~grail_duckdb.model.IndexData` or an engine
+    index) as full keys, but the group edges and the digest (the writer adds them once the
+    row groups are laid out); ``source`` (str -> str) goes under :data:`SOURCE_PREFIX`,
+    ``win_first`` is the window hubs' table of levels (:func:`first_text`)."""
+    lab = index.labels
+    meta = {
+        K_FORMAT: FORMAT_NAME, K_VERSION: str(FORMAT_VERSION), K_LABELS: str(lab.d),
+        K_SEED: str(index.seed), K_FINGERPRINT: index.fingerprint,
+        K_EDGE_ROWS: str(index.edge_rows), K_VERTICES: str(index.ids.n),
+        K_COMPONENTS: str(index.n_components), K_DAG_EDGES: str(dag_edges),
+        K_KEY_TYPE: index.ids.kind, K_HUB_WORDS: str(lab.hub_down.shape[1]),
+        K_WIN_WORDS: str(0 if lab.win_down is None else lab.win_down.shape[1]),
+    }
+    if win_first is not None:
+        meta[K_WIN_FIRST] = win_first
+    meta.update({f"{SOURCE_PREFIX}{k}": str(v) for k, v in (source or {}).items()})
+    return {META_PREFIX + k: v for k, v in meta.items()}
+
+
+def with_group_edges(meta: dict[str, str], edges: list[int]) -> dict[str, str]:
+    """``meta`` with the row groups' DAG edges (so that a reader places every group's
+    children at once) and the digest's placeholder, last (:mod:`.digest` finds it there)."""
+    from .digest import DIGEST_PLACEHOLDER
+
+    return {**meta, META_PREFIX + K_GROUP_EDGES: ",".join(str(e) for e in edges),
+            DIGEST_META_KEY: DIGEST_PLACEHOLDER}
+
+
+def read_metadata(path) -> IndexMeta:
+    """The index file's metadata without reading its data; raises :class:`IndexFileError`
+    for anything that is not an index file this version reads (naming the version found and
+    the one read)."""
     path = Path(path)
     if not path.exists():
         raise IndexFileError(f"no index file at {path}; build one first (grail_duckdb.build_index "
@@ -189,10 +217,10 @@ def read_metadata(path) -> dict[str, str]:
                              f"{exc}); delete it and rebuild the index") from exc
     meta = {k.decode()[len(META_PREFIX):]: v.decode() for k, v in raw.items()
             if k.startswith(META_PREFIX.encode())}
-    if meta.get("format") != FORMAT_NAME:
+    if meta.get(K_FORMAT) != FORMAT_NAME:
         raise IndexFileError(f"{path} is a Parquet file but not a grail_duckdb index")
     try:
-        version = int(meta.get("version", ""))
+        version = int(meta.get(K_VERSION, ""))
     except ValueError:
         raise IndexFileError(f"{path} has an unreadable format version") from None
     if version > FORMAT_VERSION:
@@ -204,4 +232,7 @@ def read_metadata(path) -> dict[str, str]:
                              f"grail_duckdb (this one reads format {FORMAT_VERSION}); rebuild "
                              "the index (grail_index(..., rebuild := true) in SQL, or "
                              "python -m grail_duckdb build)")
-    return meta
+    try:
+        return IndexMeta.parse(meta)
+    except ValueError as exc:
+        raise IndexFileError(f"{path} is damaged: {exc}; rebuild the index") from None

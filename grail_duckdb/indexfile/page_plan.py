@@ -1,22 +1,18 @@
 """Which of a row group's label columns a load decodes itself, and where their pages lie.
 
-pyarrow's decoding of the row groups was most of a load's CPU time (at 40M papers on an H200
-host, 5.8 of 9.4 busy thread-seconds; README, Scale, stop 34). The label columns stored
-PLAIN or byte-stream-split, uncompressed or as LZ4 blocks (:mod:`.index_format`: the
+pyarrow's decoding of the row groups is most of a load's CPU time. The label columns stored
+PLAIN or byte-stream-split, uncompressed or as LZ4 blocks (:mod:`.format`: the
 intervals, the trees, the levels, the window hubs' bits, and every hub bit a GPU index's save
 wrote: :mod:`.label_pages`) need no more than an LZ4 block decoder and a byte transpose per
 page. On a GPU load their bytes go to the device as they lie
 in the file and ``pages_kernel`` (``kernels/pages.cu``) decodes each page and writes its
 values straight into the index's arrays. A CPU load leaves every column to pyarrow: its C
-decoder took a seventh of the time of the kernel's Numba twin
-(:func:`~grail_duckdb.kernels.cpu.pages.page_values`, :func:`decode`: 6.5-7.0 against 48-59
-ms for the 27 such chunks of a 125K-row group, one thread), which the tests hold the kernel
-to. Any other column, and any chunk whose pages are not of that kind (a dictionary page,
+decoder takes a seventh of the time of the kernel's Numba twin (:func:`decode`), which the
+tests hold the kernel to. Any other column, and any chunk whose pages are not of that kind (a dictionary page,
 another codec, nullable or repeated, a header that does not decode), is left to pyarrow. A
 page that does not decode into its values refuses the file, as any damage does. The page
 headers are read by a Numba walker of Thrift's compact protocol
-(:func:`~grail_duckdb.kernels.cpu.pages.page_table`), without the interpreter's lock: on
-every core at once, in Python they were a third of a one-thread load's time (rmat:23:12).
+(:func:`.page_headers.page_table`), without the interpreter's lock, on every core at once.
 """
 from __future__ import annotations
 
@@ -25,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..kernels.cpu.pages import (PAGE_COLUMNS, PAGE_LZ4, PAGE_RAW, PAGE_ROWS, PAGE_SCRATCH,
-                                 page_table, page_values)
+from ..kernels import kernels_for
+from ..kernels.shared import PAGE_COLUMNS, PAGE_LZ4, PAGE_RAW, PAGE_ROWS, PAGE_SCRATCH
+from .page_headers import page_table
 
 #: bytes per value of the physical types decoded here
 _WIDTHS = {"INT32": 4, "INT64": 8}
@@ -117,7 +114,8 @@ def decode(buf, chunk: Chunk) -> np.ndarray:
     out = np.empty(rows * chunk.dtype.itemsize, np.uint8)
     src = np.frombuffer(buf, np.uint8, count=chunk.stop - chunk.start, offset=chunk.start)
     try:
-        ok = page_values(src, chunk.table, np.empty(chunk.scratch, np.uint8), out)
+        ok = kernels_for("cpu").page_values(src, chunk.table, np.empty(chunk.scratch, np.uint8),
+                                            out)
     finally:
         del src  # no view of a mapped file outlives the call (the map closes after a load)
     if not ok:

@@ -2,13 +2,12 @@
 
 * **Only our own files are replaced.** A path that exists must be an index written by this
   project (a Parquet file whose footer names the format); a DuckDB database, a user's Parquet
-  file, any other file or a folder is refused with an error that names it (issue 11, item 2:
-  ``path := 'db.duckdb'`` once wrote an index over an open database).
+  file, any other file or a folder is refused with an error that names it.
 * **Atomic.** The index is written to a temporary ``.<name>.<random>.tmp`` beside the target,
   flushed, then renamed over it: a crash at any point leaves the previous file intact.
 * **Leftovers of a killed writer are removed.** The writer holds an exclusive ``flock`` on its
   temporary while writing; a temporary of the same target whose lock can be taken belongs to a
-  writer that died (SIGKILL, power loss) and is deleted by the next save (item 5). A temporary
+  writer that died (SIGKILL, power loss) and is deleted by the next save. A temporary
   still locked belongs to a live writer and is left alone.
 * **The user's umask decides the mode** (item 13): the temporary is created with mode 0666 and
   the umask applied by the system, as any file the user creates (``mkstemp`` made them 0600).
@@ -31,14 +30,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ..errors import IndexFileError
+from .format import FORMAT_META_KEY
 
 try:  # POSIX advisory locks; elsewhere stale temporaries are left in place
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-#: schema metadata key whose value names the index format (see :mod:`.persistence`)
-FORMAT_KEY = b"grail_duckdb.format"
+#: the schema metadata key whose value names the index format
+FORMAT_KEY = FORMAT_META_KEY.encode()
 
 
 def is_index_file(path: Path, format_name: str) -> bool:

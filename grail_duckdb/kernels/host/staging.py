@@ -107,7 +107,7 @@ _OFFSET_MAX = (1 << 32) - 1
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def pack_key_offsets(src, dst, lo, check, out, base):
-    """The build's read of one piece of edges (issue 12): ``out[base + i] = (src[i] - lo) << 32
+    """The build's read of one piece of edges: ``out[base + i] = (src[i] - lo) << 32
     | (dst[i] - lo)`` as uint64, both halves 32 bits. With ``check``, offsets outside
     ``[0, 2**32)`` are counted (the caller's range was wrong); without, they wrap, which packs
     int32 keys as their bits (``lo`` = 0) for the device to offset later. Returns

@@ -1,4 +1,4 @@
-"""Reading an index file (format 9) on every core, straight into the arrays of a backend.
+"""Reading an index file on every core, straight into the arrays of a backend.
 
 Each worker thread takes one row group: it hashes the group's bytes (its children's chunk in
 the region at the front of the file, its early columns' chunks in the region after it, and its
@@ -22,6 +22,8 @@ before the index is returned.
 from __future__ import annotations
 
 import contextlib
+import gc
+import mmap
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -31,27 +33,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..kernels import copy_into, kernels_for, upload_pages, upload_staging
-from ..kernels.cpu.pages import (PAGE_DST, PAGE_RAW, PAGE_SCRATCH, PAGE_SRC,
-                                 children_rows)
-from . import page_plan, parquet_parts
-from .csr import CSR
-from .ids import VertexIds
-from .index_format import (TREE_FILE_COLUMNS, blobs, digest_site, early_count, first_array,
-                           group_leaf, label_names, leaf_hash, root_digest, tree_lo)
-from .ingest import as_column, workers
-from .labels import Labels
+from ..errors import IndexFileError, StaleIndexError
+from ..kernels import TransferSettings, copy_into, kernels_for, upload_pages, upload_staging
+from ..kernels.host import TRANSFERS, workers
+from ..kernels.shared import PAGE_DST, PAGE_RAW, PAGE_SCRATCH, PAGE_SRC
+from ..model import CSR, IndexData, Labels, VertexIds
+from . import page_plan
+from . import parts as parquet_parts
+from .digest import digest_site, group_leaf, leaf_hash, root_digest
+from .format import (TREE_FILE_COLUMNS, IndexMeta, blobs, early_count, first_array,
+                     label_names, read_metadata, tree_lo)
+from .page_headers import children_rows
 
 
 class IndexReader:
-    """One index file read into arrays of ``xp`` (NumPy or CuPy); :meth:`read` returns the
-    fields of a :class:`~grail_duckdb.engine.index.GrailIndex` but its kernels."""
+    """One index file read into arrays of ``xp`` (NumPy or CuPy); :meth:`read` returns its
+    :class:`~grail_duckdb.model.IndexData`."""
 
-    def __init__(self, path: Path, meta: dict[str, str], mapped, xp=np):
+    def __init__(self, path: Path, meta: IndexMeta, mapped, xp=np,
+                 transfers: TransferSettings = TRANSFERS):
         self.path, self.meta, self.mapped, self.xp = path, meta, mapped, xp
-        self.n, self.c = int(meta["vertices"]), int(meta["components"])
-        self.d, self.hw = int(meta["labels"]), int(meta["hub_words"])
-        self.ww = int(meta["win_words"])
+        self.n, self.c = meta.vertices, meta.components
+        self.d, self.hw, self.ww = meta.labels, meta.hub_words, meta.win_words
         self.labels = label_names(self.d, self.hw, self.ww)
         self.names = ["key", "component"] + self.labels + ["dag_children"]
         self.identity = self.n == self.c
@@ -64,14 +67,14 @@ class IndexReader:
         start, end = parquet_parts.footer_bounds(mapped)
         self.footer = bytes(mapped[start:end])
         self.site = digest_site(self.footer)
-        digest = meta.get("digest", "").encode()
+        digest = meta.digest.encode()
         if self.site < 0 or self.footer[self.site:self.site + len(digest)] != digest:
             raise ValueError("content digest mismatch (the footer's digest is not where it "
                              "belongs)")
         self.spans = parquet_parts.group_spans(md, start, early_count(self.d))
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
-        edges = np.cumsum([0] + [int(e) for e in meta["group_edges"].split(",") if e])
-        if edges.shape[0] != md.num_row_groups + 1 or edges[-1] != int(meta["dag_edges"]):
+        edges = np.cumsum([0, *meta.group_edges])
+        if edges.shape[0] != md.num_row_groups + 1 or edges[-1] != meta.dag_edges:
             raise ValueError("the row groups' edge counts differ from the metadata")
         self.groups = [(g, int(starts[g]), int(starts[g + 1]), int(edges[g]), int(edges[g + 1]))
                        for g in range(md.num_row_groups)]
@@ -82,7 +85,8 @@ class IndexReader:
         self.ptr[0] = 0
         self.idx = xp.empty(int(edges[-1]), xp.int32)
         self._device = None if xp is np else self.comp.device
-        self._staging = upload_staging(xp)
+        self.transfers = transfers
+        self._staging = upload_staging(xp, transfers)
         shape = (lambda w: (c, w)) if self._device is None else (lambda w: (w, c))
         self.wide = {"inner": xp.empty(shape(d), xp.int32), "outer": xp.empty(shape(d), xp.int32),
                      "tree": xp.empty(shape(4), xp.int32),
@@ -121,7 +125,7 @@ class IndexReader:
                  if values.shape[0]]
         # on a GPU, read() synchronizes the device before any array is used
         with self._device if self._device is not None else contextlib.nullcontext():
-            copy_into(pairs, self._staging)
+            copy_into(pairs, self._staging, self.transfers)
 
     def _matrices(self) -> dict:
         """The label matrices, one row per component (on the device transposed views: the
@@ -163,7 +167,7 @@ class IndexReader:
             g, columns=[n for n in self.names if n not in skip], use_threads=False)
         if table.num_rows != hi - lo:
             raise ValueError(f"row group {g} holds {table.num_rows} rows, not {hi - lo}")
-        col = {name: as_column(table.column(name), name) for name in table.column_names}
+        col = {name: table.column(name).combine_chunks() for name in table.column_names}
         comp = col["component"].to_numpy()
         if self._device is None:
             _check_range(comp, self.c, "component ids")
@@ -235,7 +239,7 @@ class IndexReader:
             host_runs = None
             view.release()
 
-    def read(self) -> dict:
+    def read(self) -> IndexData:
         """Every row group in parallel, then the checks across groups and the digest."""
         xp = self.xp
         try:
@@ -251,7 +255,7 @@ class IndexReader:
         ends = [0] + [b for _, b in spans]
         if [a for a, _ in spans] != ends[:-1] or ends[-1] != self.c:
             raise ValueError("representative rows do not match the component count")
-        if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta["digest"]:
+        if root_digest(self.footer, self.site, [leaf for leaf, *_ in got]) != self.meta.digest:
             raise ValueError("content digest mismatch")
         if self._err is not None and int(self._err[0]):
             raise ValueError("a label page does not decode into its values")
@@ -262,14 +266,14 @@ class IndexReader:
         wide = self._matrices()
         windows = {} if not self.ww else dict(
             win_down=wide["win_down"], win_up=wide["win_up"],
-            win_first=xp.asarray(first_array(self.meta["win_first"])))
+            win_first=xp.asarray(first_array(self.meta.win_first)))
         lab = Labels(level=self.level, inner=wide["inner"], outer=wide["outer"],
                      tree=wide["tree"], hub_down=wide["hub_down"], hub_up=wide["hub_up"],
                      **windows)
-        return dict(ids=_ids([k for _, k, *_ in got], self.meta["key_type"]), comp=self.comp,
-                    n_components=self.c, dag=CSR(xp.asarray(self.ptr), self.idx), labels=lab,
-                    seed=int(self.meta["seed"]), edge_rows=int(self.meta["edge_rows"]),
-                    fingerprint=self.meta["fingerprint"])
+        return IndexData(ids=_ids([k for _, k, *_ in got], self.meta.key_type), comp=self.comp,
+                         n_components=self.c, dag=CSR(xp.asarray(self.ptr), self.idx),
+                         labels=lab, seed=self.meta.seed, edge_rows=self.meta.edge_rows,
+                         fingerprint=self.meta.fingerprint)
 
 
 #: the tree intervals' size columns -> their post columns
@@ -311,3 +315,48 @@ def _ids(keys: list, kind: str) -> VertexIds:
         if last - first == total - 1:
             return VertexIds.of_range(first, total)
     return VertexIds.from_sorted_keys(pa.concat_arrays(keys))
+
+
+def load(path, *, expect_fingerprint: str | None = None, xp=np,
+         transfers: TransferSettings = TRANSFERS) -> IndexData:
+    """Read an index written by :func:`~.writer.save`, with no recomputation, as arrays of
+    ``xp`` (NumPy; CuPy to read straight onto the current GPU, through pinned buffers of
+    ``transfers``).
+
+    Refused with :class:`IndexFileError`: a missing, truncated, corrupt, foreign, older- or
+    newer-format file, or one whose content digest does not match. With
+    ``expect_fingerprint``, an index built from other edges is refused with
+    :class:`StaleIndexError`.
+    """
+    path = Path(path)
+    meta = read_metadata(path)
+    if expect_fingerprint is not None and meta.fingerprint != expect_fingerprint:
+        raise StaleIndexError(f"the index at {path} was built from different edges than the "
+                              "current ones; rebuild it (grail_index(..., rebuild := true) in SQL "
+                              "or grail_duckdb.build_index(...).save(path))")
+    try:
+        with open(path, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                return IndexReader(path, meta, mapped, xp, transfers).read()
+            finally:
+                _unmap(mapped)
+    except (StaleIndexError, IndexFileError):
+        raise
+    except Exception as exc:
+        raise IndexFileError(f"{path} is damaged ({exc}); delete it and rebuild the index") from exc
+
+
+def _unmap(mapped: mmap.mmap) -> None:
+    """Close a load's map of its file. A view of it that outlives the load (in a frame or a
+    library's cache that only the collector frees) would make the close raise BufferError,
+    and a load that read and checked every byte refused as damaged: the collector runs
+    first, and a map still in use then goes with its last view."""
+    try:
+        mapped.close()
+    except BufferError:
+        gc.collect()
+        try:
+            mapped.close()
+        except BufferError:
+            pass

@@ -1,9 +1,8 @@
 """The label columns' chunks encoded by the index's backend instead of pyarrow.
 
-A save of rmat:23:12 spent 2.5-3.0 of its ~5 busy thread-seconds in pyarrow's encoding and
-1.9-2.6 in bringing the rows over and transposing them on the host (README, Scale, stop 35):
-the host's memory traffic bounds it, not the disk. Here the backend does that work where the
-rows are, for a batch of parts at once (:func:`encode_parts`): each part's columns (one row
+Encoding on the host means bringing every row over, transposing it and compressing it there:
+the host's memory traffic, not the disk, bounds such a save. Here the backend does that work
+where the rows are, for a batch of parts at once (:func:`encode_parts`): each part's columns (one row
 per file column) are cut into pages of :data:`PAGE_BYTES`, each page of the early columns
 (int32) byte-stream split (:func:`split_pages`, array code for NumPy and CuPy alike), the hub
 bits' pages (uint64) plain, and compressed as one LZ4 block (:func:`encode_pages`: a warp
@@ -16,12 +15,10 @@ the children's placeholder), with a footer made from pyarrow's own for the same 
 (:func:`template`): readers (pyarrow, DuckDB, a GPU load's page decoder) see
 BYTE_STREAM_SPLIT and PLAIN pages in LZ4_RAW.
 
-The early columns' blocks are as large as pyarrow's (rmat:20:12's file 31.7 against 31.8
-MiB, rmat:23:12's 267.1 against 266.7; README, Scale, stop 36): the encoder hashes 5 bytes,
-as LZ4 does for blocks past 64 KiB, extends matches backwards and writes the slot two bytes
-before a match's end. The hub bits, plain rather than pyarrow's dictionaries, make the file
-5% larger (rmat:23:12 280.0 MiB, citation:40000000 3,636 against 3,489 MiB), and a GPU load
-decodes them on the device too (README, Scale, stop 37).
+The early columns' blocks are as large as pyarrow's: the encoder hashes 5 bytes, as LZ4 does
+for blocks past 64 KiB, extends matches backwards and writes the slot two bytes before a
+match's end. The hub bits, plain rather than pyarrow's dictionaries, make the file about 5%
+larger, and a GPU load decodes them on the device too.
 """
 from __future__ import annotations
 
@@ -32,25 +29,19 @@ import numpy as np
 import pyarrow as pa
 
 from ..kernels import is_device_array, to_host
-from ..kernels.cpu.pages import (CH_BYTES, CH_END, CH_FIRST, CH_PAGE, CH_REST, CHUNK,
-                                 CHUNK_COLUMNS, PL_ANCHOR, PL_AT, PL_LAST, PLACE_COLUMNS,
-                                 REC_LITERALS, REC_MATCH, REC_MATCHES, REC_REST, REC_TAIL,
-                                 RECORD_COLUMNS, PLAIN_ENCODING, SPLIT_ENCODING)
-from . import parquet_parts
-from .parquet_parts import (_CC_META, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_SIZE_STATISTICS,
-                            _CM_STATISTICS, _CM_UNCOMPRESSED, _CM_VALUES, _FILE_NUM_ROWS,
-                            _FILE_ROW_GROUPS, _I32, _I64, _RG_BYTES, _RG_COLUMNS,
-                            _RG_COMPRESSED, MAGIC, Part, _field, _set_field,
-                            data_page_header)
+from ..kernels.shared import (CH_BYTES, CH_END, CH_FIRST, CH_PAGE, CH_REST, CHUNK, CHUNK_COLUMNS,
+                              PL_ANCHOR, PL_AT, PL_LAST, PLACE_COLUMNS, REC_LITERALS, REC_MATCH,
+                              REC_MATCHES, REC_REST, REC_TAIL, RECORD_COLUMNS, lz4_bound)
+from . import parts as parquet_parts
+from . import thrift as T
+from .parts import MAGIC, Part, data_page_header
+from .thrift import PLAIN_ENCODING, SPLIT_ENCODING
 
 #: bytes per page (before compression): pyarrow's page size, so that a load parses no more
-#: page headers than it does in pyarrow's files (64 KiB pages made rmat:23:12's load 1.7
-#: times as long on an H100, README, Scale, stop 36)
+#: page headers than it does in pyarrow's files
 PAGE_BYTES = 1 << 20
 #: rows per page of int32
 ROWS_PER_PAGE = PAGE_BYTES // 4
-#: ColumnMetaData's encoding_stats (page counts by encoding), made again here
-_CM_ENCODING_STATS = 13
 
 
 def split_pages(xp, values, rows_per_page: int = ROWS_PER_PAGE):
@@ -81,15 +72,10 @@ def page_rows(m: int, rows_per_page: int = ROWS_PER_PAGE) -> np.ndarray:
     return np.array([rows_per_page] * full + ([rest] if rest else []), np.int64)
 
 
-def _bound(n):
-    """LZ4's worst case for blocks of ``n`` bytes (array or int)."""
-    return n + n // 255 + 16
-
-
 def chunk_table(raw: np.ndarray) -> np.ndarray:
     """The chunks of pages of ``raw`` bytes each, laid one after the other in the source:
-    one row per chunk (:data:`~grail_duckdb.kernels.cpu.pages.CHUNK_COLUMNS`), each page
-    cut into chunks of :data:`~grail_duckdb.kernels.cpu.pages.CHUNK` bytes (one at least),
+    one row per chunk (:data:`~grail_duckdb.kernels.shared.CHUNK_COLUMNS`), each page
+    cut into chunks of :data:`~grail_duckdb.kernels.shared.CHUNK` bytes (one at least),
     with room in the scratch for each chunk's sequences.
 
     >>> chunk_table(np.array([5, 0, 70_000])).tolist()
@@ -104,7 +90,7 @@ def chunk_table(raw: np.ndarray) -> np.ndarray:
     out[:, CH_BYTES] = raw[page]
     out[:, CH_FIRST] = (np.arange(page.shape[0]) - first) * CHUNK
     out[:, CH_END] = np.minimum(out[:, CH_FIRST] + CHUNK, out[:, CH_BYTES])
-    room = _bound(out[:, CH_END] - out[:, CH_FIRST])
+    room = lz4_bound(out[:, CH_END] - out[:, CH_FIRST])
     out[:, CH_REST] = np.cumsum(room) - room
     return out
 
@@ -117,7 +103,7 @@ def _length_bytes(n):
 def chunk_places(chunks: np.ndarray, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each chunk's bytes go in the blocks, laid page after page, from what the parse
     found in it (``records``): ``(places (one row per chunk,
-    :data:`~grail_duckdb.kernels.cpu.pages.PLACE_COLUMNS`), each page's block length)``.
+    :data:`~grail_duckdb.kernels.shared.PLACE_COLUMNS`), each page's block length)``.
     A chunk's first sequence takes the literals that end the chunks before it, back to the
     page's last match; a chunk without a match writes nothing but, ending its page, the
     block's last literals."""
@@ -152,7 +138,7 @@ def encode_pages(kernels, src, raw: np.ndarray, gap=None):
     chunks = chunk_table(raw)
     if not chunks.shape[0]:
         return np.zeros(0, np.int64), xp.zeros(0, xp.uint8)
-    room = int(_bound(chunks[-1, CH_END] - chunks[-1, CH_FIRST]) + chunks[-1, CH_REST])
+    room = int(lz4_bound(chunks[-1, CH_END] - chunks[-1, CH_FIRST]) + chunks[-1, CH_REST])
     on_device = xp.asarray(chunks)
     rest = xp.empty(room, xp.uint8)
     records = xp.zeros((chunks.shape[0], RECORD_COLUMNS), xp.int64)
@@ -238,8 +224,8 @@ def label_part(names: list[str], encoded: Encoded) -> Part:
     rows, sizes, heads = encoded.rows, encoded.sizes, encoded.heads
     width = np.dtype(encoded.dtype).itemsize
     m = int(rows.sum())
-    group = _field(meta, _FILE_ROW_GROUPS)[2][1][0]
-    columns = _field(group, _RG_COLUMNS)[2][1]
+    group = T.field_of(meta, T.FILE_ROW_GROUPS)[2][1][0]
+    columns = T.field_of(group, T.RG_COLUMNS)[2][1]
     pos, total_raw, total, h = len(MAGIC), 0, 0, 0
     for j, cc in enumerate(columns):
         start, raw_bytes = pos, 0
@@ -247,22 +233,22 @@ def label_part(names: list[str], encoded: Encoded) -> Part:
             pos += len(heads[h]) + int(size)
             raw_bytes += len(heads[h]) + int(r) * width
             h += 1
-        cm = _field(cc, _CC_META)[2]
-        cm[:] = [f for f in cm if f[0] not in (_CM_STATISTICS, _CM_SIZE_STATISTICS)]
-        _set_field(cm, _CM_VALUES, _I64, m)
-        _set_field(cm, _CM_UNCOMPRESSED, _I64, raw_bytes)
-        _set_field(cm, _CM_COMPRESSED, _I64, pos - start)
-        _set_field(cm, _CM_DATA_PAGE, _I64, start)
-        stats = _field(cm, _CM_ENCODING_STATS)
+        cm = T.field_of(cc, T.CC_META)[2]
+        cm[:] = [f for f in cm if f[0] not in (T.CM_STATISTICS, T.CM_SIZE_STATISTICS)]
+        T.set_field(cm, T.CM_VALUES, T.T_I64, m)
+        T.set_field(cm, T.CM_UNCOMPRESSED, T.T_I64, raw_bytes)
+        T.set_field(cm, T.CM_COMPRESSED, T.T_I64, pos - start)
+        T.set_field(cm, T.CM_DATA_PAGE, T.T_I64, start)
+        stats = T.field_of(cm, T.CM_ENCODING_STATS)
         if stats is not None:
             for entry in stats[2][1]:
-                _set_field(entry, 3, _I32, len(rows))
+                T.set_field(entry, 3, T.T_I32, len(rows))
         total_raw += raw_bytes
         total += pos - start
-    _set_field(meta, _FILE_NUM_ROWS, _I64, m)
-    _set_field(group, 3, _I64, m)
-    _set_field(group, _RG_BYTES, _I64, total_raw)
-    _set_field(group, _RG_COMPRESSED, _I64, total)
+    T.set_field(meta, T.FILE_NUM_ROWS, T.T_I64, m)
+    T.set_field(group, 3, T.T_I64, m)
+    T.set_field(group, T.RG_BYTES, T.T_I64, total_raw)
+    T.set_field(group, T.RG_COMPRESSED, T.T_I64, total)
     return Part(None, meta, pos)
 
 

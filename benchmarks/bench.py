@@ -59,6 +59,7 @@ from grail_duckdb.tools.readers import read_edges
 
 from . import baselines as bl
 from . import datasets, workloads
+from .bfl import run_bfl
 from .calls import SCALE_SIZES, bench_scale
 from .memory import PeakMemory, PoolGrowth, max_rss_bytes, query_memory
 from .report import plot, to_markdown
@@ -103,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "--quick: 20000; none: skip them)")
     parser.add_argument("--no-baselines", action="store_true",
                         help="measure the engine only (no NetworkX, SciPy, CTE, SQL rows)")
+    parser.add_argument("--bfl", metavar="PATH", default=None,
+                        help="BFL's program (built from BoleynSu/bfl): its build and queries "
+                             "on the same DAG and pairs, one core")
     parser.add_argument("--quick", action="store_true",
                         help="small generated graphs, few queries: the smoke test (< 1 min)")
     return parser
@@ -123,6 +127,7 @@ def settings(args) -> dict:
         "roots": int(args.roots),
         "threads": int(args.threads),
         "baselines": not args.no_baselines,
+        "bfl": args.bfl,
         "scale": [int(x) for x in (args.scale if args.scale is not None
                                    else ((20_000,) if quick else SCALE_SIZES))],
         "quick": quick,
@@ -140,6 +145,8 @@ def command_line(s: dict) -> str:
     words += ["--scale", *(str(x) for x in s.get("scale", SCALE_SIZES))]
     if not s["baselines"]:
         words.append("--no-baselines")
+    if s.get("bfl"):
+        words += ["--bfl", s["bfl"]]
     return shlex.join(words)
 
 
@@ -447,7 +454,7 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
     w = load_workload(spec, s["seed"])
     say(f"{w.name}: {w.edges.num_rows:,} edges loaded in {time.perf_counter() - t0:.1f} s")
     result: dict = {"name": w.name, "spec": spec, "edge_rows": w.edges.num_rows,
-                    "backends": {}, "baselines": {}}
+                    "backends": {}, "baselines": {}, "indices": {}}
     sets = expected = None
     for b in backends:
         warm_up(b, w.edges, s)
@@ -500,6 +507,12 @@ def bench_workload(spec: str, backends: list[str], s: dict, say) -> dict:
                 say(f"  {b} SQL grail_index build: {build['sql_grail_index_seconds']:.2f} s")
             per_backend["queries"].update(sql)
         result["backends"][b] = per_backend
+        if s.get("bfl") and "BFL" not in result["indices"]:
+            bfl = result["indices"]["BFL"] = run_bfl(s["bfl"], idx, sets, expected)
+            say(f"  BFL (one core): build {bfl['build_seconds'] * 1e3:.1f} ms, random "
+                f"{bfl['random_seconds'] * 1e3:.2f} ms, reachable "
+                f"{bfl['reachable_seconds'] * 1e3:.2f} ms"
+                f"{'' if bfl['agree'] else ' ANSWERS DIFFER'}")
         del idx
     if s["baselines"]:
         result["baselines"] = bench_baselines(w, sets, expected, s, say)
@@ -532,9 +545,7 @@ def bench_baselines(w: Workload, sets, expected, s: dict, say) -> dict:
 
 
 def machine_info() -> dict:
-    """CPU model and cores, memory, GPU name, library versions."""
-
-
+    """The date (UTC), CPU model and cores, memory, GPU name, library versions."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -542,7 +553,8 @@ def machine_info() -> dict:
         cpu = names[0] if names else cpu
     except OSError:
         pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+    info = {"date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "duckdb": duckdb.__version__, "numba": numba.__version__, "numpy": np.__version__,
             "pyarrow": pa.__version__, "gpu": None,
             "load_average_at_start": _load_average()}

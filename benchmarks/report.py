@@ -80,6 +80,7 @@ def to_markdown(report: dict) -> str:
     lines = [
         "## Bench results", "",
         f"Command: `{report['command']}`", "",
+        f"Date: {m.get('date', 'not recorded')}. "
         f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
         f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
         f"{m['numba']}. Threads: the build's Numba kernels are serial, a query call of the "
@@ -91,7 +92,7 @@ def to_markdown(report: dict) -> str:
         "ratio = best baseline's time / this row's time (above 1: faster than every baseline).",
         "",
     ]
-    lines += _build_table(report)
+    lines += _build_table(report) + _indices_table(report)
     for w in report["workloads"]:
         lines += _query_table(w, s) + _stats_table(w)
     lines += _scale_table(report) + _gteps_table(report) + _reference_table(report)
@@ -135,6 +136,37 @@ def _build_table(report: dict) -> list[str]:
             "minus the size when it began. Peak GPU pool: CuPy's default memory pool, emptied "
             "before the build.", ""]
     return out
+
+
+def _indices_table(report: dict) -> list[str]:
+    """The one-core indices measured in the same run (BFL), beside the engine on each
+    backend: build and query times, and the engine's time as a multiple of theirs (below 1:
+    faster)."""
+    rows = [(w, name, fig) for w in report["workloads"]
+            for name, fig in w.get("indices", {}).items()]
+    if not rows:
+        return []
+    out = ["### Against the one-core index to beat, same run", "",
+           "Its authors' program on one core, on the engine's condensed DAG and the same "
+           "pairs (its count of reachable pairs checked against the engine's). Ratio: the "
+           "engine's time / the index's.", "",
+           "| workload | index | build (ms) | random (ms) | reachable (ms) | "
+           "engine [backend]: build ratio | random ratio | reachable ratio |",
+           "|---|---|---:|---:|---:|---|---|---|"]
+    for w, name, fig in rows:
+        ours = []
+        for b, per in w["backends"].items():
+            q = per["queries"]["grail_duckdb"]
+            ours.append((b, per["build"]["total_seconds"] / fig["build_seconds"],
+                         q["random"]["seconds"] / fig["random_seconds"],
+                         q["reachable"]["seconds"] / fig["reachable_seconds"]))
+        cells = [" / ".join(f"{r:.2f}× [{b}]" for b, *rs in ours for r in rs[i:i + 1])
+                 for i in range(3)]
+        agree = "" if fig.get("agree", True) else " ✗"
+        out.append(f"| {w['name']} | {name}{agree} | {_ms(fig['build_seconds'])} | "
+                   f"{_ms(fig['random_seconds'])} | {_ms(fig['reachable_seconds'])} | "
+                   + " | ".join(cells) + " |")
+    return out + [""]
 
 
 def _mib(x) -> str:

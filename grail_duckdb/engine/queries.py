@@ -11,9 +11,10 @@ Each batch of pairs goes through one fused pass of the backend (``Kernels.answer
 * a pair no cut settles gets a bounded depth-first search (at most ``budget`` edges, pruned
   by the same cuts at every vertex): most pairs of shallow graphs end there;
 * the pairs left over go to the exact search (``Kernels.search_pairs``), those of several
-  batches together (up to ``SEARCH_TOGETHER``): a bidirectional,
-  label-pruned search per pair on the CPU, the multi-query bitmask search (GRAIL GPU paper,
-  Section 5, Algorithm 7) on the GPU.
+  batches together (up to ``SEARCH_TOGETHER``): a bidirectional, label-pruned search per pair
+  on either backend (a thread per pair on the CPU, a warp or a block per pair on the GPU).
+  The multi-query bitmask search (GRAIL GPU paper, Section 5, Algorithm 7) answers calls
+  with ``use_cuts=False``, the bench's plain baseline.
 
 Every call records how many pairs each step settled (:class:`QueryStats`).
 

@@ -9,12 +9,11 @@
   temporary while writing; a temporary of the same target whose lock can be taken belongs to a
   writer that died (SIGKILL, power loss) and is deleted by the next save. A temporary
   still locked belongs to a live writer and is left alone.
-* **The user's umask decides the mode** (item 13): the temporary is created with mode 0666 and
+* **The user's umask decides the mode**: the temporary is created with mode 0666 and
   the umask applied by the system, as any file the user creates (``mkstemp`` made them 0600).
 * **The replaced file is removed after the rename, on a thread of its own.** Freeing a large
   file's blocks is slow on some file systems (ext4 mounted with ``discard`` trims every
-  block: about 2 s for a 9.5 GB index on the NVIDIA H200 host, 0.52 s for 3 GB on the development
-  machine), and a save that replaced an index waited for it. The old file is kept under a
+  block, seconds for a large index), and a save that replaced an index would wait for it. The old file is kept under a
   temporary name (a hard link) until the new one is in place, then unlinked in the
   background; the process waits for that at exit (:func:`wait_for_removals`), and a
   leftover of a process that died is a stale temporary like any other.
@@ -129,7 +128,7 @@ class Replacement:
     """A new ``path`` under way: the checks and the stale clean-up done, a locked temporary
     open beside it (``tmp``, ``fd``); :meth:`commit` flushes it and renames it over ``path``,
     :meth:`discard` removes it. It may stay open while the rest of the work goes on (the
-    index's children are written during the build's label passes: :mod:`.persistence`)."""
+    index's children are written during the build's label passes: :mod:`.writer`)."""
 
     def __init__(self, path: Path, format_name: str):
         self.path = Path(path)

@@ -52,8 +52,8 @@ EARLY_FIELDS = ("level", "tree", "inner", "outer")
 
 def early_count(d: int) -> int:
     """How many of the file's first columns are known once the intervals are: the key, the
-    component, the level, the two trees' columns and the d intervals' (formats 8 and 9
-    write their chunks in a region of their own during the hub passes: :mod:`.persistence`).
+    component, the level, the two trees' columns and the d intervals' (their chunks are
+    written in a region of their own during the hub passes: :mod:`.writer`).
 
     >>> early_count(2), label_names(2, 1, 0)[early_count(2) - 2]
     (11, 'hub_down_1')

@@ -52,6 +52,7 @@ def test_examples_match_networkx(hepth, answers):
     assert influenced == len(nx.ancestors(g, best) & sample - {best})
 
 
+@pytest.mark.slow
 def test_demo_on_hepth_runs_both_paths(capsys):
     if not HEPTH.exists():
         pytest.skip("the datasets folder is absent")
@@ -62,6 +63,7 @@ def test_demo_on_hepth_runs_both_paths(capsys):
     assert "13199" in out and "DIFFERENT" not in out and out.count("same answer") == 3
 
 
+@pytest.mark.slow
 def test_example_script_closes_what_it_opens():
     """Run as a script: no "nanobind: leaked ..." lines at exit (a connection left open)."""
     import subprocess

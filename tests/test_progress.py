@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import grail_duckdb as gd
 from grail_duckdb import progress
 from grail_duckdb.progress import BUILD_PHASES, BuildProgress, Progress, build_progress, step
@@ -88,6 +90,7 @@ def test_build_progress_passes_callables_through():
         assert isinstance(got, BuildProgress)
 
 
+@pytest.mark.slow
 def test_a_two_second_build_shows_progress_by_default(tmp_path):
     """A build long enough (a generated graph of 1.5M papers: several seconds on CI's CPU)
     shows the line without any switch, from the Python API."""

@@ -60,6 +60,7 @@ def test_the_issues_crash_closing_the_installing_connection(tmp_path):
     """, tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["file", "memory"])
 def test_every_close_order_of_four_connections_and_cursors(tmp_path, mode):
     """All 24 orders of closing c1, c2 (or a cursor of a cursor), k1, k2; after each close,

@@ -48,11 +48,10 @@ def test_first_build_says_it_compiles_once_then_never_again(cache):
 
 WORKLOADS = """
 import grail_duckdb as gd
-from grail_duckdb.engine import ids
 from grail_duckdb.kernels.cpu.compiled import cached_kernels
 from benchmarks import workloads
 from grail_duckdb.tools import generators
-kernels = cached_kernels() + [ids._lookup_dense]
+kernels = cached_kernels()  # every package module's: the model's key lookup too
 gd.warm_up()
 before = {k.py_func.__name__: len(k.signatures) for k in kernels}
 graphs = [generators.citation_dag(3000, seed=1), generators.rmat(11, seed=2),

@@ -9,7 +9,7 @@ the way. Wider keys need their range first (Parquet statistics, or one pass on e
 
 The input is cut into pieces (a Parquet row group, or a slice of a table chunk of at most
 ``ingest.PIECE`` edges), and pieces into slices of ``SLICE`` edges. Worker threads, one per
-core, decode a piece (Parquet) and pack it (:func:`~grail_duckdb.kernels.cpu.staging.pack_key_offsets`,
+core, decode a piece (Parquet) and pack it (:func:`~grail_duckdb.kernels.host.staging.pack_key_offsets`,
 Numba, no GIL) straight into a pinned host buffer at the piece's place; a full slice is
 copied to the device asynchronously on a stream of its own while the workers fill the next
 buffer, so decoding, packing and the copies overlap. On the CPU backend the pieces are packed

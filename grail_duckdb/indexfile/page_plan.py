@@ -36,7 +36,7 @@ _CODECS = {"UNCOMPRESSED": 0, "LZ4": PAGE_LZ4}
 class Chunk:
     """One column chunk whose pages a load decodes itself: its bytes ``[start, stop)`` in
     the file, its values' width and dtype, and its pages (``table``: one row per page, the
-    columns of :data:`~grail_duckdb.kernels.cpu.pages.PAGE_COLUMNS`; ``PAGE_SRC`` from the
+    columns of :data:`~grail_duckdb.kernels.shared.PAGE_COLUMNS`; ``PAGE_SRC`` from the
     chunk's start, ``PAGE_SCRATCH`` from 0, no destination yet)."""
 
     name: str

@@ -66,7 +66,7 @@ def blob_words(ptr, children, out):
 @dataclass
 class Blobs:
     """A column of BLOBs of int32 words that this module writes itself, as one PLAIN data page
-    (pyarrow's writer takes about 50 ns per BLOB, this a few per word: :mod:`..kernels.cpu.pages`):
+    (pyarrow's writer takes about 50 ns per BLOB, this a few per word: :func:`blob_words`):
     row i of the rows that hold one (``valid``; None: every row) is
     ``children[ptr[i] - ptr[0]:ptr[i + 1] - ptr[0]]`` (:func:`write_blob_page`). In the
     part's table it is the last column, nullable binary, all NULL: pyarrow writes its schema
@@ -220,7 +220,7 @@ def blob_page_size(blobs: Blobs, rows: int) -> int:
 def write_blob_page(blobs: Blobs, rows: int, out: np.ndarray) -> None:
     """``blobs`` as one PLAIN data page of a nullable BLOB column of ``rows`` rows, into
     ``out`` (uint8, :func:`blob_page_size` bytes): the header, the definition levels, then
-    each BLOB's byte length and words (:func:`~grail_duckdb.kernels.cpu.pages.blob_words`;
+    each BLOB's byte length and words (:func:`blob_words`;
     the words need not be aligned: Numba stores them as they are, at the same speed)."""
     if int(blobs.ptr[-1] - blobs.ptr[0]) != blobs.children.shape[0]:
         raise ValueError(f"{blobs.name}: the BLOBs' pointers do not cover their children")

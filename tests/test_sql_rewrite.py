@@ -15,7 +15,7 @@ import pytest
 
 import grail_duckdb as gd
 from grail_duckdb.errors import EdgeInputError
-from grail_duckdb.plugin import names, rewrite
+from grail_duckdb.plugin import duckdb_api, names, rewrite
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reaches_rewrite.sql"
 
@@ -98,7 +98,7 @@ def test_plan_is_the_fixtures(con, entry):
     arrow_pairs = con.sql("SELECT * FROM pairs").to_arrow_table()
     params = json.loads(entry["options"]["params"]) if "params" in entry["options"] else None
     text, values = rewrite.normalise(entry["statement"], params)
-    handle = con._register_source(arrow_pairs)
+    handle = duckdb_api.register_source(con, arrow_pairs)
     variables = {"arrow_pairs": f'"{handle.name}"'}
     plan = rewrite.plan_for(text, lambda sql: _columns(con, sql, values), variables)
     got = rewrite.describe(plan).splitlines() if plan.rewrites else ["=> per-chunk"]
@@ -107,8 +107,8 @@ def test_plan_is_the_fixtures(con, entry):
 
 def _columns(con, sql, values):
     try:
-        return list(con._bind(sql, values=values and {
-            k: v for k, v in values.items() if f"${k}" in sql})[0])
+        return duckdb_api.bind(con, sql, values=values and {
+            k: v for k, v in values.items() if f"${k}" in sql}).names
     except Exception:
         return None
 

@@ -21,14 +21,15 @@ statement analysis, with sqlglot), :mod:`.registry` (the named indices of each d
 still describes its table), :mod:`.functions` and :mod:`.chunks` (the Python functions behind
 the macros, the per-chunk path), :mod:`.traversal` (one-to-all sets), :mod:`.names`
 (identifiers through sqlglot), :mod:`.sqlerrors` (errors as SQL callers see them) and
-:mod:`.sqlfiles` (the SQL the plugin installs).
+:mod:`.sqlfiles` (the SQL the plugin installs); every internal of DuckDB it relies on is
+reached through :mod:`.duckdb_api`.
 """
 from __future__ import annotations
 
 import duckdb
 
 from ..engine.index import DEFAULT_LABELS
-from . import connections, hooks, statements
+from . import connections, duckdb_api, hooks, statements
 from .registry import Registry
 from .sqlerrors import grail_error
 from .sqlfiles import named_queries, sql_text
@@ -46,6 +47,7 @@ def install(con=None):
     ``reaches``. With no argument (or ``duckdb`` itself) it installs on DuckDB's default
     connection, so that ``duckdb.sql(...)`` / ``duckdb.execute(...)`` see it too.
     """
+    duckdb_api.check()
     hooks.enable(statements.route, connections.forget)
     if con is None or con is duckdb:
         hooks.enable_module_functions()

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ..engine.index import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError, KeyTypeError
-from . import chunks, traversal
+from . import chunks, duckdb_api, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE
 
 __all__ = ["FUNCTIONS", "answer_lists", "db_token"]
@@ -146,7 +146,7 @@ def keys_source(reg, name):
     if handle is None:
         cur = reg.cursor(quiet=False)
         try:
-            handle = cur._register_source(traversal.keys_table(entry))
+            handle = duckdb_api.register_source(cur, traversal.keys_table(entry))
         finally:
             cur.close()
         entry.cache["keys_handle"] = handle

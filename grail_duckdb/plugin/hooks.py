@@ -10,11 +10,11 @@ the rewritten statement, or nothing, and DuckDB runs the statement as written (t
 path). Errors of the project raised inside DuckDB come back as exceptions that are both
 DuckDB's ``InvalidInputException`` and the project's class (:mod:`.sqlerrors`).
 
-Why the replacements live in a namespace named ``duckdb.grail_duckdb_hooks``: DuckDB looks up
-a Python variable named in a statement (``SELECT * FROM my_arrow_table``) in the first calling
-frame outside its own package, so a wrapper in any other namespace would hide the caller's
-variables. The replacements therefore call DuckDB themselves (binding with capture, running
-the statement as written) and the router never needs the caller's frame.
+The replacements run in a namespace DuckDB takes for its own (:func:`.duckdb_api.in_duckdb_frame`):
+DuckDB looks up a Python variable named in a statement (``SELECT * FROM my_arrow_table``) in
+the first calling frame outside its own package, so a wrapper anywhere else would hide the
+caller's variables. The replacements therefore call DuckDB themselves (binding with capture,
+running the statement as written) and the router never needs the caller's frame.
 
 ``interrupt`` is wrapped too: it also sets a flag that long whole-column work polls
 (:func:`interrupted`), since DuckDB's interrupt does not stop a Python call in progress.
@@ -22,19 +22,17 @@ the statement as written) and the router never needs the caller's frame.
 from __future__ import annotations
 
 import threading
-import types
 import weakref
 
-import _duckdb
 import duckdb
 
+from . import duckdb_api
+from .duckdb_api import in_duckdb_frame
 from .sqlerrors import grail_error
 
 __all__ = ["PLAIN", "clear_interrupt", "enable", "enable_module_functions", "in_duckdb_frame",
            "in_family", "interrupted", "keep", "original", "release", "release_all", "watch"]
 
-_CLASS = _duckdb.DuckDBPyConnection
-_HOOKED = ("execute", "sql", "query", "from_query", "cursor", "close", "interrupt")
 _ORIG: dict = {}
 _ORIG_MODULE: dict = {}
 _LOCK = threading.Lock()
@@ -50,7 +48,7 @@ _STATE = {"route": None, "closing": None}
 
 def original(name: str):
     """DuckDB's own method ``name`` of the connection class (also before any hook)."""
-    return _ORIG.get(name) or getattr(_CLASS, name)
+    return _ORIG.get(name) or getattr(duckdb_api.connection_class(), name)
 
 
 def enable(route, closing) -> None:
@@ -62,12 +60,10 @@ def enable(route, closing) -> None:
         _STATE["route"], _STATE["closing"] = route, closing
         if _ORIG:
             return
-        for name in _HOOKED:
-            _ORIG[name] = getattr(_CLASS, name)
         for name, fn in (("execute", _execute), ("sql", _sql), ("query", _sql),
                          ("from_query", _sql), ("cursor", _cursor), ("close", _close),
                          ("interrupt", _interrupt)):
-            setattr(_CLASS, name, in_duckdb_frame(fn))
+            _ORIG[name] = duckdb_api.replace_method(name, in_duckdb_frame(fn))
 
 
 def enable_module_functions() -> None:
@@ -95,10 +91,14 @@ def _rewritten(con, route, query, values, **kw):
     if not route.rewrite:
         return PLAIN
     try:
-        captured = con._bind(query, capture=True, values=values)[5] if route.capture else ()
+        captured = duckdb_api.bind(con, query, values=values,
+                                   capture=True).captured if route.capture else ()
     except Exception:
         return PLAIN
     return route.run(captured, **kw)
+
+
+_rewritten = in_duckdb_frame(_rewritten)  # DuckDB's capture looks past it, to the caller
 
 
 def _execute(self, query, parameters=None):
@@ -172,18 +172,6 @@ def _interrupt(self):
     return _ORIG["interrupt"](self)
 
 
-def in_duckdb_frame(fn):
-    """``fn`` with (a copy of) its globals named ``duckdb.grail_duckdb_hooks``, so that DuckDB
-    looks up Python variables in ``fn``'s caller (see the module's docstring). Apply it once
-    the module of ``fn`` is complete: the copy is taken now."""
-    frame_globals = dict(fn.__globals__)
-    frame_globals["__name__"] = "duckdb.grail_duckdb_hooks"
-    out = types.FunctionType(fn.__code__, frame_globals, fn.__name__, fn.__defaults__,
-                             fn.__closure__)
-    out.__kwdefaults__ = fn.__kwdefaults__
-    out.__doc__, out.__qualname__ = fn.__doc__, fn.__qualname__
-    return out
-
 
 def watch(con) -> None:
     """Remember an installed connection: its cursors will be installed on first use."""
@@ -198,7 +186,7 @@ def in_family(con) -> bool:
 def keep(con, handles: list, relation=None) -> None:
     """Keep the Arrow sources a statement reads alive: until the connection's next statement
     (``execute``) or for as long as the relation lives (``sql``)."""
-    if relation is not None and not isinstance(relation, _CLASS):
+    if relation is not None and not isinstance(relation, duckdb_api.connection_class()):
         _RELATIONS[relation] = handles
     else:
         _SLOTS[con] = handles

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
-from . import files, names
+from . import duckdb_api, files, names
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
                         table_check, where_is)
 
@@ -116,13 +116,13 @@ class Registry:
         last = self._live() if self._live is not None else None
         if last is not None:
             try:
-                last._catalog_version()
+                duckdb_api.catalog_version(last)
                 return last
             except duckdb.Error:
                 pass
         for con in list(self.owners):
             try:
-                con._catalog_version()
+                duckdb_api.catalog_version(con)
                 self._live = weakref.ref(con)
                 return con
             except duckdb.Error:
@@ -132,7 +132,7 @@ class Registry:
 
     def catalog_version(self) -> int:
         """DuckDB's count of writing statements in this database instance (free to read)."""
-        return self.connection()._catalog_version()
+        return duckdb_api.catalog_version(self.connection())
 
     def cursor(self, quiet: bool = True):
         """A fresh cursor on this database; ``quiet``: with DuckDB's progress bar off (the long

@@ -3,7 +3,7 @@
 Three levels, cheapest first, each exact about what it claims:
 
 1. **Nothing was written.** DuckDB counts every statement that writes anything in the database
-   instance (``_catalog_version()``, a counter read: well under a microsecond). While it has not
+   instance (:func:`.duckdb_api.catalog_version`, a counter read: well under a microsecond). While it has not
    moved since an index was last verified, the index is fresh at no cost: this is what almost
    every statement (and every chunk of the per-chunk path) pays.
 2. **This table was not replaced, altered, grown or shrunk.** After a write anywhere, the edge
@@ -26,6 +26,7 @@ import pyarrow as pa
 from ..engine.index import edges_fingerprint, load_index
 from ..engine.persistence import read_metadata
 from ..errors import EdgeInputError, StaleIndexError
+from . import duckdb_api
 from .names import readable, sql_string
 
 __all__ = ["load_checked", "read_edge_table", "same_check", "signals", "stale_error",
@@ -101,7 +102,7 @@ def _check_key_type(qtable: str, col: str, typ) -> None:
     name (a HUGEINT column is 'HUGEINT', not Arrow's 'decimal128(38,0)')."""
     name = str(typ)
     if name == "VARCHAR":
-        collation = _collation(typ)
+        collation = duckdb_api.collation(typ)
         if collation:
             raise EdgeInputError(
                 f"grail_index: column {col} of {qtable} has collation "
@@ -115,15 +116,6 @@ def _check_key_type(qtable: str, col: str, typ) -> None:
             f"grail_index: column {col} of {qtable} is {name}; vertex keys must "
             f"be an integer type up to 64 bits (TINYINT .. BIGINT, UTINYINT .. UBIGINT) or "
             f"VARCHAR: index a view that casts it, e.g. CAST({col} AS VARCHAR)")
-
-
-def _collation(typ) -> str:
-    try:
-        import _duckdb
-
-        return _duckdb._collation(typ) or ""
-    except (ImportError, AttributeError, TypeError):
-        return ""
 
 
 def _first_line(exc) -> str:

@@ -31,7 +31,7 @@ from sqlglot.tokens import TokenType
 from ..engine.ingest import key_kind
 from ..engine.queries import QueryCancelled
 from ..errors import EdgeInputError, GrailError, KeyTypeError
-from . import connections, hooks, rewrite, traversal
+from . import connections, duckdb_api, hooks, rewrite, traversal
 from .sqlerrors import as_sql_error, grail_error
 
 __all__ = ["PLANS_PER_DATABASE", "Route", "explain", "per_chunk", "route"]
@@ -130,13 +130,8 @@ def _new_plan(con, reg, text, params, handles):
 
 def _columns(con, sql: str, params) -> list | None:
     """The column names ``sql`` returns, or None when it does not bind (nothing runs)."""
-    bound = _bind(con, sql, params)
-    return None if bound is None else list(bound[0])
-
-
-def _bind(con, sql: str, params):
     try:
-        return con._bind(sql, values=_subset(params, rewrite_params(sql)))
+        return duckdb_api.bind(con, sql, values=_subset(params, rewrite_params(sql))).names
     except Exception:
         return None
 
@@ -192,7 +187,7 @@ def _params_of(sql: str) -> set:
 
 def _bind_ok(con, sql, params) -> bool:
     try:
-        con._bind(sql, values=params)
+        duckdb_api.bind(con, sql, values=params)
         return True
     except Exception:
         return False
@@ -238,7 +233,7 @@ def _registered(con, rec: dict, form: str, make):
     """The set of a record registered in DuckDB as an Arrow source (kept with the record)."""
     handle = rec.get(form)
     if handle is None:
-        handle = rec[form] = con._register_source(make())
+        handle = rec[form] = duckdb_api.register_source(con, make())
     return handle
 
 
@@ -285,7 +280,8 @@ def _scope_copy(route_, reg, scope, params, subst, version, keep) -> str:
         entry = reg.fresh(reg.get(index_name), version)
         cols[f"__grail_r{n}"] = _answers(entry, table.column(f"__grail_a{n}"),
                                          table.column(f"__grail_b{n}"), con)
-    handle = con._register_source(pa.table(cols) if cols else pa.table({"__grail_none": []}))
+    handle = duckdb_api.register_source(
+        con, pa.table(cols) if cols else pa.table({"__grail_none": []}))
     keep.append(handle)
     return f'"{handle.name}"'
 

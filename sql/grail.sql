@@ -128,20 +128,33 @@ CREATE OR REPLACE TEMP MACRO descendants_count(x, index_name := '') AS
 CREATE OR REPLACE TEMP MACRO ancestors_count(x, index_name := '') AS
     __grail_reach_count(x, index_name, false);
 
+-- The calling connection's session, for grail_index: the index reads its table through another
+-- connection of the database, which resolves the table's name the way this one does with it
+-- (its current database and schema, its search path; its TEMP objects it cannot read).
+CREATE OR REPLACE TEMP MACRO __grail_session() AS
+    {'database': current_database(), 'schema': current_schema(),
+     'search_path': current_setting('search_path'),
+     'temporary': (SELECT list(o.name) FROM (
+                      SELECT t.table_name AS name FROM duckdb_tables() AS t WHERE t.temporary
+                      UNION ALL
+                      SELECT v.view_name FROM duckdb_views() AS v
+                      WHERE v.temporary AND NOT v.internal) AS o)};
+
 -- grail_index(table [, src, dst, labels, name, path, rebuild, auto_rebuild]): build the index
 -- of an edge table (or load the persisted one while it is fresh) and return a one-row summary.
 -- As a scalar: SELECT grail_index('cites'); as a table: SELECT * FROM grail_index('cites').
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
                                          auto_rebuild := false) AS
-    __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild);
+    __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild,
+                     __grail_session());
 
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
                                          auto_rebuild := false) AS TABLE
     WITH built AS MATERIALIZED (
         SELECT __grail_py_index(table_name, src, dst, labels, name, path, rebuild,
-                                auto_rebuild) AS s)
+                                auto_rebuild, __grail_session()) AS s)
     SELECT unnest(s) FROM built;  -- materialized: the build runs once, not once per field
 
 -- grail_indexes(): the indices this database knows in this process, one row each.

@@ -66,8 +66,10 @@ def build(con, table: str, *, src: str = "src", dst: str = "dst",
           auto_rebuild: bool = False, progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""
-    return registry_of(con).build(table, src=src, dst=dst, labels=labels, name=name, path=path,
-                                  rebuild=rebuild, auto_rebuild=auto_rebuild, progress=progress)
+    reg = registry_of(con)
+    return reg.build(table, src=src, dst=dst, labels=labels, name=name, path=path,
+                     rebuild=rebuild, auto_rebuild=auto_rebuild, progress=progress,
+                     session=connections.session_of(con))
 
 
 def sql(con, query: str, params=None, *, whole_column: bool = True):

@@ -36,7 +36,7 @@ from . import functions, hooks
 from .registry import Registry, new_registry, registry_by_token
 from .sqlfiles import sql_text
 
-__all__ = ["Installation", "install_on", "installation", "installed_registry"]
+__all__ = ["Installation", "install_on", "installation", "installed_registry", "session_of"]
 
 #: the prefix of the Python function names in ``sql/grail.sql``, replaced per connection
 SQL_PREFIX = "__grail_py_"
@@ -113,6 +113,11 @@ def install_on(con) -> Installation:
         reg.add_owner(con)
         hooks.watch(con)
         return inst
+
+
+def session_of(con) -> dict:
+    """``con``'s session as ``grail_index`` passes it (``__grail_session()``, sql/grail.sql)."""
+    return hooks.original("execute")(con, "SELECT __grail_session()").fetchall()[0][0]
 
 
 def _registry_of(con, execute) -> Registry:

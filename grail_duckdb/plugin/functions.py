@@ -95,8 +95,9 @@ def _list_values(arr: pa.ListArray) -> pa.Array:
     return arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
-def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos):
-    """Arrow UDF behind the grail_index macro: one summary struct per row."""
+def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos, sessions):
+    """Arrow UDF behind the grail_index macro: one summary struct per row (``sessions``: the
+    calling connection's, see :mod:`.resolve`)."""
     rows = []
     for i in range(len(tables)):
         table = tables[i].as_py()
@@ -107,7 +108,8 @@ def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos):
                               labels=DEFAULT_LABELS if label is None else label,
                               name=names[i].as_py() or None, path=paths[i].as_py() or None,
                               rebuild=bool(rebuilds[i].as_py()),
-                              auto_rebuild=bool(autos[i].as_py())))
+                              auto_rebuild=bool(autos[i].as_py()),
+                              session=sessions[i].as_py()))
     return pa.array(rows, SUMMARY_TYPE)
 
 
@@ -154,6 +156,9 @@ def keys_source(reg, name):
 
 
 _KEY = {"int": "BIGINT", "str": "VARCHAR"}
+#: the type of ``__grail_session()`` (sql/grail.sql)
+SESSION_SQL = ("STRUCT(database VARCHAR, schema VARCHAR, search_path VARCHAR, "
+               "temporary VARCHAR[])")
 
 #: (name, body, parameter types, return type, 'arrow' | 'native', side effects)
 FUNCTIONS = [
@@ -170,7 +175,7 @@ FUNCTIONS = [
     ("keys_source", keys_source, ["VARCHAR"], "VARCHAR", "native", False),
     ("key_error", key_error, ["VARCHAR", "VARCHAR"], "BOOLEAN", "arrow", False),
     ("index", grail_index,
-     ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"],
-     SUMMARY_SQL, "arrow", True),
+     ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN",
+      SESSION_SQL], SUMMARY_SQL, "arrow", True),
     ("indexes", grail_indexes, [], f"{SUMMARY_SQL}[]", "native", True),
 ]

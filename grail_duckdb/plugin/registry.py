@@ -20,8 +20,9 @@ import pyarrow as pa
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
 from . import duckdb_api, files, names
+from .resolve import apply_session, resolve
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
-                        table_check, where_is)
+                        table_check)
 
 __all__ = ["Entry", "Registry", "SUMMARY_SQL", "SUMMARY_TYPE", "new_registry",
            "registry_by_token"]
@@ -241,7 +242,8 @@ class Registry:
                           path, {}, None, "loaded")
             entry.index, entry.check = load_checked(cur, name, path, side["table"], side["src"],
                                                     side["dst"], side, entry.rebuild_sql())
-            entry.where = where_is(cur, names.table_parts(entry.table))
+            found = resolve(cur, names.table_parts(entry.table), entry.table, None)
+            entry.where = found.as_tuple() if found is not None else None
             entry.signals = signals(cur, entry.where, entry.table)
             entry.verified = version
         finally:
@@ -293,28 +295,34 @@ class Registry:
 
     # --- build, reuse or load ---------------------------------------------------------------
     def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
-              path=None, rebuild=False, auto_rebuild=False, progress=None) -> dict:
+              path=None, rebuild=False, auto_rebuild=False, progress=None,
+              session=None) -> dict:
         """Build, reuse or load the index ``name`` of ``table``; returns its summary."""
         return self.build_entry(table, src=src, dst=dst, labels=labels, name=name, path=path,
                                 rebuild=rebuild, auto_rebuild=auto_rebuild,
-                                progress=progress).summary()
+                                progress=progress, session=session).summary()
 
     def build_entry(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS,
                     name=None, path=None, rebuild=False, auto_rebuild=False,
-                    progress=None) -> Entry:
+                    progress=None, session=None) -> Entry:
+        """The entry of :meth:`build`. ``session``: the calling connection's (its current
+        database and schema, search path and TEMP objects: see :mod:`.resolve`), so that
+        ``table`` means what it means there."""
         qtable = names.quote_table(table)
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)
+        explicit = bool(name)
         name = names.index_name(name if name else names.table_leaf(table))
         labels = check_labels(labels)
         with self.lock:
+            where, qtable = self._resolve(qtable, session)
             cur = self.cursor()
             version = self.catalog_version()
             try:
-                where = where_is(cur, names.table_parts(qtable))
                 target = Path(path).resolve() if path else self._default_path(name, where, cur)
                 check = table_check(cur, qtable, qsrc, qdst)
                 probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
                               auto_rebuild=bool(auto_rebuild))
+                self._check_owner(probe, explicit, rebuild)
                 entry = None if rebuild else self._reusable(cur, probe)
                 if entry is None:
                     entry = self._build(cur, probe, progress)
@@ -325,6 +333,43 @@ class Registry:
                 cur.close()
             self.entries[name] = entry
             return entry
+
+    def _resolve(self, qtable: str, session) -> tuple:
+        """``(where, quoted name)`` of the relation ``qtable`` means on the calling connection
+        (its session applied to a cursor of its own), the name as fresh cursors read it."""
+        cur = self.cursor()
+        try:
+            default = cur.execute("SELECT current_database()").fetchall()[0][0]
+            apply_session(cur, session)
+            where = resolve(cur, names.table_parts(qtable), qtable, session)
+        finally:
+            cur.close()
+        if where is None:
+            return None, qtable
+        return where.as_tuple(), where.quoted(default)
+
+    def _check_owner(self, probe: Entry, explicit: bool, rebuild: bool) -> None:
+        """Refuse to replace the index ``probe.name`` of another table (in memory or in its
+        file) unless the name was given and ``rebuild := true`` asks for it."""
+        other = self.entries.get(probe.name)
+        owner = other.table if other is not None else None
+        if owner is None and probe.path is not None and probe.path.exists():
+            try:
+                owner = files.read_source(probe.path).get("table")
+            except (IndexFileError, OSError):
+                owner = None
+        if owner is None or owner == probe.table or (explicit and rebuild):
+            return
+        r, s = names.readable, names.sql_string
+        parts = names.table_parts(probe.table)
+        other_name = "_".join(parts) if len(parts) > 1 else f"main_{parts[0]}"
+        replace = ("" if not explicit else
+                   f", or replace it with grail_index({s(r(probe.table))}, name := "
+                   f"{s(probe.name)}, rebuild := true)")
+        raise GrailError(
+            f"grail_index: the index {probe.name!r} already indexes {r(owner)}, not "
+            f"{r(probe.table)}; give this one its own name, e.g. grail_index("
+            f"{s(r(probe.table))}, name := {s(names.index_name_of(other_name))}){replace}")
 
     def _reusable(self, cur, probe: Entry) -> Entry | None:
         """A cached or persisted index of the same table, columns and labels that is still

@@ -30,7 +30,7 @@ from . import duckdb_api
 from .names import readable, sql_string
 
 __all__ = ["load_checked", "read_edge_table", "same_check", "signals", "stale_error",
-           "table_check", "where_is"]
+           "table_check"]
 
 _INT_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
               "UINTEGER", "UBIGINT"}
@@ -126,26 +126,6 @@ def read_edge_table(cur, qtable: str, qsrc: str, qdst: str) -> pa.Table:
     """The two endpoint columns of an edge table as Arrow (columns src, dst)."""
     return cur.sql(f"SELECT {qsrc} AS src, {qdst} AS dst FROM {qtable}").to_arrow_table()
 
-
-def where_is(cur, parts: list[str]) -> tuple | None:
-    """``(database, schema, name, kind)`` of a table or view given by its name parts, as
-    DuckDB resolves them on ``cur`` (None when it is neither)."""
-    db, schema = cur.execute("SELECT current_database(), current_schema()").fetchall()[0]
-    if len(parts) == 3:
-        cands = [tuple(parts)]
-    elif len(parts) == 2:
-        cands = [(db, parts[0], parts[1]), (parts[0], "main", parts[1])]
-    else:
-        cands = [(db, schema, parts[0])]
-    for d, s, t in cands:
-        for kind, view in (("table", "duckdb_tables()"), ("view", "duckdb_views()")):
-            row = cur.execute(
-                f"SELECT database_name, schema_name, {kind}_name FROM {view} WHERE "
-                f"database_name = {sql_string(d)} AND schema_name = {sql_string(s)} AND "
-                f"{kind}_name = {sql_string(t)}").fetchall()
-            if row:
-                return (*row[0], kind)
-    return None
 
 
 def signals(cur, where: tuple | None, qtable: str) -> tuple | None:

@@ -72,18 +72,16 @@ def build(con, table: str, *, src: str = "src", dst: str = "dst",
                      session=connections.session_of(con))
 
 
-def sql(con, query: str, params=None, *, whole_column: bool = True):
+def sql(con, query: str, params=None):
     """Run ``query`` on ``con`` and return its DuckDB relation (``.fetchall()``, ``.arrow()``).
 
-    The explicit form of what ``con.sql(query)`` does on an installed connection: the
-    ``reaches`` calls that read one FROM source are answered with whole columns, the rest per
-    chunk; ``whole_column=False`` runs every call per chunk (DuckDB's 2,048-row chunks), for
-    comparison.
+    The explicit form of ``con.sql(query)`` on an installed connection. A relation is
+    evaluated when it is fetched (as DuckDB does: a fetch after an INSERT sees the new rows,
+    and a changed edge table raises ``StaleIndexError`` then), so its ``reaches`` calls run
+    per chunk; ``con.execute(query)`` runs the statement at once and takes the whole-column
+    path where it is exact.
     """
     install(con)
-    if not whole_column:
-        with statements.per_chunk(con):
-            return con.sql(query, params=params)
     return con.sql(query, params=params)
 
 

@@ -90,6 +90,8 @@ class Bound:
     names: list  # the result's column names
     types: list  # their DuckDB types
     captured: tuple  # (variable name, source handle) of the Python variables it reads
+    kind: str  # the statement type in DuckDB's lower-case words: 'select', 'create', ...
+    writes: bool  # whether running it changes a database (a sequence's nextval does)
 
 
 def bind(con, sql: str, *, values=None, capture: bool = False) -> Bound:
@@ -97,8 +99,10 @@ def bind(con, sql: str, *, values=None, capture: bool = False) -> Bound:
     ``capture`` registers the Python variables it names (DuckDB looks them up in the caller of
     the calling frame: see :func:`in_duckdb_frame`). Raises ``duckdb.Error`` when it does not
     bind."""
-    out = _method(con, "_bind")(sql, capture=capture, values=values)
-    return Bound(list(out[0]), list(out[1]), tuple(out[5]) if capture else ())
+    out = _method(con, "_bind")(sql, capture=capture, values=values, with_type=True,
+                                with_writes=True)
+    return Bound(list(out[0]), list(out[1]), tuple(out[5]) if capture else (), str(out[-2]),
+                 bool(out[-1]))
 
 
 def statement_kind(con, sql: str, *, values=None) -> tuple[str, bool]:
@@ -106,8 +110,8 @@ def statement_kind(con, sql: str, *, values=None) -> tuple[str, bool]:
     lower-case words ('select', 'create', 'insert', 'explain', 'prepare', ...), and whether
     running it changes a database (a sequence's ``nextval`` does). Raises ``duckdb.Error``
     when it does not bind."""
-    out = _method(con, "_bind")(sql, with_type=True, with_writes=True, values=values)
-    return str(out[-2]), bool(out[-1])
+    out = bind(con, sql, values=values)
+    return out.kind, out.writes
 
 
 def register_source(con, table):

@@ -4,10 +4,11 @@
 a connection too) and, when installed on DuckDB's default connection, the module functions
 ``duckdb.execute`` / ``duckdb.sql`` / ``duckdb.query``. The replacements act only for
 connections grail_duckdb is installed on (anything else goes straight to DuckDB) and only for
-statements that name ``reaches`` or a one-to-all function; a router (:mod:`.statements`)
-decides whether the statement can be answered with whole columns, and returns the result of
-the rewritten statement, or nothing, and DuckDB runs the statement as written (the per-chunk
-path). Errors of the project raised inside DuckDB come back as exceptions that are both
+statements that name ``reaches`` or a one-to-all function; for ``execute`` a router
+(:mod:`.statements`) decides whether the statement can be answered with whole columns, and
+returns the result of the rewritten statement, or nothing, and DuckDB runs the statement as
+written (the per-chunk path). Relations (``sql``, ``query``) are always DuckDB's own: they
+are evaluated when they are fetched. Errors of the project raised inside DuckDB come back as exceptions that are both
 DuckDB's ``InvalidInputException`` and the project's class (:mod:`.sqlerrors`).
 
 The replacements run in a namespace DuckDB takes for its own (:func:`.duckdb_api.in_duckdb_frame`):
@@ -38,8 +39,6 @@ _ORIG_MODULE: dict = {}
 _LOCK = threading.Lock()
 #: Arrow sources a connection's last statement reads: they must live until its result is read
 _SLOTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-#: the same for relations returned by ``sql`` (lazy: read whenever they are fetched)
-_RELATIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: installed connections, and cursors made (directly or not) from one: installed on first use
 _FAMILY: "weakref.WeakSet" = weakref.WeakSet()
 _INTERRUPTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -85,17 +84,16 @@ class _Plain:
 PLAIN = _Plain()
 
 
-def _rewritten(con, route, query, values, **kw):
+def _rewritten(con, route, query, values):
     """The rewritten statement's result, or PLAIN where the statement runs as it is (no
     rewrite, its parameters could not be bound for capture, or the route declines)."""
     if not route.rewrite:
         return PLAIN
     try:
-        captured = duckdb_api.bind(con, query, values=values,
-                                   capture=True).captured if route.capture else ()
+        bound = duckdb_api.bind(con, query, values=values, capture=True)
     except Exception:
         return PLAIN
-    return route.run(captured, **kw)
+    return route.run(bound)
 
 
 _rewritten = in_duckdb_frame(_rewritten)  # DuckDB's capture looks past it, to the caller
@@ -123,9 +121,6 @@ def _sql(self, query, *, alias="", params=None):
     route = _STATE["route"](self, "sql", query, params)
     if route is None:
         return _ORIG["sql"](self, query, alias=alias, params=params)
-    out = _rewritten(self, route, query, params, alias=alias)
-    if out is not PLAIN:
-        return out
     try:
         return _ORIG["sql"](self, query, alias=alias, params=params)
     except duckdb.Error as exc:
@@ -183,13 +178,9 @@ def in_family(con) -> bool:
     return con in _FAMILY
 
 
-def keep(con, handles: list, relation=None) -> None:
-    """Keep the Arrow sources a statement reads alive: until the connection's next statement
-    (``execute``) or for as long as the relation lives (``sql``)."""
-    if relation is not None and not isinstance(relation, duckdb_api.connection_class()):
-        _RELATIONS[relation] = handles
-    else:
-        _SLOTS[con] = handles
+def keep(con, handles: list) -> None:
+    """Keep the Arrow sources a statement reads alive until the connection's next statement."""
+    _SLOTS[con] = handles
 
 
 def release(con) -> None:
@@ -209,4 +200,3 @@ def clear_interrupt(con) -> None:
 def release_all() -> None:
     """Drop every kept source (at exit)."""
     _SLOTS.clear()
-    _RELATIONS.clear()

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import duckdb
 
 from ..errors import EdgeInputError
+from .exactness import definitions
 from .names import quote_identifier, readable, sql_string
 
 __all__ = ["Where", "apply_session", "resolve"]
 
 _VARIABLE = re.compile(r"(?i)\bgetvariable\s*\(")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -148,24 +148,10 @@ def _plan(cur, relation: str) -> str | None:
 
 def _reads_variables(cur, where: Where) -> bool:
     """Whether the view, or a view or macro it names (transitively), calls getvariable."""
-    views = {}
-    for d, s, v, text in cur.execute(
-            "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() "
-            "WHERE NOT internal").fetchall():
-        views.setdefault(v.lower(), []).append(text or "")
-        if (d, s, v) == where.as_tuple()[:3]:
-            start = text or ""
-    macros = {}
-    for name, text in cur.execute(
-            "SELECT function_name, macro_definition FROM duckdb_functions() "
-            "WHERE NOT internal AND macro_definition IS NOT NULL").fetchall():
-        macros.setdefault(name.lower(), []).append(text or "")
-    seen, todo = set(), [start]
-    while todo:
-        text = todo.pop()
-        if _VARIABLE.search(text):
-            return True
-        for word in {w.lower() for w in _WORD.findall(text)} - seen:
-            seen.add(word)
-            todo += views.get(word, []) + macros.get(word, [])
-    return False
+    row = cur.execute(
+        "SELECT sql FROM duckdb_views() WHERE database_name = "
+        f"{sql_string(where.database)} AND schema_name = {sql_string(where.schema)} AND "
+        f"view_name = {sql_string(where.name)}").fetchall()
+    text = row[0][0] if row else ""
+    return any(_VARIABLE.search(body)
+               for body in definitions(cur, text or "", lambda c, sql: c.execute(sql)))

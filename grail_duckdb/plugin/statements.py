@@ -31,7 +31,7 @@ from sqlglot.tokens import TokenType
 from ..engine.ingest import key_kind
 from ..engine.queries import QueryCancelled
 from ..errors import EdgeInputError, GrailError, KeyTypeError
-from . import connections, duckdb_api, hooks, rewrite, traversal
+from . import connections, duckdb_api, exactness, hooks, rewrite, traversal
 from .sqlerrors import as_sql_error, grail_error
 
 __all__ = ["PLANS_PER_DATABASE", "Route", "explain", "per_chunk", "route"]
@@ -57,33 +57,32 @@ def per_chunk(con):
 class Route:
     """One statement on an installed connection (see the module's docstring).
 
-    ``rewrite``: whether the statement may be rewritten; ``capture``: whether the hook must bind
-    it first with DuckDB's capture of Python variables (always the first time; afterwards only
-    when its plan reads Python variables, whose current objects must be looked up).
+    ``rewrite``: whether the statement may be rewritten; the hook then binds it with DuckDB's
+    capture of Python variables and hands :meth:`run` what the binder says.
     """
 
-    __slots__ = ("con", "method", "text", "params", "rewrite", "capture", "inst", "plan")
+    __slots__ = ("con", "method", "text", "params", "rewrite", "inst", "plan")
 
     def __init__(self, con, inst, method, text, params, plan):
         self.con, self.inst, self.method = con, inst, method
         self.text, self.params, self.plan = text, params, plan
         self.rewrite = text is not None and plan is not None and (plan is _UNKNOWN or plan.rewrites)
-        self.capture = plan is _UNKNOWN or bool(plan and plan.variables)
 
-    def run(self, captured, alias: str = ""):
-        """The result of the rewritten statement, or ``hooks.PLAIN``."""
+    def run(self, bound):
+        """The result of the rewritten statement, or ``hooks.PLAIN`` (``bound``: the
+        :class:`.duckdb_api.Bound` of the statement as written)."""
         reg = self.inst.registry
-        handles = {name: h for name, h in captured}
+        handles = {name: h for name, h in bound.captured}
         plan = self.plan
         if plan is _UNKNOWN or (plan is not None and set(plan.variables.values()) != set(handles)):
             plan = _new_plan(self.con, reg, self.text, self.params, handles)
-        if plan is None or not plan.rewrites:
+        if plan is None or not plan.rewrites or refusal(self.con, plan, self.text, self.params,
+                                                        bound) is not None:
             return hooks.PLAIN
         hooks.clear_interrupt(self.con)
-        if self.method == "execute":
-            self.con.abort()  # as DuckDB's execute does: a new statement ends an unread result
+        self.con.abort()  # as DuckDB's execute does: a new statement ends an unread result
         try:
-            return _execute_plan(self, reg, plan, self.params, handles, alias)
+            return _execute_plan(self, reg, plan, self.params, handles)
         except _Fallback:
             return hooks.PLAIN
         except GrailError as exc:
@@ -100,18 +99,49 @@ _UNKNOWN = object()  # no plan yet
 
 def route(con, method, query, params):
     """A :class:`Route` for a statement on an installed connection (or on a cursor of one,
-    which is installed on its first statement that uses the plugin), else None."""
+    which is installed on its first statement that uses the plugin), else None. Relations
+    (``sql``) are never rewritten: DuckDB evaluates them when they are fetched."""
     inst = connections.installation(con)
     mentions = isinstance(query, str) and rewrite.MENTION.search(query) is not None
     if inst is None:
         if not mentions or not hooks.in_family(con):
             return None
         inst = connections.install_on(con)
-    if not mentions or con in _PER_CHUNK:
+    if (not mentions or con in _PER_CHUNK or method != "execute"
+            or not exactness.parsable(query)):
         return Route(con, inst, method, None, None, None)
     text, values = rewrite.normalise(query, params)
     plan = None if text is None else inst.registry.plans.get(_key(text, values), _UNKNOWN)
     return Route(con, inst, method, text, values, plan)
+
+
+def refusal(con, plan, text, params, bound=None) -> str | None:
+    """Why a planned statement must run as written on ``con`` now (see :mod:`.exactness`),
+    or None. ``bound``: the statement as DuckDB binds it (with its Python variables), when
+    the caller has it; a statement that does not bind here is left to that check."""
+    if plan.why:
+        return plan.why
+    try:
+        if plan.query_sql:
+            kind, writes = duckdb_api.statement_kind(
+                con, plan.query_sql, values=_subset(params, rewrite_params(plan.query_sql)))
+        elif bound is not None:
+            kind, writes = bound.kind, bound.writes
+        else:
+            kind, writes = duckdb_api.statement_kind(con, text, values=params)
+    except duckdb.Error:
+        if bound is not None or plan.query_sql:
+            return "it does not bind here"
+        kind, writes = "select", False
+    if kind != "select" or writes:
+        return "it writes while it reads (a sequence?)" if writes else f"a {kind} statement"
+    version = duckdb_api.catalog_version(con)
+    if plan.checked != version:
+        plan.volatile = exactness.volatile_calls(con, text, hooks.original("execute"))
+        plan.checked = version
+    if plan.volatile:
+        return "it calls " + ", ".join(plan.volatile)
+    return None
 
 
 def _key(text, params):
@@ -154,7 +184,7 @@ def _subset(params, used: set):
     return {k: params[k] for k in used if k in params}
 
 
-def _execute_plan(route_, reg, plan, params, handles, alias):
+def _execute_plan(route_, reg, plan, params, handles):
     con = route_.con
     keep: list = []
     subst = {m: f'"{handles[name].name}"' for m, name in plan.variables.items()}
@@ -168,12 +198,8 @@ def _execute_plan(route_, reg, plan, params, handles, alias):
     used = _subset(params, _params_of(final))
     if _bind_ok(con, final, used) is False:
         raise _Fallback
-    if route_.method == "execute":
-        out = hooks.original("execute")(con, final, used)
-        hooks.keep(con, keep)
-        return out
-    out = hooks.original("sql")(con, final, alias=alias, params=used)
-    hooks.keep(con, keep, out)
+    out = hooks.original("execute")(con, final, used)
+    hooks.keep(con, keep)
     return out
 
 
@@ -323,6 +349,8 @@ def explain(con, query: str, params=None) -> str:
     it will run (``=> ...``; ``reaches`` calls still in it run per chunk) and what each marker
     ``@n`` becomes (a one-to-all set, or a source's copy with whole-column answers)."""
     inst = connections.install_on(con)
+    if not exactness.parsable(query):
+        return "per-chunk (not a query): " + query.strip()
     text, values = rewrite.normalise(query, params)
     if text is None:
         return "per-chunk: the parameters do not fit the statement"
@@ -330,6 +358,9 @@ def explain(con, query: str, params=None) -> str:
                                                                      values, {})
     if plan is None:
         return "per-chunk: not one statement that sqlglot parses"
+    why = refusal(con, plan, text, values) if plan.rewrites or plan.why else None
+    if why is not None:
+        return f"per-chunk ({why}): " + query.strip()
     if not plan.rewrites:
         return "per-chunk: " + query.strip()
     return rewrite.describe(plan)

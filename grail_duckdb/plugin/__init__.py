@@ -35,6 +35,10 @@ from .sqlerrors import grail_error
 from .sqlfiles import named_queries, sql_text
 from .statements import explain, per_chunk
 
+#: DuckDB's default connection, once installed on: ``duckdb.execute(...)`` makes a new Python
+#: object of it each time nothing holds one, and an installation lives with its object
+_DEFAULT: list = []
+
 __all__ = ["build", "explain", "grail_error", "install", "named_queries", "per_chunk",
            "registry_of", "sql", "sql_text"]
 
@@ -52,6 +56,7 @@ def install(con=None):
     if con is None or con is duckdb:
         hooks.enable_module_functions()
         con = duckdb.default_connection()
+        _DEFAULT[:] = [con]  # DuckDB's default connection lives for the process: so does this
     connections.install_on(con)
     return con
 

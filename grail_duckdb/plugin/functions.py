@@ -17,12 +17,7 @@ from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import chunks, duckdb_api, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE
 
-__all__ = ["FUNCTIONS", "answer_lists", "db_token"]
-
-
-def db_token(reg):
-    """The registry token of this database (found again by later installs)."""
-    return reg.token
+__all__ = ["FUNCTIONS", "answer_lists"]
 
 
 def _index_for(reg, name: str):

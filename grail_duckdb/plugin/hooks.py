@@ -61,7 +61,7 @@ def enable(route, closing) -> None:
             return
         for name, fn in (("execute", _execute), ("sql", _sql), ("query", _sql),
                          ("from_query", _sql), ("cursor", _cursor), ("close", _close),
-                         ("interrupt", _interrupt)):
+                         ("__exit__", _exit), ("interrupt", _interrupt)):
             _ORIG[name] = duckdb_api.replace_method(name, in_duckdb_frame(fn))
 
 
@@ -109,10 +109,9 @@ def _execute(self, query, parameters=None):
     try:
         out = _ORIG["execute"](self, query, parameters)
     except duckdb.Error as exc:
-        found = grail_error(exc)
-        if found is None:
+        if grail_error(exc) is None:
             raise
-        raise found from None
+        raise grail_error(exc) from None  # no local holds it: its frames go with it
     _SLOTS.pop(self, None)  # the previous statement's result is superseded
     return out
 
@@ -124,10 +123,9 @@ def _sql(self, query, *, alias="", params=None):
     try:
         return _ORIG["sql"](self, query, alias=alias, params=params)
     except duckdb.Error as exc:
-        found = grail_error(exc)
-        if found is None:
+        if grail_error(exc) is None:
             raise
-        raise found from None
+        raise grail_error(exc) from None
 
 
 def _module_execute(query, parameters=None, *, connection=None):
@@ -151,15 +149,25 @@ def _cursor(self):
     return cur
 
 
-def _close(self):
+def _closing(con) -> None:
     closing = _STATE["closing"]
     if closing is not None:
         try:
-            closing(self)
+            closing(con)
         except duckdb.Error:
             pass
-    _SLOTS.pop(self, None)
+    _SLOTS.pop(con, None)
+
+
+def _close(self):
+    _closing(self)
     return _ORIG["close"](self)
+
+
+def _exit(self, exc_type=None, exc=None, traceback=None):
+    """The end of a ``with`` block closes the connection: the same as ``close()``."""
+    _closing(self)
+    return _ORIG["__exit__"](self, exc_type, exc, traceback)
 
 
 def _interrupt(self):

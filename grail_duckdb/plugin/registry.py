@@ -106,6 +106,7 @@ class Registry:
     _live: weakref.ref | None = field(default=None, repr=False)  # the last live owner
     entries: dict = field(default_factory=dict)
     plans: OrderedDict = field(default_factory=OrderedDict)  # statement plans (.statements)
+    kept: list = field(default_factory=list)  # callables the catalog may name (.connections)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     # --- connections ------------------------------------------------------------------------

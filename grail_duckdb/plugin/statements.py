@@ -88,10 +88,9 @@ class Route:
         except GrailError as exc:
             raise as_sql_error(exc) from None
         except duckdb.Error as exc:
-            found = grail_error(exc)
-            if found is None:
+            if grail_error(exc) is None:
                 raise
-            raise found from None
+            raise grail_error(exc) from None  # no local holds it: its frames go with it
 
 
 _UNKNOWN = object()  # no plan yet

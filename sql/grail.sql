@@ -41,6 +41,14 @@ CREATE OR REPLACE TEMP MACRO __grail_pair(ka, kb) AS
 CREATE OR REPLACE TEMP MACRO __grail_pair_kind(ta, tb) AS
     __grail_pair(__grail_kind(ta), __grail_kind(tb));
 
+-- Whether an integer key may lie above BIGINT's range (a UBIGINT): such a key is never a
+-- vertex (the index's keys are 64-bit signed), so it reaches only itself.
+CREATE OR REPLACE TEMP MACRO __grail_wide(ta, tb) AS ta = 'UBIGINT' OR tb = 'UBIGINT';
+
+CREATE OR REPLACE TEMP MACRO __grail_outside(a, b) AS
+    (a IS NOT NULL AND TRY_CAST(a AS BIGINT) IS NULL)
+    OR (b IS NOT NULL AND TRY_CAST(b AS BIGINT) IS NULL);
+
 -- Keys of a type no index has: an error that names the types. For reaches() it is raised by a
 -- Python function of the keys (DuckDB treats error() as volatile, which window clauses refuse);
 -- for constant keys it is raised when the statement is planned.
@@ -58,15 +66,26 @@ CREATE OR REPLACE TEMP MACRO __grail_type_error(ta, tb) AS
 CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_reaches_str_only(CAST(a AS VARCHAR), CAST(b AS VARCHAR))
-        WHEN 'int' THEN __grail_py_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
+        WHEN 'int' THEN
+            CASE WHEN NOT __grail_wide(typeof(a), typeof(b))
+                     THEN __grail_py_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
+                 WHEN __grail_outside(a, b) THEN a = b
+                 ELSE __grail_py_reaches_int_only(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT))
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
         ELSE __grail_key_error(a, b) END,
     (a, b, index_name) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_reaches_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
                                                CAST(index_name AS VARCHAR))
-        WHEN 'int' THEN __grail_py_reaches_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
-                                               CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN NOT __grail_wide(typeof(a), typeof(b))
+                     THEN __grail_py_reaches_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
+                                                 CAST(index_name AS VARCHAR))
+                 WHEN __grail_outside(a, b) THEN a = b
+                 ELSE __grail_py_reaches_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                             CAST(index_name AS VARCHAR))
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
         ELSE __grail_key_error(a, b) END;
 
@@ -95,14 +114,21 @@ CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, i
 CREATE OR REPLACE TEMP MACRO __grail_reach_ids(x, index_name, forward) AS
     CASE __grail_kind(typeof(x))
         WHEN 'str' THEN __grail_py_reach_ids_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
-        WHEN 'int' THEN __grail_py_reach_ids_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x)
+                     THEN [-1]
+                 ELSE __grail_py_reach_ids_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+            END
         WHEN 'null' THEN CAST(NULL AS INTEGER[])
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
 CREATE OR REPLACE TEMP MACRO __grail_reach_count(x, index_name, forward) AS
     CASE __grail_kind(typeof(x))
         WHEN 'str' THEN __grail_py_reach_count_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
-        WHEN 'int' THEN __grail_py_reach_count_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x) THEN 1
+                 ELSE __grail_py_reach_count_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+            END
         WHEN 'null' THEN CAST(NULL AS BIGINT)
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 

@@ -87,6 +87,12 @@ def as_column(x, name: str = "key") -> pa.Array:
         return pa.array(x)
     try:
         return pa.array(x)
+    except OverflowError:  # integers above int64's range: uint64 keys, if they fit
+        try:
+            return pa.array(x, pa.uint64())
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise EdgeInputError(f"cannot read the {name} keys as a column: integer keys "
+                                 f"must fit in 64 bits ({exc})") from None
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
         raise EdgeInputError(f"cannot read the {name} keys as a column: {exc}") from exc
 

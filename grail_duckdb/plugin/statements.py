@@ -243,7 +243,9 @@ def _const_sql(con, reg, site, params, version, keep) -> str:
         return f'(SELECT key FROM "{handle.name}") AS {site.alias}'
     if kind == "int":
         handle = _registered(con, rec, "plain", lambda: pa.table({"key": rec["keys"]}))
-        test = f'(CAST({site.other} AS BIGINT) IN (SELECT key FROM "{handle.name}"))'
+        # a key beyond BIGINT (a UBIGINT) is no vertex and not the constant: false
+        test = (f'(CASE WHEN ({site.other}) IS NULL THEN NULL ELSE coalesce(TRY_CAST('
+                f'{site.other} AS BIGINT) IN (SELECT key FROM "{handle.name}"), false) END)')
     else:
         handle = _registered(con, rec, "bytes", lambda: pa.table(
             {"key": rec["keys"].cast(pa.large_string()).cast(pa.large_binary())}))

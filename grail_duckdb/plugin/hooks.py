@@ -19,9 +19,17 @@ running the statement as written) and the router never needs the caller's frame.
 
 ``interrupt`` is wrapped too: it also sets a flag that long whole-column work polls
 (:func:`interrupted`), since DuckDB's interrupt does not stop a Python call in progress.
+
+Every connection's statements that may write (anything but a query, ``SET`` and the like;
+also ``executemany`` and ``append``) are counted while they run (:func:`writes_in_flight`):
+DuckDB's catalog version moves when a write statement starts, its rows become visible when it
+commits, so a freshness check made in between must be made again once the write is done
+(:mod:`.registry`).
 """
 from __future__ import annotations
 
+import itertools
+import re
 import threading
 import weakref
 
@@ -32,7 +40,8 @@ from .duckdb_api import in_duckdb_frame
 from .sqlerrors import grail_error
 
 __all__ = ["PLAIN", "clear_interrupt", "enable", "enable_module_functions", "in_duckdb_frame",
-           "in_family", "interrupted", "keep", "original", "release", "release_all", "watch"]
+           "in_family", "interrupted", "keep", "original", "release", "release_all", "watch",
+           "writes_in_flight"]
 
 _ORIG: dict = {}
 _ORIG_MODULE: dict = {}
@@ -43,6 +52,13 @@ _SLOTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _FAMILY: "weakref.WeakSet" = weakref.WeakSet()
 _INTERRUPTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _STATE = {"route": None, "closing": None}
+#: statements that change no table: queries, settings, descriptions
+_READ = re.compile(r"(?is)^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*\(*\s*"
+                   r"(?:select|with|from|values|table|describe|show|summarize|explain|set|"
+                   r"reset|use|pivot|unpivot)\b")
+#: tokens of the write statements running now, on any connection
+_WRITES: set = set()
+_TOKENS = itertools.count()
 
 
 def original(name: str):
@@ -60,7 +76,8 @@ def enable(route, closing) -> None:
         if _ORIG:
             return
         for name, fn in (("execute", _execute), ("sql", _sql), ("query", _sql),
-                         ("from_query", _sql), ("cursor", _cursor), ("close", _close),
+                         ("from_query", _sql), ("executemany", _executemany),
+                         ("append", _append), ("cursor", _cursor), ("close", _close),
                          ("__exit__", _exit), ("interrupt", _interrupt)):
             _ORIG[name] = duckdb_api.replace_method(name, in_duckdb_frame(fn))
 
@@ -99,46 +116,98 @@ def _rewritten(con, route, query, values):
 _rewritten = in_duckdb_frame(_rewritten)  # DuckDB's capture looks past it, to the caller
 
 
+def writes_in_flight() -> frozenset:
+    """The write statements running now (tokens), on any connection of the process."""
+    return frozenset(_WRITES)
+
+
+def _begin(query):
+    """The token of a statement that may write, counted until :func:`_end` (None for a
+    read)."""
+    if isinstance(query, str) and _READ.match(query):
+        return None
+    token = next(_TOKENS)
+    _WRITES.add(token)
+    return token
+
+
+def _end(token) -> None:
+    if token is not None:
+        _WRITES.discard(token)
+
+
 def _execute(self, query, parameters=None):
-    route = _STATE["route"](self, "execute", query, parameters)
-    if route is None:
-        return _ORIG["execute"](self, query, parameters)
-    out = _rewritten(self, route, query, parameters)
-    if out is not PLAIN:
-        return out
+    token = _begin(query)
     try:
-        out = _ORIG["execute"](self, query, parameters)
-    except duckdb.Error as exc:
-        if grail_error(exc) is None:
-            raise
-        raise grail_error(exc) from None  # no local holds it: its frames go with it
-    _SLOTS.pop(self, None)  # the previous statement's result is superseded
-    return out
+        route = _STATE["route"](self, "execute", query, parameters)
+        if route is None:
+            return _ORIG["execute"](self, query, parameters)
+        out = _rewritten(self, route, query, parameters)
+        if out is not PLAIN:
+            return out
+        try:
+            out = _ORIG["execute"](self, query, parameters)
+        except duckdb.Error as exc:
+            if grail_error(exc) is None:
+                raise
+            raise grail_error(exc) from None  # no local holds it: its frames go with it
+        _SLOTS.pop(self, None)  # the previous statement's result is superseded
+        return out
+    finally:
+        _end(token)
 
 
 def _sql(self, query, *, alias="", params=None):
-    route = _STATE["route"](self, "sql", query, params)
-    if route is None:
-        return _ORIG["sql"](self, query, alias=alias, params=params)
+    token = _begin(query)
     try:
-        return _ORIG["sql"](self, query, alias=alias, params=params)
-    except duckdb.Error as exc:
-        if grail_error(exc) is None:
-            raise
-        raise grail_error(exc) from None
+        route = _STATE["route"](self, "sql", query, params)
+        if route is None:
+            return _ORIG["sql"](self, query, alias=alias, params=params)
+        try:
+            return _ORIG["sql"](self, query, alias=alias, params=params)
+        except duckdb.Error as exc:
+            if grail_error(exc) is None:
+                raise
+            raise grail_error(exc) from None
+    finally:
+        _end(token)
+
+
+def _executemany(self, query, parameters=None):
+    token = _begin(query)
+    try:
+        return _ORIG["executemany"](self, query, parameters)
+    finally:
+        _end(token)
+
+
+def _append(self, table_name, df, *, by_name=False):
+    token = _begin(None)
+    try:
+        return _ORIG["append"](self, table_name, df, by_name=by_name)
+    finally:
+        _end(token)
 
 
 def _module_execute(query, parameters=None, *, connection=None):
     con = connection if connection is not None else duckdb.default_connection()
     if _STATE["route"](con, "execute", query, parameters) is None:
-        return _ORIG_MODULE["execute"](query, parameters, connection=connection)
+        token = _begin(query)
+        try:
+            return _ORIG_MODULE["execute"](query, parameters, connection=connection)
+        finally:
+            _end(token)
     return con.execute(query, parameters)
 
 
 def _module_sql(query, *, alias="", params=None, connection=None):
     con = connection if connection is not None else duckdb.default_connection()
     if _STATE["route"](con, "sql", query, params) is None:
-        return _ORIG_MODULE["sql"](query, alias=alias, params=params, connection=connection)
+        token = _begin(query)
+        try:
+            return _ORIG_MODULE["sql"](query, alias=alias, params=params, connection=connection)
+        finally:
+            _end(token)
     return con.sql(query, alias=alias, params=params)
 
 

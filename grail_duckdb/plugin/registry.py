@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
-from . import duckdb_api, files, names
+from . import duckdb_api, files, hooks, names
 from .resolve import apply_session, resolve
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
                         table_check)
@@ -60,6 +60,9 @@ class Entry:
     auto_rebuild: bool = False
     note: str = ""
     verified: int | None = None  # catalog version at the last successful freshness check
+    #: the write statements that were running during that check: it is made again once one
+    #: of them is done (DuckDB's version moves when a write starts, its rows land at commit)
+    pending: frozenset = frozenset()
     signals: tuple | None = None
     stale: str | None = None  # the error message, once found stale (until rebuilt)
     cache: dict = field(default_factory=dict)  # one-to-all sets and the like (traversal)
@@ -238,9 +241,10 @@ class Registry:
                 f"rebuild := true)")
         cur = self.cursor()
         version = self.catalog_version()
+        pending = hooks.writes_in_flight()
         try:
             entry = Entry(name, None, side["table"], side["src"], side["dst"], side["labels"],
-                          path, {}, None, "loaded")
+                          path, {}, None, "loaded", pending=pending)
             entry.index, entry.check = load_checked(cur, name, path, side["table"], side["src"],
                                                     side["dst"], side, entry.rebuild_sql())
             found = resolve(cur, names.table_parts(entry.table), entry.table, None)
@@ -258,13 +262,15 @@ class Registry:
 
         While nothing was written in the database since the last check, this costs one counter
         read, so it runs before every statement and inside every chunk of the per-chunk path.
+        A check made while a write statement ran is made again once that write is done (its
+        rows may have landed without moving the version).
         """
         if version is None:
             version = self.catalog_version()
-        if version == entry.verified and entry.stale is None:
+        if version == entry.verified and entry.stale is None and not _landed(entry):
             return entry
         with entry.lock:
-            if entry.stale is None and version != entry.verified:
+            if entry.stale is None and (version != entry.verified or _landed(entry)):
                 self._verify(entry, version)
         if entry.stale is None:
             return entry
@@ -278,6 +284,7 @@ class Registry:
 
     def _verify(self, entry: Entry, version: int) -> None:
         """Compare the table's catalog signals, then (when they match) its content check."""
+        pending = hooks.writes_in_flight()  # before the table is read
         cur = self.cursor(quiet=False)
         try:
             sig = signals(cur, entry.where, entry.table)
@@ -292,7 +299,7 @@ class Registry:
         if changed:
             entry.stale = str(stale_error(entry.name, entry.table, entry.rebuild_sql()))
         else:
-            entry.verified, entry.signals = version, sig
+            entry.verified, entry.signals, entry.pending = version, sig, pending
 
     # --- build, reuse or load ---------------------------------------------------------------
     def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
@@ -318,6 +325,7 @@ class Registry:
             where, qtable = self._resolve(qtable, session)
             cur = self.cursor()
             version = self.catalog_version()
+            pending = hooks.writes_in_flight()
             try:
                 target = Path(path).resolve() if path else self._default_path(name, where, cur)
                 check = table_check(cur, qtable, qsrc, qdst)
@@ -329,7 +337,7 @@ class Registry:
                     entry = self._build(cur, probe, progress)
                 entry.auto_rebuild = bool(auto_rebuild)
                 entry.signals = signals(cur, where, qtable)
-                entry.verified = version
+                entry.verified, entry.pending = version, pending
             finally:
                 cur.close()
             self.entries[name] = entry
@@ -452,6 +460,11 @@ class Registry:
     def release_all() -> None:
         for reg in list(_REGISTRIES.values()):
             reg.release()
+
+
+def _landed(entry: Entry) -> bool:
+    """Whether a write that ran during the entry's last check is done since."""
+    return bool(entry.pending) and not entry.pending <= hooks.writes_in_flight()
 
 
 def new_registry(token: str, db_path) -> Registry:

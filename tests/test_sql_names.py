@@ -110,3 +110,38 @@ def test_another_tables_index_file_is_not_replaced(tmp_path):
         con.execute("SELECT grail_index('s2.e')").fetchall()
     assert con.execute("SELECT reaches(1, 3, 'e')").fetchall() == [(True,)]
     con.close()
+
+
+@pytest.mark.parametrize("reader", ["'{f}.parquet'", "read_parquet('{f}.parquet')",
+                                    "read_csv('{f}.csv')", "read_csv('{d}/*.csv')"])
+def test_a_view_over_files_is_refused_with_the_way_around(con, tmp_path, reader):
+    """Rewriting a file moves no catalog version: an index of a view over files could not
+    tell that it is stale (reaches(1, 3) stayed false after the file gained 1 -> 2 -> 3).
+    The view is refused, and the message's way around works."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "e"
+    pq.write_table(pa.table({"src": [1], "dst": [2]}), f"{f}.parquet")
+    (tmp_path / "e.csv").write_text("src,dst\n1,2\n")
+    con.execute(f"CREATE VIEW ev AS SELECT * FROM {reader.format(f=f, d=tmp_path)}")
+    with pytest.raises(gd.EdgeInputError, match=r"does not track.*CREATE TABLE ev_edges AS"):
+        con.execute("SELECT grail_index('ev')").fetchall()
+    con.execute("CREATE TABLE ev_edges AS SELECT * FROM ev")
+    assert con.execute("SELECT grail_index('ev_edges').edges").fetchall() == [(1,)]
+    con.execute("CREATE VIEW ok AS SELECT range AS src, range + 1 AS dst FROM range(3) "
+                "UNION ALL SELECT * FROM ev_edges")  # fixed rows and tables: indexed
+    assert con.execute("SELECT grail_index('ok').edges").fetchall() == [(4,)]
+
+
+def test_a_view_that_starts_reading_files_is_stale(con, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"src": [1, 2], "dst": [2, 3]}), tmp_path / "e.parquet")
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+    con.execute("CREATE VIEW v AS SELECT * FROM t")
+    con.execute("SELECT grail_index('v')").fetchall()
+    con.execute(f"CREATE OR REPLACE VIEW v AS SELECT * FROM '{tmp_path}/e.parquet'")
+    with pytest.raises(gd.StaleIndexError):
+        con.execute("SELECT reaches(1, 3)").fetchall()

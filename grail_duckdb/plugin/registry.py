@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
 from . import duckdb_api, files, hooks, names
-from .resolve import apply_session, resolve
+from .resolve import apply_session, outside_sources, resolve
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
                         table_check)
 
@@ -289,6 +289,8 @@ class Registry:
         try:
             sig = signals(cur, entry.where, entry.table)
             changed = sig is not None and entry.signals is not None and sig != entry.signals
+            if entry.where is not None and entry.where[3] == "view":
+                changed = changed or bool(outside_sources(cur, entry.table))
             if not changed:
                 now = table_check(cur, entry.table, entry.src, entry.dst)
                 changed = not same_check(entry.check, now)

@@ -8,9 +8,12 @@ fully resolved, so that every later read and check of the index (on fresh cursor
 that object. Where the answer cannot be shown (a TEMP object of the caller, two objects that
 both fit), it refuses and says how to name the table instead.
 
-A view whose rows depend on the caller's session variables (``getvariable``) is refused: the
-variables are the connection's, change without any write the index can see, and are not what a
-later check reads.
+A relation whose content DuckDB cannot version is refused, with the way around it (a table of
+its rows): a view whose rows depend on the caller's session variables (``getvariable``: they
+are the connection's and change without any write the index can see), and a relation that
+reads files or other outside data (``read_parquet``, ``read_csv``, a Python object, another
+database system's tables): a rewritten file moves no catalog version, so the index could not
+tell that it is stale.
 """
 from __future__ import annotations
 
@@ -24,9 +27,11 @@ from ..errors import EdgeInputError
 from .exactness import definitions
 from .names import quote_identifier, readable, sql_string
 
-__all__ = ["Where", "apply_session", "resolve"]
+__all__ = ["Where", "apply_session", "outside_sources", "resolve"]
 
 _VARIABLE = re.compile(r"(?i)\bgetvariable\s*\(")
+#: table functions whose rows are fixed by their arguments (any other reads outside data)
+_FIXED = frozenset({"RANGE", "GENERATE_SERIES", "UNNEST", "REPEAT", "REPEAT_ROW"})
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,15 @@ def resolve(cur, parts: list[str], written: str, session: dict | None) -> Where 
             f"grail_index: cannot tell which of {names_} the name {readable(written)} means on this "
             f"connection; name it with its schema (and database), e.g. "
             f"grail_index('{'.'.join(fits[0].as_tuple()[1:3])}')")
+    outside = outside_sources(cur, _full(where))
+    if outside:
+        raise EdgeInputError(
+            f"grail_index: {'.'.join(where.as_tuple()[:3])} reads "
+            f"{', '.join(f.lower() for f in outside)} (files or data outside the database), "
+            f"whose changes DuckDB does not track, so the index could not tell when it is "
+            f"stale; index a table of its rows instead, e.g. CREATE TABLE {where.name}_edges "
+            f"AS SELECT * FROM {readable(written)} (and rebuild it when the files change), or "
+            f"index the file itself: python -m grail_duckdb build FILE")
     if where.kind == "view" and _reads_variables(cur, where):
         raise EdgeInputError(
             f"grail_index: the view {'.'.join(where.as_tuple()[:3])} reads session variables "
@@ -135,6 +149,29 @@ def _candidates(cur, parts: list[str]) -> list[Where]:
         if key in found and found[key] not in out:
             out.append(found[key])
     return out
+
+
+def outside_sources(cur, relation: str) -> list[str]:
+    """The table functions reading ``relation`` scans whose rows DuckDB does not version
+    (files, Python objects, other systems), from its plan; [] for tables of the database."""
+    plan = _plan(cur, relation)
+    found: set = set()
+
+    def walk(node):
+        if isinstance(node, str):  # one statement's plan, as DuckDB's JSON text
+            walk(json.loads(node))
+        elif isinstance(node, dict):
+            fn = (node.get("extra_info") or {}).get("Function")
+            if fn and fn.upper() not in _FIXED:
+                found.add(fn.upper())
+            for child in node.get("children") or []:
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(json.loads(plan) if plan else [])
+    return sorted(found)
 
 
 def _plan(cur, relation: str) -> str | None:

@@ -100,13 +100,20 @@ CREATE OR REPLACE TEMP MACRO reaches_list(a, b, index_name := '') AS
         WHEN 'null' THEN CAST(NULL AS BOOLEAN[])
         ELSE __grail_type_error(typeof(a), typeof(b)) END;
 
+-- A column name as written in SQL ('"a b"', quotes doubled inside) as the name itself, as
+-- query_table reads a quoted table name.
+CREATE OR REPLACE TEMP MACRO __grail_unquoted(name) AS
+    CASE WHEN length(name) >= 2 AND starts_with(name, '"') AND suffix(name, '"')
+         THEN replace(name[2:-2], '""', '"') ELSE name END;
+
 -- reaches_pairs(table_name, src_column, dst_column [, index_name]): every row of a table or
 -- view as (src, dst, reaches). The names are looked up as names (query_table,
 -- struct_extract), never spliced into SQL text. On an installed connection a call with
 -- literal names is answered whole-column (one engine call for the table).
 CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, index_name := '') AS TABLE
     SELECT p.src, p.dst, reaches(p.src, p.dst, index_name) AS reaches
-    FROM (SELECT struct_extract(r, src_column) AS src, struct_extract(r, dst_column) AS dst
+    FROM (SELECT struct_extract(r, __grail_unquoted(src_column)) AS src,
+                 struct_extract(r, __grail_unquoted(dst_column)) AS dst
           FROM query_table(table_name) AS r) AS p;
 
 -- One-to-all: the vertex ids a key reaches (forward) or that reach it, by one traversal;

@@ -352,3 +352,27 @@ def test_ubigint_keys_beyond_bigint_are_no_vertices():
     import pyarrow as pa
     got = index.reaches(pa.array([big, 1, None], pa.uint64()), pa.array([-1, 3, 2], pa.int64()))
     assert got.to_pylist() == [False, True, None]
+
+
+def test_messages_say_what_to_do(tmp_path):
+    """The labels error is the project's, with the real default; reaches_pairs takes quoted
+    column names as it takes a quoted table name; path := naming the user's database is
+    refused without advice to delete it."""
+    path = tmp_path / "g.duckdb"
+    con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(path)))
+    with pytest.raises(gd.EdgeInputError, match=r"from 1 to 64, got 100 \(9 is the default"):
+        con.execute("SELECT grail_index('edges', labels := 100)").fetchall()
+    with pytest.raises(gd.EdgeInputError, match="9 is the default"):
+        gd.build_index([1], [2], labels=0)
+    with pytest.raises(gd.GrailError, match="is not a grail_duckdb index file") as info:
+        con.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()
+    assert "delete" not in str(info.value)
+    con.execute("SELECT grail_index('edges')").fetchall()
+    con.execute('CREATE TABLE "my pairs" AS SELECT 1 AS "a b", 3 AS "c""d"')
+    for q in ("SELECT * FROM reaches_pairs('\"my pairs\"', '\"a b\"', '\"c\"\"d\"')",
+              "SELECT * FROM reaches_pairs('\"my pairs\"', '\"c\"\"d\"', '\"a b\"', 'edges')"):
+        got = con.execute(q).fetchall()
+        with gd.per_chunk(con):
+            assert con.execute(q).fetchall() == got
+        assert got in ([(1, 3, True)], [(3, 1, False)])
+    con.close()

@@ -235,9 +235,9 @@ class Registry:
         side = files.read_source(path)
         if side.get("name", name) != name:
             raise IndexFileError(
-                f"{path} holds the index {side['name']!r} of {side['table']}, "
-                f"not {name!r} (the file was copied or renamed); rebuild with "
-                f"SELECT grail_index({names.sql_string(side['table'])}, name := '{name}', "
+                f"{path} holds the index {side['name']!r} of {names.readable(side['table'])}, "
+                f"not {name!r} (the file was copied or renamed); rebuild {name!r} from the edge "
+                f"table it indexes: SELECT grail_index('<its edge table>', name := '{name}', "
                 f"rebuild := true)")
         cur = self.cursor()
         version = self.catalog_version()
@@ -330,6 +330,8 @@ class Registry:
             pending = hooks.writes_in_flight()
             try:
                 target = Path(path).resolve() if path else self._default_path(name, where, cur)
+                if target is not None:
+                    files.refuse_foreign(target)
                 check = table_check(cur, qtable, qsrc, qdst)
                 probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
                               auto_rebuild=bool(auto_rebuild))

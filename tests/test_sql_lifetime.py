@@ -273,3 +273,31 @@ def test_a_connection_dropped_after_an_error_is_released_at_once(tmp_path):
 def _registry_reset():
     from grail_duckdb.plugin import registry
     registry._REGISTRIES.clear()
+
+
+EXIT_WITH_A_UDF = """
+import os
+os.environ["GRAIL_DUCKDB_BACKEND"] = {backend!r}
+import pyarrow.compute as pc
+con = gd.install(duckdb.connect())
+con.create_function("plus1", lambda x: pc.add(x, 1), ["BIGINT"], "BIGINT", type="arrow")
+graph(con); use(con)
+assert con.execute("SELECT grail_index('edges').backend").fetchall() == [({backend!r},)]
+assert con.execute("SELECT count(*) FROM range(5) WHERE reaches(plus1(range), 4)").fetchall() == [(4,)]
+other = gd.install(duckdb.connect("u.duckdb"))
+other.create_function("twice", lambda x: pc.multiply(x, 2), ["BIGINT"], "BIGINT", type="arrow")
+graph(other); use(other)
+r = con.execute("SELECT plus1(a), reaches(a, b) FROM pairs")   # an unfinished result
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("kind", ["cpu", pytest.param("gpu", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not gd.kernels.gpu_available(),
+                                        reason="no CUDA device visible to CuPy")])])
+def test_exit_is_quiet_with_an_arrow_udf_and_an_index_left_open(tmp_path, kind):
+    """A script that registers an Arrow UDF of its own and builds an index (a GPU index too)
+    exits without closing anything: no "nanobind: leaked" lines, status 0."""
+    proc = run_script(EXIT_WITH_A_UDF.format(backend=kind), tmp_path)
+    check(proc)
+    assert proc.stdout.strip().endswith("ok") and "leaked" not in proc.stderr, proc.stderr[-2000:]

@@ -20,8 +20,8 @@ of ``close()`` (every order of four connections and cursors, file and in-memory 
   and moves to another installed connection when the one that registered it closes. A database
   whose registry is gone (its installed connections were all closed) gets a new one on the next
   install;
-* at exit, the functions of connections that are still open are removed, so DuckDB prints no
-  "nanobind: leaked" lines.
+* at exit, the functions of connections that are still open are removed and the connections
+  closed, so DuckDB prints no "nanobind: leaked" lines.
 
 The registry of a database lives while any installed connection object of it does (a weak-key
 mapping from connections to their installation), and is released with the last one.
@@ -29,6 +29,7 @@ mapping from connections to their installation), and is released with the last o
 from __future__ import annotations
 
 import atexit
+import gc
 import inspect
 import threading
 import uuid
@@ -226,9 +227,17 @@ def _dropped(registry_ref, udfs: list, token) -> None:
 
 @atexit.register
 def _at_exit() -> None:
-    """Remove the functions of every connection still open at exit (and release the Arrow
-    sources that statements and indices registered), so DuckDB prints no leak messages."""
+    """At exit, release the Arrow sources that statements and indices registered, remove the
+    functions of every installed connection still open and close it (its Python functions
+    go with it, the caller's own too: a connection still holding a Python function at
+    interpreter shutdown makes DuckDB's bindings print "nanobind: leaked" lines), then drop
+    the indices (device memory included) while the interpreter is whole."""
     hooks.release_all()
     for con in list(_INSTALLED.keys()):
         forget(con)
+        try:
+            hooks.original("close")(con)
+        except duckdb.Error:
+            pass
     Registry.release_all()
+    gc.collect()

@@ -146,3 +146,21 @@ def test_udf_error_text_names_the_python_exception(con):
         con.execute("SELECT boom(1)").fetchall()
     found = duckdb_api.UDF_ERROR.search(str(info.value))
     assert found and found.group(1) == "KeyError" and "no such key" in found.group(2)
+
+
+def test_plan_names_the_tables_and_functions_it_scans(con, tmp_path):
+    import pyarrow.parquet as pq
+
+    con.execute("CREATE SCHEMA s")
+    con.execute("CREATE TABLE s.t AS SELECT 1 AS a")
+    con.execute("CREATE TABLE t AS SELECT 2 AS a")
+    con.execute("SET search_path = 's'")
+    assert '"memory.s.t"' in duckdb_api.plan(con, "SELECT * FROM t")
+    assert duckdb_api.plan(con, "SELECT * FROM t") != duckdb_api.plan(con, "SELECT * FROM main.t")
+    assert duckdb_api.plan(con, "SELECT * FROM nope") is None
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "f.parquet")
+    (tmp_path / "f.csv").write_text("a\n1\n")
+    text = duckdb_api.plan(con, f"SELECT * FROM '{tmp_path}/f.parquet' UNION ALL "
+                                f"SELECT * FROM read_csv('{tmp_path}/f.csv') UNION ALL "
+                                "SELECT range FROM range(3) UNION ALL SELECT a FROM t")
+    assert sorted(duckdb_api.scanned_functions(text)) == ["PARQUET_SCAN", "RANGE", "READ_CSV"]

@@ -11,7 +11,9 @@ The plugin needs a few things DuckDB's public Python API does not offer:
   ... methods :mod:`.hooks` replaces;
 * how DuckDB finds the Python variables a statement names (the first calling frame whose
   module is not DuckDB's own: :func:`in_duckdb_frame`);
-* the text DuckDB gives an exception raised inside a Python function (:data:`UDF_ERROR`).
+* the text DuckDB gives an exception raised inside a Python function (:data:`UDF_ERROR`);
+* the layout of ``EXPLAIN (FORMAT json)``: the tables and table functions a statement scans
+  (:func:`plan`, :func:`scanned_functions`).
 
 Each is tested in ``tests/test_duckdb_api.py``; :func:`check` (run by ``install``) refuses a
 DuckDB that lacks one, naming the internal and the DuckDB version, so that an upgrade of
@@ -19,6 +21,7 @@ DuckDB fails here, once, with a clear message, rather than deep in a statement.
 """
 from __future__ import annotations
 
+import json
 import re
 import types
 from dataclasses import dataclass
@@ -33,8 +36,8 @@ except ImportError:  # pragma: no cover - every DuckDB release the plugin suppor
     _duckdb = None
 
 __all__ = ["SUPPORTED", "Bound", "UDF_ERROR", "bind", "catalog_version", "check", "collation",
-           "connection_class", "in_duckdb_frame", "register_source", "replace_method",
-           "statement_kind"]
+           "connection_class", "in_duckdb_frame", "plan", "register_source", "replace_method",
+           "scanned_functions", "statement_kind"]
 
 #: the DuckDB releases the tests ran on (``pyproject.toml`` bounds the dependency to them)
 SUPPORTED = "duckdb>=2.0.1,<2.1"
@@ -135,6 +138,34 @@ def collation(typ) -> str:
         return fn(typ) or ""
     except TypeError:
         return ""
+
+
+def plan(con, sql: str) -> str | None:
+    """DuckDB's physical plan of a query as JSON text (it names every table it scans, fully
+    qualified, and every table function); None when the query does not bind."""
+    try:
+        rows = con.execute(f"EXPLAIN (FORMAT json) {sql}").fetchall()
+    except duckdb.Error:
+        return None
+    return json.dumps([json.loads(r[1]) for r in rows])
+
+
+def scanned_functions(plan_text: str | None) -> list[str]:
+    """The table functions a plan of :func:`plan` scans (upper case, e.g. 'READ_CSV')."""
+    found: list = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            fn = (node.get("extra_info") or {}).get("Function")
+            if isinstance(fn, str) and fn.upper() not in found:
+                found.append(fn.upper())
+            walk(node.get("children") or [])
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(json.loads(plan_text) if plan_text else [])
+    return found
 
 
 def replace_method(name: str, fn):

@@ -17,13 +17,13 @@ tell that it is stale.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 import duckdb
 
 from ..errors import EdgeInputError
+from . import duckdb_api
 from .exactness import definitions
 from .names import quote_identifier, readable, sql_string
 
@@ -154,33 +154,13 @@ def _candidates(cur, parts: list[str]) -> list[Where]:
 def outside_sources(cur, relation: str) -> list[str]:
     """The table functions reading ``relation`` scans whose rows DuckDB does not version
     (files, Python objects, other systems), from its plan; [] for tables of the database."""
-    plan = _plan(cur, relation)
-    found: set = set()
-
-    def walk(node):
-        if isinstance(node, str):  # one statement's plan, as DuckDB's JSON text
-            walk(json.loads(node))
-        elif isinstance(node, dict):
-            fn = (node.get("extra_info") or {}).get("Function")
-            if fn and fn.upper() not in _FIXED:
-                found.add(fn.upper())
-            for child in node.get("children") or []:
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(json.loads(plan) if plan else [])
-    return sorted(found)
+    scanned = duckdb_api.scanned_functions(_plan(cur, relation))
+    return sorted(f for f in scanned if f not in _FIXED)
 
 
 def _plan(cur, relation: str) -> str | None:
     """DuckDB's plan of reading ``relation`` (JSON text: names every table it scans)."""
-    try:
-        rows = cur.execute(f"EXPLAIN (FORMAT json) SELECT * FROM {relation}").fetchall()
-    except duckdb.Error:
-        return None
-    return json.dumps([r[1] for r in rows])
+    return duckdb_api.plan(cur, f"SELECT * FROM {relation}")
 
 
 def _reads_variables(cur, where: Where) -> bool:

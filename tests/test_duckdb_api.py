@@ -63,22 +63,6 @@ def test_bind_captures_the_callers_python_variables(con):
     assert con.execute(f'SELECT sum(k) FROM "{handle.name}"').fetchall() == [(6,)]
 
 
-def test_statement_kind_tells_reads_from_writes(con):
-    con.execute("CREATE TABLE t(a INTEGER)")
-    con.execute("CREATE SEQUENCE s")
-    kinds = {q: duckdb_api.statement_kind(con, q) for q in (
-        "SELECT a FROM t", "SELECT nextval('s')", "CREATE VIEW v AS SELECT a FROM t",
-        "CREATE TABLE u AS SELECT a FROM t", "INSERT INTO t SELECT a FROM t",
-        "EXPLAIN SELECT a FROM t", "PREPARE p AS SELECT a FROM t")}
-    assert kinds == {
-        "SELECT a FROM t": ("select", False), "SELECT nextval('s')": ("select", True),
-        "CREATE VIEW v AS SELECT a FROM t": ("create", True),
-        "CREATE TABLE u AS SELECT a FROM t": ("create", True),
-        "INSERT INTO t SELECT a FROM t": ("insert", True),
-        "EXPLAIN SELECT a FROM t": ("explain", False), "PREPARE p AS SELECT a FROM t":
-            ("prepare", False)}
-
-
 def test_register_source_is_readable_while_its_handle_lives(con):
     handle = duckdb_api.register_source(con, pa.table({"x": [5, 7]}))
     assert handle.name.startswith("__duckdb_source_")

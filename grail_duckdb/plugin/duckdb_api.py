@@ -3,7 +3,7 @@
 The plugin needs a few things DuckDB's public Python API does not offer:
 
 * ``DuckDBPyConnection._bind``: bind a statement without running it (its columns, the Python
-  variables it captures, its statement type and whether it writes);
+  variables it captures);
 * ``DuckDBPyConnection._register_source``: register an Arrow table under a fresh name;
 * ``DuckDBPyConnection._catalog_version``: DuckDB's count of writing statements of a database;
 * ``_duckdb._collation``: the collation of a VARCHAR type;
@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - every DuckDB release the plugin suppor
 
 __all__ = ["SUPPORTED", "Bound", "UDF_ERROR", "bind", "catalog_version", "check", "collation",
            "connection_class", "in_duckdb_frame", "plan", "register_source", "replace_method",
-           "scanned_functions", "statement_kind"]
+           "scanned_functions"]
 
 #: the DuckDB releases the tests ran on (``pyproject.toml`` bounds the dependency to them)
 SUPPORTED = "duckdb>=2.0.1,<2.1"
@@ -93,8 +93,6 @@ class Bound:
     names: list  # the result's column names
     types: list  # their DuckDB types
     captured: tuple  # (variable name, source handle) of the Python variables it reads
-    kind: str  # the statement type in DuckDB's lower-case words: 'select', 'create', ...
-    writes: bool  # whether running it changes a database (a sequence's nextval does)
 
 
 def bind(con, sql: str, *, values=None, capture: bool = False) -> Bound:
@@ -102,19 +100,8 @@ def bind(con, sql: str, *, values=None, capture: bool = False) -> Bound:
     ``capture`` registers the Python variables it names (DuckDB looks them up in the caller of
     the calling frame: see :func:`in_duckdb_frame`). Raises ``duckdb.Error`` when it does not
     bind."""
-    out = _method(con, "_bind")(sql, capture=capture, values=values, with_type=True,
-                                with_writes=True)
-    return Bound(list(out[0]), list(out[1]), tuple(out[5]) if capture else (), str(out[-2]),
-                 bool(out[-1]))
-
-
-def statement_kind(con, sql: str, *, values=None) -> tuple[str, bool]:
-    """``(statement type, writes)`` of one statement bound on ``con``: the type in DuckDB's
-    lower-case words ('select', 'create', 'insert', 'explain', 'prepare', ...), and whether
-    running it changes a database (a sequence's ``nextval`` does). Raises ``duckdb.Error``
-    when it does not bind."""
-    out = bind(con, sql, values=values)
-    return out.kind, out.writes
+    out = _method(con, "_bind")(sql, capture=capture, values=values)
+    return Bound(list(out[0]), list(out[1]), tuple(out[5]) if capture else ())
 
 
 def register_source(con, table):

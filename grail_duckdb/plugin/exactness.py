@@ -31,8 +31,8 @@ from sqlglot.tokens import TokenType
 
 from .names import DIALECT
 
-__all__ = ["CLOCK", "definitions", "names_in", "parsable", "query_part", "static_refusal",
-           "volatile_calls"]
+__all__ = ["CLOCK", "OWN_MACROS", "calls_in", "definitions", "names_in", "parsable",
+           "static_refusal", "volatile_calls"]
 
 #: functions (and keywords) whose value depends on when the statement runs
 CLOCK = frozenset({
@@ -81,21 +81,92 @@ def static_refusal(tree) -> str | None:
     return None
 
 
-def query_part(tree):
-    """The read-only query inside a statement the rewriter takes (itself for a query)."""
-    return tree.expression if isinstance(tree, (exp.Create, exp.Insert)) else tree
-
-
 def volatile_calls(con, text: str, execute) -> list[str]:
     """The volatile and clock functions the statement calls, in its text or in the views and
-    macros it names (transitively), by name; ``execute(con, sql)`` runs catalog queries."""
-    volatile = {r[0] for r in execute(con, "SELECT DISTINCT lower(function_name) FROM "
-                                           "duckdb_functions() WHERE stability = 'VOLATILE'"
-                                      ).fetchall()} - _SAME_ROWS | CLOCK
-    words = set()
-    for body in definitions(con, text, execute):
-        words |= names_in(body)
-    return sorted(words & volatile)
+    user macros it names (transitively), by name; ``execute(con, sql)`` runs catalog queries.
+    DuckDB's own functions are looked up once per process; a user function (not one of the
+    plugin's macros) costs one look-up of the function catalog."""
+    builtin, volatile = _builtins(con, execute)
+    views = _bodies(con, execute, "SELECT lower(view_name), sql FROM duckdb_views() "
+                                  "WHERE NOT internal")
+    seen, looked_up, todo, found, users = set(), set(), [text], set(), set()
+    while todo:
+        body = todo.pop()
+        words, calls = names_in(body), calls_in(body)
+        found |= (calls & volatile) | (words & CLOCK)
+        users |= calls - builtin - OWN_MACROS
+        for word in words - seen:
+            seen.add(word)
+            todo += views.get(word, [])
+        fresh = users - looked_up if not todo else set()
+        if fresh:
+            looked_up |= fresh
+            for name, stability, macro in _user_functions(con, execute, fresh):
+                if stability == "VOLATILE":
+                    found.add(name)
+                if macro:
+                    todo.append(macro)
+    return sorted(found)
+
+
+#: the macros the plugin installs (sql/grail.sql): their bodies are the plugin's, and only
+#: grail_index (which builds) has effects
+OWN_MACROS = frozenset({
+    "reaches", "reaches_list", "reaches_pairs", "descendants", "ancestors", "descendants_count",
+    "ancestors_count", "grail_indexes", "__grail_kind", "__grail_list_kind", "__grail_list_pair",
+    "__grail_pair", "__grail_pair_kind", "__grail_wide", "__grail_outside", "__grail_key_error",
+    "__grail_type_error", "__grail_reach_ids", "__grail_reach_count", "__grail_session",
+    "__grail_unquoted"})
+_BUILTINS: dict = {}
+
+
+def _builtins(con, execute) -> tuple[frozenset, frozenset]:
+    """DuckDB's own function names and the volatile ones among them (once per process:
+    the function catalog is slow to list, and its built-in part never changes)."""
+    if not _BUILTINS:
+        rows = execute(con, "SELECT lower(function_name), bool_or(stability = 'VOLATILE') "
+                            "FROM duckdb_functions() WHERE internal GROUP BY ALL").fetchall()
+        _BUILTINS["volatile"] = frozenset(r[0] for r in rows if r[1]) - _SAME_ROWS | CLOCK
+        _BUILTINS["names"] = frozenset(r[0] for r in rows)
+    return _BUILTINS["names"], _BUILTINS["volatile"]
+
+
+def _user_functions(con, execute, names: set) -> list:
+    """``(name, stability, macro body)`` of the user functions and macros of these names."""
+    listed = ", ".join("'" + n.replace("'", "''") + "'" for n in sorted(names))
+    try:
+        return execute(con, "SELECT lower(function_name), stability, macro_definition FROM "
+                            "duckdb_functions() WHERE NOT internal AND lower(function_name) "
+                            f"IN ({listed})").fetchall()
+    except duckdb.Error:
+        return []
+
+
+def _bodies(con, execute, sql: str) -> dict:
+    """``{lower-case name: [SQL bodies]}`` of a catalog query of (name, body) rows."""
+    out: dict = {}
+    try:
+        rows = execute(con, sql).fetchall()
+    except duckdb.Error:
+        rows = []
+    for name, body in rows:
+        out.setdefault(name, []).append(body or "")
+    return out
+
+
+def calls_in(text: str) -> set[str]:
+    """The names a SQL text calls (a name followed by a parenthesis), lower case.
+
+    >>> sorted(calls_in("SELECT random() + abs(x), 'f(1)' FROM range(3) AS t(a)"))
+    ['abs', 'random', 'range', 't']
+    """
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(DIALECT).tokenize(text)
+    except (TokenError, ValueError):
+        return {m.lower() for m in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", text)}
+    return {a.text.lower() for a, b in zip(tokens, tokens[1:])
+            if b.token_type == TokenType.L_PAREN and a.token_type not in _NOT_NAMES
+            and (a.text[:1].isalnum() or a.text[:1] == "_")}
 
 
 def names_in(text: str) -> set[str]:

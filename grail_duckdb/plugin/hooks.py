@@ -107,10 +107,11 @@ def _rewritten(con, route, query, values):
     if not route.rewrite:
         return PLAIN
     try:
-        bound = duckdb_api.bind(con, query, values=values, capture=True)
+        captured = duckdb_api.bind(con, query, values=values,
+                                   capture=True).captured if route.capture else ()
     except Exception:
         return PLAIN
-    return route.run(bound)
+    return route.run(captured)
 
 
 _rewritten = in_duckdb_frame(_rewritten)  # DuckDB's capture looks past it, to the caller

@@ -86,7 +86,6 @@ class Plan:
     scopes: list = field(default_factory=list)  # innermost first
     variables: dict = field(default_factory=dict)  # marker -> Python variable name
     why: str = ""  # why the statement runs as written (:func:`.exactness.static_refusal`)
-    query_sql: str = ""  # CREATE TABLE AS / INSERT: the query whose rows they store
     checked: object = None  # the catalog version at the last check of what it calls
     volatile: list = field(default_factory=list)  # the volatile functions it calls, then
 
@@ -156,11 +155,7 @@ def plan_for(text: str, columns_of, variables: dict) -> Plan | None:
     why = exactness.static_refusal(tree)
     if why:
         return Plan("", set(), why=why)
-    part = exactness.query_part(tree)
-    inner = "" if part is tree else part.sql(DIALECT)
-    plan = _Planner(tree, columns_of, variables).run()
-    plan.query_sql = inner
-    return plan
+    return _Planner(tree, columns_of, variables).run()
 
 
 class _Planner:

@@ -57,27 +57,28 @@ def per_chunk(con):
 class Route:
     """One statement on an installed connection (see the module's docstring).
 
-    ``rewrite``: whether the statement may be rewritten; the hook then binds it with DuckDB's
-    capture of Python variables and hands :meth:`run` what the binder says.
+    ``rewrite``: whether the statement may be rewritten; ``capture``: whether the hook must bind
+    it first with DuckDB's capture of Python variables (always the first time; afterwards only
+    when its plan reads Python variables, whose current objects must be looked up).
     """
 
-    __slots__ = ("con", "method", "text", "params", "rewrite", "inst", "plan")
+    __slots__ = ("con", "method", "text", "params", "rewrite", "capture", "inst", "plan")
 
     def __init__(self, con, inst, method, text, params, plan):
         self.con, self.inst, self.method = con, inst, method
         self.text, self.params, self.plan = text, params, plan
         self.rewrite = text is not None and plan is not None and (plan is _UNKNOWN or plan.rewrites)
+        self.capture = plan is _UNKNOWN or bool(plan and plan.variables)
 
-    def run(self, bound):
-        """The result of the rewritten statement, or ``hooks.PLAIN`` (``bound``: the
-        :class:`.duckdb_api.Bound` of the statement as written)."""
+    def run(self, captured):
+        """The result of the rewritten statement, or ``hooks.PLAIN``."""
         reg = self.inst.registry
-        handles = {name: h for name, h in bound.captured}
+        handles = {name: h for name, h in captured}
         plan = self.plan
         if plan is _UNKNOWN or (plan is not None and set(plan.variables.values()) != set(handles)):
             plan = _new_plan(self.con, reg, self.text, self.params, handles)
-        if plan is None or not plan.rewrites or refusal(self.con, plan, self.text, self.params,
-                                                        bound) is not None:
+        if (plan is None or not plan.rewrites
+                or refusal(self.con, plan, self.text) is not None):
             return hooks.PLAIN
         hooks.clear_interrupt(self.con)
         self.con.abort()  # as DuckDB's execute does: a new statement ends an unread result
@@ -114,26 +115,12 @@ def route(con, method, query, params):
     return Route(con, inst, method, text, values, plan)
 
 
-def refusal(con, plan, text, params, bound=None) -> str | None:
+def refusal(con, plan, text) -> str | None:
     """Why a planned statement must run as written on ``con`` now (see :mod:`.exactness`),
-    or None. ``bound``: the statement as DuckDB binds it (with its Python variables), when
-    the caller has it; a statement that does not bind here is left to that check."""
+    or None. What it calls is looked up again after each write to the database (a view or
+    macro it names may have changed)."""
     if plan.why:
         return plan.why
-    try:
-        if plan.query_sql:
-            kind, writes = duckdb_api.statement_kind(
-                con, plan.query_sql, values=_subset(params, rewrite_params(plan.query_sql)))
-        elif bound is not None:
-            kind, writes = bound.kind, bound.writes
-        else:
-            kind, writes = duckdb_api.statement_kind(con, text, values=params)
-    except duckdb.Error:
-        if bound is not None or plan.query_sql:
-            return "it does not bind here"
-        kind, writes = "select", False
-    if kind != "select" or writes:
-        return "it writes while it reads (a sequence?)" if writes else f"a {kind} statement"
     version = duckdb_api.catalog_version(con)
     if plan.checked != version:
         plan.volatile = exactness.volatile_calls(con, text, hooks.original("execute"))
@@ -359,7 +346,7 @@ def explain(con, query: str, params=None) -> str:
                                                                      values, {})
     if plan is None:
         return "per-chunk: not one statement that sqlglot parses"
-    why = refusal(con, plan, text, values) if plan.rewrites or plan.why else None
+    why = refusal(con, plan, text) if plan.rewrites or plan.why else None
     if why is not None:
         return f"per-chunk ({why}): " + query.strip()
     if not plan.rewrites:

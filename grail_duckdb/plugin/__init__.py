@@ -16,7 +16,9 @@ that use them to the engine with whole columns where the rows allow it.
 One module per concern: :mod:`.connections` (registration per connection, safe in every order
 of ``close``), :mod:`.hooks` (DuckDB's ``execute`` / ``sql`` seen by the plugin),
 :mod:`.statements` (which path a statement takes, and running it), :mod:`.rewrite` (the
-statement analysis, with sqlglot), :mod:`.registry` (the named indices of each database),
+statement analysis, with sqlglot), :mod:`.exactness` (which statements the rewrite may take),
+:mod:`.resolve` (which relation a name means on the calling connection), :mod:`.registry`
+(the named indices of each database),
 :mod:`.files` (where index files live, what they record), :mod:`.staleness` (whether an index
 still describes its table), :mod:`.functions` and :mod:`.chunks` (the Python functions behind
 the macros, the per-chunk path), :mod:`.traversal` (one-to-all sets), :mod:`.names`

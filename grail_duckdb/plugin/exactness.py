@@ -53,8 +53,10 @@ def parsable(query: str) -> bool:
     """Whether the statement may be one the rewriter takes (a query, CREATE, INSERT), judged
     by its first word: others are never parsed (sqlglot would warn about them on stderr).
 
-    >>> parsable("  -- a comment\\nSELECT 1"), parsable("EXPLAIN SELECT 1"), parsable("PREPARE p AS SELECT 1")
-    (True, False, False)
+    >>> parsable("  -- a comment\\nSELECT 1"), parsable("EXPLAIN SELECT 1")
+    (True, False)
+    >>> parsable("PREPARE p AS SELECT 1")
+    False
     """
     return _FIRST.match(query) is not None
 

@@ -8,10 +8,12 @@ statements that name ``reaches`` or a one-to-all function; for ``execute`` a rou
 (:mod:`.statements`) decides whether the statement can be answered with whole columns, and
 returns the result of the rewritten statement, or nothing, and DuckDB runs the statement as
 written (the per-chunk path). Relations (``sql``, ``query``) are always DuckDB's own: they
-are evaluated when they are fetched. Errors of the project raised inside DuckDB come back as exceptions that are both
-DuckDB's ``InvalidInputException`` and the project's class (:mod:`.sqlerrors`).
+are evaluated when they are fetched. Errors of the project raised inside DuckDB come back as
+exceptions that are both DuckDB's ``InvalidInputException`` and the project's class
+(:mod:`.sqlerrors`).
 
-The replacements run in a namespace DuckDB takes for its own (:func:`.duckdb_api.in_duckdb_frame`):
+The replacements run in a namespace DuckDB takes for its own
+(:func:`.duckdb_api.in_duckdb_frame`):
 DuckDB looks up a Python variable named in a statement (``SELECT * FROM my_arrow_table``) in
 the first calling frame outside its own package, so a wrapper anywhere else would hide the
 caller's variables. The replacements therefore call DuckDB themselves (binding with capture,

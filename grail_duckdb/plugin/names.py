@@ -18,7 +18,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from ..errors import EdgeInputError, GrailError
 
-__all__ = ["DIALECT", "index_name", "index_name_of", "plain_table", "quote_column", "quote_identifier",
+__all__ = ["DIALECT", "index_name", "index_name_of", "plain_table", "quote_column",
+           "quote_identifier",
            "quote_table", "readable", "sql_string", "table_leaf", "table_parts", "column_name"]
 
 DIALECT = "duckdb"

@@ -99,8 +99,8 @@ def resolve(cur, parts: list[str], written: str, session: dict | None) -> Where 
     if where is None:
         names_ = ", ".join(".".join(c.as_tuple()[:3]) for c in fits)
         raise EdgeInputError(
-            f"grail_index: cannot tell which of {names_} the name {readable(written)} means on this "
-            f"connection; name it with its schema (and database), e.g. "
+            f"grail_index: cannot tell which of {names_} the name {readable(written)} means on "
+            f"this connection; name it with its schema (and database), e.g. "
             f"grail_index('{'.'.join(fits[0].as_tuple()[1:3])}')")
     outside = outside_sources(cur, _full(where))
     if outside:

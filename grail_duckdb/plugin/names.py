@@ -19,8 +19,8 @@ from sqlglot.errors import ParseError, TokenError
 from ..errors import EdgeInputError, GrailError
 
 __all__ = ["DIALECT", "index_name", "index_name_of", "plain_table", "quote_column",
-           "quote_identifier",
-           "quote_table", "readable", "sql_string", "table_leaf", "table_parts", "column_name"]
+           "quote_identifier", "quote_table", "readable", "sql_string", "table_leaf",
+           "table_parts", "column_name"]
 
 DIALECT = "duckdb"
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")

@@ -160,7 +160,7 @@ def sql_paths(con, pairs: pa.Table, *, repeat: int = 3) -> dict:
         out[method] = t
     sql = "SELECT a, b, reaches(a, b) AS r FROM bench_pairs"
     out["SQL plain statement, Arrow result (whole column)"], _ = bl.best_of(
-        lambda: con.sql(sql).to_arrow_table(), repeat)
+        lambda: con.execute(sql).to_arrow_table(), repeat)
     out["identity arrow UDF (floor)"], _ = bl.identity_udf_seconds(con, "bench_pairs")
     return out
 

@@ -26,7 +26,7 @@ from .kernels.protocol import CSR, TopoOrder
 from .kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 
 __all__ = ["CSR", "DENSE_FACTOR", "IndexData", "Labels", "TopoOrder", "VertexIds",
-           "as_int64", "as_large_string", "key_kind"]
+           "as_int64", "as_large_string", "beyond_int64", "key_kind"]
 
 
 def key_kind(typ: pa.DataType) -> str:
@@ -65,6 +65,21 @@ def as_int64(arr: pa.Array) -> np.ndarray:
     if pa.types.is_uint64(arr.type) and len(arr) and pc.max(arr).as_py() > np.iinfo(np.int64).max:
         raise EdgeInputError("uint64 vertex keys above 2**63-1 are not supported")
     return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def beyond_int64(arr: pa.Array) -> np.ndarray | None:
+    """Where a uint64 key column holds keys above 2**63 - 1 (bools), or None where it holds
+    none (or is no uint64 column). Such a key is never a vertex: vertex keys are int64.
+
+    >>> beyond_int64(pa.array([1, 2**64 - 1, None], pa.uint64())).tolist()
+    [False, True, False]
+    """
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if not pa.types.is_uint64(arr.type) or len(arr) == 0:
+        return None
+    big = pc.greater(arr, pa.scalar(np.iinfo(np.int64).max, pa.uint64())).fill_null(False)
+    return big.to_numpy(zero_copy_only=False) if pc.any(big).as_py() else None
 
 
 def as_large_string(arr: pa.Array) -> pa.Array:
@@ -183,6 +198,9 @@ class VertexIds:
                 f"this index has {want} vertex keys but the query keys are {arr.type}; "
                 f"cast the query columns to the edge table's key type"
             )
+        big = beyond_int64(arr) if kind == "int" else None
+        if big is not None:  # not vertices: looked up as NULL (the caller answers x = y)
+            arr = pc.if_else(pa.array(big), pa.scalar(None, arr.type), arr)
         valid = None
         if arr.null_count:
             valid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)

@@ -41,6 +41,14 @@ CREATE OR REPLACE TEMP MACRO __grail_pair(ka, kb) AS
 CREATE OR REPLACE TEMP MACRO __grail_pair_kind(ta, tb) AS
     __grail_pair(__grail_kind(ta), __grail_kind(tb));
 
+-- Whether an integer key may lie above BIGINT's range (a UBIGINT): such a key is never a
+-- vertex (the index's keys are 64-bit signed), so it reaches only itself.
+CREATE OR REPLACE TEMP MACRO __grail_wide(ta, tb) AS ta = 'UBIGINT' OR tb = 'UBIGINT';
+
+CREATE OR REPLACE TEMP MACRO __grail_outside(a, b) AS
+    (a IS NOT NULL AND TRY_CAST(a AS BIGINT) IS NULL)
+    OR (b IS NOT NULL AND TRY_CAST(b AS BIGINT) IS NULL);
+
 -- Keys of a type no index has: an error that names the types. For reaches() it is raised by a
 -- Python function of the keys (DuckDB treats error() as volatile, which window clauses refuse);
 -- for constant keys it is raised when the statement is planned.
@@ -58,15 +66,26 @@ CREATE OR REPLACE TEMP MACRO __grail_type_error(ta, tb) AS
 CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_reaches_str_only(CAST(a AS VARCHAR), CAST(b AS VARCHAR))
-        WHEN 'int' THEN __grail_py_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
+        WHEN 'int' THEN
+            CASE WHEN NOT __grail_wide(typeof(a), typeof(b))
+                     THEN __grail_py_reaches_int_only(CAST(a AS BIGINT), CAST(b AS BIGINT))
+                 WHEN __grail_outside(a, b) THEN a = b
+                 ELSE __grail_py_reaches_int_only(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT))
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
         ELSE __grail_key_error(a, b) END,
     (a, b, index_name) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_reaches_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
                                                CAST(index_name AS VARCHAR))
-        WHEN 'int' THEN __grail_py_reaches_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
-                                               CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN NOT __grail_wide(typeof(a), typeof(b))
+                     THEN __grail_py_reaches_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
+                                                 CAST(index_name AS VARCHAR))
+                 WHEN __grail_outside(a, b) THEN a = b
+                 ELSE __grail_py_reaches_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                             CAST(index_name AS VARCHAR))
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
         ELSE __grail_key_error(a, b) END;
 
@@ -81,13 +100,20 @@ CREATE OR REPLACE TEMP MACRO reaches_list(a, b, index_name := '') AS
         WHEN 'null' THEN CAST(NULL AS BOOLEAN[])
         ELSE __grail_type_error(typeof(a), typeof(b)) END;
 
+-- A column name as written in SQL ('"a b"', quotes doubled inside) as the name itself, as
+-- query_table reads a quoted table name.
+CREATE OR REPLACE TEMP MACRO __grail_unquoted(name) AS
+    CASE WHEN length(name) >= 2 AND starts_with(name, '"') AND suffix(name, '"')
+         THEN replace(name[2:-2], '""', '"') ELSE name END;
+
 -- reaches_pairs(table_name, src_column, dst_column [, index_name]): every row of a table or
 -- view as (src, dst, reaches). The names are looked up as names (query_table,
 -- struct_extract), never spliced into SQL text. On an installed connection a call with
 -- literal names is answered whole-column (one engine call for the table).
 CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, index_name := '') AS TABLE
     SELECT p.src, p.dst, reaches(p.src, p.dst, index_name) AS reaches
-    FROM (SELECT struct_extract(r, src_column) AS src, struct_extract(r, dst_column) AS dst
+    FROM (SELECT struct_extract(r, __grail_unquoted(src_column)) AS src,
+                 struct_extract(r, __grail_unquoted(dst_column)) AS dst
           FROM query_table(table_name) AS r) AS p;
 
 -- One-to-all: the vertex ids a key reaches (forward) or that reach it, by one traversal;
@@ -95,14 +121,21 @@ CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, i
 CREATE OR REPLACE TEMP MACRO __grail_reach_ids(x, index_name, forward) AS
     CASE __grail_kind(typeof(x))
         WHEN 'str' THEN __grail_py_reach_ids_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
-        WHEN 'int' THEN __grail_py_reach_ids_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x)
+                     THEN [-1]
+                 ELSE __grail_py_reach_ids_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+            END
         WHEN 'null' THEN CAST(NULL AS INTEGER[])
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
 CREATE OR REPLACE TEMP MACRO __grail_reach_count(x, index_name, forward) AS
     CASE __grail_kind(typeof(x))
         WHEN 'str' THEN __grail_py_reach_count_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
-        WHEN 'int' THEN __grail_py_reach_count_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x) THEN 1
+                 ELSE __grail_py_reach_count_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+            END
         WHEN 'null' THEN CAST(NULL AS BIGINT)
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
@@ -128,20 +161,33 @@ CREATE OR REPLACE TEMP MACRO descendants_count(x, index_name := '') AS
 CREATE OR REPLACE TEMP MACRO ancestors_count(x, index_name := '') AS
     __grail_reach_count(x, index_name, false);
 
+-- The calling connection's session, for grail_index: the index reads its table through another
+-- connection of the database, which resolves the table's name the way this one does with it
+-- (its current database and schema, its search path; its TEMP objects it cannot read).
+CREATE OR REPLACE TEMP MACRO __grail_session() AS
+    {'database': current_database(), 'schema': current_schema(),
+     'search_path': current_setting('search_path'),
+     'temporary': (SELECT list(o.name) FROM (
+                      SELECT t.table_name AS name FROM duckdb_tables() AS t WHERE t.temporary
+                      UNION ALL
+                      SELECT v.view_name FROM duckdb_views() AS v
+                      WHERE v.temporary AND NOT v.internal) AS o)};
+
 -- grail_index(table [, src, dst, labels, name, path, rebuild, auto_rebuild]): build the index
 -- of an edge table (or load the persisted one while it is fresh) and return a one-row summary.
 -- As a scalar: SELECT grail_index('cites'); as a table: SELECT * FROM grail_index('cites').
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
                                          auto_rebuild := false) AS
-    __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild);
+    __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild,
+                     __grail_session());
 
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
                                          auto_rebuild := false) AS TABLE
     WITH built AS MATERIALIZED (
         SELECT __grail_py_index(table_name, src, dst, labels, name, path, rebuild,
-                                auto_rebuild) AS s)
+                                auto_rebuild, __grail_session()) AS s)
     SELECT unnest(s) FROM built;  -- materialized: the build runs once, not once per field
 
 -- grail_indexes(): the indices this database knows in this process, one row each.

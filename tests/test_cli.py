@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -197,3 +198,128 @@ def test_write_edges_then_build_and_query_them(tmp_path, monkeypatch):
                      "--dst", "cited", "--out", "answers.csv"]) == 0
     answers = (tmp_path / "answers.csv").read_text().splitlines()
     assert len(answers) == t.num_rows + 1 and all(a.endswith("true") for a in answers[1:])
+
+
+# --- issue 43: the command line's own findings ------------------------------------------------
+def test_header_less_text_keys(tmp_path, capsys):
+    """A CSV of text keys without a header: --no-header reads every row as an edge (by
+    default the first row is taken as the header, as DuckDB's sniffer does, and said so)."""
+    edges = tmp_path / "t.csv"
+    edges.write_text("a,b\nb,c\n")
+    pairs = tmp_path / "q.csv"
+    pairs.write_text("a,c\nc,a\n")
+    assert cli.main(["build", str(edges)]) == 0
+    out = capsys.readouterr().out
+    assert "read 1 edges" in out and "'a,b', taken as the header: --no-header" in out
+    assert cli.main(["build", str(edges), "--no-header"]) == 0
+    assert "read 2 edges" in capsys.readouterr().out
+    assert cli.main(["query", str(tmp_path / "t.grail.parquet"), str(pairs), "--no-header",
+                     "--out", str(tmp_path / "a.csv")]) == 0
+    assert (tmp_path / "a.csv").read_text().splitlines()[1:] == ['"a","c",true',
+                                                                  '"c","a",false']
+
+
+def test_a_bad_cell_does_not_change_the_key_type(tmp_path, capsys):
+    """An integer column with a bad cell is refused with the line at fault (it would have
+    built a VARCHAR-keyed index, and integer queries would have failed later); --string-keys
+    asks for text keys; the key type is shown by the summary and by repr(GrailIndex)."""
+    for cell, words in (("x3", ("line 3", "'x3'", "--string-keys")),
+                        ("4.5", ("line 3", "'4.5'", "--string-keys")),
+                        ("99999999999999999999", ("line 3", "64-bit", "--string-keys"))):
+        edges = tmp_path / "k.csv"
+        edges.write_text(f"src,dst\n1,2\n2,{cell}\n3,4\n")
+        assert_input_error(run_cli("build", edges), *words)
+        assert not (tmp_path / "k.grail.parquet").exists()
+    assert cli.main(["build", str(edges), "--string-keys"]) == 0
+    assert "key_type str" in capsys.readouterr().out
+    edges.write_text("src,dst\n1,2\n2,3\n")
+    assert cli.main(["build", str(edges)]) == 0
+    out = capsys.readouterr().out
+    assert "keys: integer" in out and "key_type int" in out
+    assert "key_type='int'" in repr(gd.load_index(tmp_path / "k.grail.parquet"))
+    words = tmp_path / "w.csv"
+    words.write_text("src,dst\np1,p2\np2,3\n")  # mostly text: text keys, and why
+    assert cli.main(["build", str(words)]) == 0
+    assert "keys: text: line 2 holds 'p1', not an integer" in capsys.readouterr().out
+
+
+def test_query_out_never_overwrites_an_index_the_input_or_a_database(tmp_path, capsys):
+    edges = write_tsv(tmp_path / "e.tsv", [(1, 2), (2, 3)])
+    assert cli.main(["build", str(edges)]) == 0
+    index = tmp_path / "e.grail.parquet"
+    other = tmp_path / "o.grail.parquet"
+    assert cli.main(["build", str(edges), "--out", str(other)]) == 0
+    db = tmp_path / "g.duckdb"
+    duckdb.connect(str(db)).close()
+    data = tmp_path / "data.csv"
+    data.write_text("x,y\n1,2\n")
+    kept = {p: p.read_bytes() for p in (index, other, edges, db, data)}
+    for out in kept:
+        assert cli.main(["query", str(index), str(edges), "--out", str(out)]) == 2
+        assert "not overwritten" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in kept} == kept
+    answers = tmp_path / "answers.csv"
+    for _ in range(2):  # an answers file is replaced
+        assert cli.main(["query", str(index), str(edges), "--out", str(answers)]) == 0
+    assert answers.read_text().splitlines()[0] == '"src","dst","reaches"'
+    answers_pq = tmp_path / "answers.parquet"
+    for _ in range(2):
+        assert cli.main(["query", str(index), str(edges), "--out", str(answers_pq)]) == 0
+
+
+def test_two_inputs_of_one_stem_do_not_share_an_index(tmp_path, capsys):
+    edges = write_tsv(tmp_path / "e.tsv", [(1, 2), (2, 3)])
+    pq.write_table(pa.table({"src": [3, 2], "dst": [2, 1]}), tmp_path / "e.parquet")
+    assert cli.main(["build", str(edges)]) == 0
+    index = tmp_path / "e.grail.parquet"
+    before = index.read_bytes()
+    assert cli.main(["build", str(tmp_path / "e.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "holds the index of e.tsv" in err and "--out" in err and "e.parquet.grail.parquet" in err
+    assert index.read_bytes() == before
+    assert cli.main(["build", str(edges)]) == 0  # the same input: rebuilt in place
+    assert cli.main(["build", str(tmp_path / "e.parquet"), "--out",
+                     str(tmp_path / "e.parquet.grail.parquet")]) == 0
+    assert gd.load_index(index).reaches(1, 3) is True
+    assert gd.load_index(tmp_path / "e.parquet.grail.parquet").reaches(3, 1) is True
+
+
+def test_build_of_a_folder_named_dot(tmp_path):
+    """``build .`` in a folder of Parquet edges builds (the index beside the folder); in a
+    folder of none it is an input error, never a traceback."""
+    work = tmp_path / "edges"
+    work.mkdir()
+    pq.write_table(pa.table({"src": [1, 2], "dst": [2, 3]}), work / "part-0.parquet")
+    r = run_cli("build", ".", cwd=work)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert gd.load_index(tmp_path / "edges.grail.parquet").reaches(1, 3) is True
+    r = run_cli("build", ".", cwd=work)  # its own earlier index beside it is no edge file
+    assert r.returncode == 0, r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_input_error(run_cli("build", ".", cwd=empty), "no *.parquet")
+
+
+def test_messages_of_the_command_line(tmp_path, capsys, monkeypatch):
+    """'wrote X' once; the program named as it was run; a database given as the index is not
+    advised to be deleted; an empty CSV names its file."""
+    edges = write_tsv(tmp_path / "g.tsv", [(1, 2)])
+    assert cli.main(["build", str(edges)]) == 0
+    assert capsys.readouterr().out.count("wrote ") == 1
+    db = tmp_path / "g.duckdb"
+    duckdb.connect(str(db)).close()
+    assert cli.main(["query", str(db), str(edges)]) == 2
+    err = capsys.readouterr().err
+    assert "not a grail_duckdb index file" in err and "delete" not in err
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert cli.main(["build", str(empty)]) == 2
+    assert "empty.csv" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/grail-duckdb"])
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: grail-duckdb ")
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "grail_duckdb" / "__main__.py")])
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: python -m grail_duckdb ")

@@ -1,4 +1,4 @@
-"""Parquet written in parts and joined (engine/parquet_parts): pyarrow and DuckDB read the joined
+"""Parquet written in parts and joined (indexfile/parts): pyarrow and DuckDB read the joined
 file as the concatenation of the parts, whatever the column types, encodings, codecs and part
 sizes; the footer codec gives back the bytes it decoded."""
 from __future__ import annotations

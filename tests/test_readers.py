@@ -143,9 +143,17 @@ def test_csv_text_keys_and_header_choice(tmp_path):
     assert pairs(read_edges(q, header=False)) == [("alice", "bob"), ("bob", "carol")]
 
 
-def test_csv_mixed_column_is_text(tmp_path):
-    t = read_edges(write(tmp_path / "g.csv", "src,dst\n1,2\n2,x7\n"))
+def test_csv_integer_column_with_a_bad_cell_is_refused_unless_text_is_asked(tmp_path):
+    path = write(tmp_path / "g.csv", "src,dst\n1,2\n2,x7\n")
+    with pytest.raises(EdgeInputError, match="line 3: 'x7' \\(column dst\\).*keys='str'"):
+        read_edges(path)
+    t = read_edges(path, keys="str")
     assert t.schema.field("dst").type == pa.string() and pairs(t) == [("1", "2"), ("2", "x7")]
+    with pytest.raises(EdgeInputError, match="integer keys are needed"):
+        read_edges(write(tmp_path / "w.csv", "src,dst\nx,y\n"), keys="int")
+    t = read_edges(write(tmp_path / "m.csv", "src,dst\np1,p2\np2,3\n"))  # mostly text
+    assert pairs(t) == [("p1", "p2"), ("p2", "3")]
+    assert t.schema.metadata[b"grail.keys"] == b"text: line 2 holds 'p1', not an integer"
 
 
 def test_csv_malformed_row_names_the_line(tmp_path):
@@ -301,7 +309,9 @@ def test_cora_needs_no_format(datasets_dir):
 
 
 def test_fractional_keys_are_never_rounded(tmp_path):
-    t = read_edges(write(tmp_path / "g.tsv", "1\t2\n3\t4.5\n"))
+    with pytest.raises(EdgeInputError, match="line 2: '4.5'"):   # a bad cell, never rounded
+        read_edges(write(tmp_path / "g.tsv", "1\t2\n3\t4.5\n"))
+    t = read_edges(tmp_path / "g.tsv", keys="str")
     assert pairs(t) == [("1", "2"), ("3", "4.5")]   # text keys, as written
     with pytest.raises(EdgeInputError, match="line 2 "):
         read_edges(write(tmp_path / "g.txt", "1  2\n3  4.5\n5  1e3\n"))

@@ -306,3 +306,73 @@ def test_hypothesis_small_graphs_scalar_whole_column_and_cte_agree(edges):
     assert scalar == whole
     for a, b, r in scalar:
         assert r == (a == b or (a, b) in want)
+
+
+def test_few_distinct_keys_of_mixed_integer_types():
+    """A BIGINT column holding a key beyond INTEGER's range (no vertex) against an INTEGER
+    column, with few distinct keys (one traversal per key): the per-chunk path's answers."""
+    con = fresh([(1, 2), (2, 3)])
+    con.execute("SELECT grail_index('edges')").fetchall()
+    con.execute("CREATE TABLE p AS SELECT CASE WHEN range % 2 = 0 THEN 5000000000 ELSE 1 END::BIGINT "
+                "AS a, (range % 3 + 1)::INTEGER AS b FROM range(1000)")
+    for q, want in (("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM p", 500),
+                    ("SELECT count(*) FILTER (WHERE reaches(b, a)) FROM p", 167),
+                    ("SELECT count(*) FILTER (WHERE reaches(a, a)) FROM p", 1000)):
+        assert con.execute(q).fetchall() == [(want,)], q
+        with gd.per_chunk(con):
+            assert con.execute(q).fetchall() == [(want,)], q
+
+
+def test_ubigint_keys_beyond_bigint_are_no_vertices():
+    """A UBIGINT key above 2**63 - 1 is never a vertex: false against any other key, true
+    against itself, NULL with NULL; on every path, and in Python."""
+    big = 2**64 - 1
+    con = fresh([(1, 2), (2, 3)])
+    con.execute("SELECT grail_index('edges')").fetchall()
+    con.execute(f"CREATE TABLE u AS SELECT * FROM (VALUES ({big}::UBIGINT, 1::UBIGINT), "
+                f"(1, 3), ({big}, {big}), (NULL, {big}), (3, {big})) t(x, y)")
+    want = [(big, 1, False), (1, 3, True), (big, big, True), (None, big, None), (3, big, False)]
+    for q in ("SELECT x, y, reaches(x, y) FROM u", "SELECT x, y, reaches(x, y, 'edges') FROM u"):
+        assert con.execute(q).fetchall() == want, q
+        with gd.per_chunk(con):
+            assert con.execute(q).fetchall() == want, q
+    for q, rows in ((f"SELECT reaches({big}::UBIGINT, 3), reaches(1, {big}::UBIGINT), "
+                     f"reaches({big}::UBIGINT, {big}::UBIGINT), reaches(-1, {big}::UBIGINT)",
+                     [(False, False, True, False)]),
+                    ("SELECT x, reaches(x, 3), reaches(1, x) FROM u",
+                     [(big, False, False), (1, True, True), (big, False, False), (None, None, None),
+                      (3, True, True)]),
+                    (f"SELECT key FROM descendants({big}::UBIGINT)", [(big,)]),
+                    (f"SELECT ancestors_count({big}::UBIGINT)", [(1,)])):
+        assert con.execute(q).fetchall() == rows, q
+        with gd.per_chunk(con):
+            assert con.execute(q).fetchall() == rows, q
+    index = gd.build_index([1, 2], [2, 3], backend="cpu")
+    assert index.reaches(big, big) is True and index.reaches(big, 1) is False
+    import pyarrow as pa
+    got = index.reaches(pa.array([big, 1, None], pa.uint64()), pa.array([-1, 3, 2], pa.int64()))
+    assert got.to_pylist() == [False, True, None]
+
+
+def test_messages_say_what_to_do(tmp_path):
+    """The labels error is the project's, with the real default; reaches_pairs takes quoted
+    column names as it takes a quoted table name; path := naming the user's database is
+    refused without advice to delete it."""
+    path = tmp_path / "g.duckdb"
+    con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(path)))
+    with pytest.raises(gd.EdgeInputError, match=r"from 1 to 64, got 100 \(9 is the default"):
+        con.execute("SELECT grail_index('edges', labels := 100)").fetchall()
+    with pytest.raises(gd.EdgeInputError, match="9 is the default"):
+        gd.build_index([1], [2], labels=0)
+    with pytest.raises(gd.GrailError, match="is not a grail_duckdb index file") as info:
+        con.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()
+    assert "delete" not in str(info.value)
+    con.execute("SELECT grail_index('edges')").fetchall()
+    con.execute('CREATE TABLE "my pairs" AS SELECT 1 AS "a b", 3 AS "c""d"')
+    for q in ("SELECT * FROM reaches_pairs('\"my pairs\"', '\"a b\"', '\"c\"\"d\"')",
+              "SELECT * FROM reaches_pairs('\"my pairs\"', '\"c\"\"d\"', '\"a b\"', 'edges')"):
+        got = con.execute(q).fetchall()
+        with gd.per_chunk(con):
+            assert con.execute(q).fetchall() == got
+        assert got in ([(1, 3, True)], [(3, 1, False)])
+    con.close()

@@ -49,9 +49,14 @@ def test_a_file_copied_over_another_index_is_refused(tmp_path):
     con.close()
     shutil.copy(tmp_path / "x.duckdb.a.grail.parquet", tmp_path / "x.duckdb.b.grail.parquet")
     con = reopen(tmp_path / "x.duckdb")
-    with pytest.raises(gd.IndexFileError, match="holds the index 'a'"):
+    with pytest.raises(gd.IndexFileError, match="holds the index 'a'") as info:
         con.execute("SELECT reaches(1, 2, 'b')").fetchall()
+    fix = str(info.value).split("indexes: ")[1]  # the fix names 'b', never a's table
+    assert "name := 'b', rebuild := true" in fix and "edges" not in fix
     assert con.execute("SELECT reaches(1, 2, 'a')").fetchall() == [(True,)]
+    con.execute(fix.replace("<its edge table>", "other")).fetchall()
+    assert con.execute("SELECT reaches(2, 1, 'b'), reaches(1, 2, 'b')").fetchall() == [
+        (True, False)]
     con.close()
 
 

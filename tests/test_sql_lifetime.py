@@ -91,17 +91,25 @@ def test_every_close_order_of_four_connections_and_cursors(tmp_path, mode):
 
 
 def test_a_closed_connections_function_names_stay_safe(tmp_path):
-    """A connection closed by a with block (no wrapper sees it) leaves its function names in
-    the database; calling them from another connection is still safe."""
+    """A connection closed by a with block removes its functions (calling their names from
+    another connection is DuckDB's CatalogException); one dropped without closing leaves
+    them in the database, and calling them from another connection is still safe."""
     check(run_script("""
         from grail_duckdb.plugin import connections
         c2 = gd.install(duckdb.connect("z.duckdb"))
         with duckdb.connect("z.duckdb") as c1:
             gd.install(c1); graph(c1)
-            name = connections.installation(c1).prefix + "reaches_int_only"
-        del c1
+            closed = connections.installation(c1).prefix + "reaches_int_only"
+        c3 = gd.install(duckdb.connect("z.duckdb"))
+        dropped = connections.installation(c3).prefix + "reaches_int_only"
+        del c1, c3
         import gc; gc.collect()
-        assert c2.execute(f"SELECT {name}(1, 4)").fetchall() == [(True,)]
+        try:
+            c2.execute(f"SELECT {closed}(1, 4)").fetchall()
+            raise AssertionError("the function of a closed connection answered")
+        except duckdb.CatalogException:
+            pass
+        assert c2.execute(f"SELECT {dropped}(1, 4)").fetchall() == [(True,)]
         use(c2)
     """, tmp_path))
 
@@ -155,3 +163,142 @@ def test_cursors_of_an_installed_connection_need_no_install():
     with pytest.raises(duckdb.CatalogException):
         other.execute("SELECT reaches(1, 3)")
     con.close()
+
+
+@pytest.mark.parametrize("mode", ["file", "memory"])
+def test_install_again_after_the_installed_connection_closed(tmp_path, mode):
+    """Install on a cursor, close it, install on its connection (or on a second connection
+    of the same database): the second install works, shares nothing stale, and answers."""
+    path = str(tmp_path / "a.duckdb") if mode == "file" else ":memory:"
+    con = duckdb.connect(path)
+    cur = con.cursor()
+    gd.install(cur)
+    cur.execute("CREATE TABLE e AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+    cur.execute("SELECT grail_index('e')").fetchall()
+    cur.close()
+    gd.install(con)
+    assert con.execute("SELECT grail_index('e').edges, reaches(1, 3)").fetchall() == [(2, True)]
+    if mode == "file":
+        other = gd.install(duckdb.connect(path))
+        assert other.execute("SELECT reaches(1, 3), reaches(3, 1)").fetchall() == [
+            (True, False)]
+        con.close()
+        assert other.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]
+        other.close()
+    else:
+        con.close()
+
+
+def test_install_on_the_default_connection_without_keeping_it(tmp_path):
+    """gd.install() then duckdb.execute(...), as the README shows: the caller keeps nothing."""
+    check(run_script("""
+        gd.install()
+        duckdb.execute("CREATE TABLE e AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+        import gc; gc.collect()
+        assert duckdb.execute("SELECT grail_index('e').edges").fetchall() == [(2,)]
+        assert duckdb.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]
+        assert duckdb.sql("SELECT count(*) FROM range(4) WHERE reaches(range, 3)").fetchall() == [(3,)]
+        print("ok")
+    """, tmp_path))
+
+
+def _kept_objects() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+def test_install_and_close_keep_nothing():
+    """install() + close() in a loop (a server opening a connection per request) keeps no
+    Python object per cycle, like plain DuckDB: with with-blocks and close() alike."""
+    def cycle(n):
+        if n % 2:
+            with duckdb.connect() as c:
+                gd.install(c)
+                c.execute("CREATE TABLE e AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+                c.execute("SELECT grail_index('e')").fetchall()
+                assert c.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]
+        else:
+            c = gd.install(duckdb.connect())
+            c.execute("SELECT 1").fetchall()
+            c.close()
+
+    def udfs():
+        return sum(isinstance(o, connections.Udf) for o in gc.get_objects())
+
+    for n in range(10):
+        cycle(n)
+    before, udfs_before = _kept_objects(), udfs()
+    for n in range(60):
+        cycle(n)
+    grown = _kept_objects() - before
+    assert grown < 60, f"{grown} objects kept by 60 install/close cycles"
+    assert udfs() == udfs_before
+
+
+def test_a_connection_dropped_after_an_error_is_released_at_once(tmp_path):
+    """After StaleIndexError (as after DuckDB's own CatalogException) the connection goes
+    with its last reference, without waiting for the garbage collector, so another process
+    can open the database file."""
+    path = str(tmp_path / "g.duckdb")
+    con = gd.install(duckdb.connect(path))
+    con.execute("CREATE TABLE e AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+    con.execute("CREATE TABLE p AS SELECT range AS a FROM range(4)")
+    con.execute("SELECT grail_index('e')").fetchall()
+    con.close()
+    for statement in ("SELECT reaches(1, 3)", "SELECT count(*) FROM p WHERE reaches(a, 3)",
+                      "SELECT count(*) FILTER (WHERE reaches(a, 3 - a)) FROM p"):
+        with duckdb.connect(path) as plain:
+            plain.execute("INSERT INTO e VALUES (3, 4)")
+        con = gd.install(duckdb.connect(path))
+        gc.disable()
+        try:
+            try:
+                con.execute(statement).fetchall()
+            except gd.StaleIndexError:
+                pass
+            else:
+                raise AssertionError("not stale")
+            ref = weakref.ref(con)
+            del con
+            assert ref() is None, statement
+        finally:
+            gc.enable()
+        opened = subprocess.run([sys.executable, "-c", f"import duckdb; duckdb.connect({path!r})"],
+                                capture_output=True, text=True, timeout=60)
+        assert opened.returncode == 0, opened.stderr[-500:]
+        with duckdb.connect(path) as plain:
+            plain.execute("DELETE FROM e WHERE src = 3")
+        _registry_reset()
+
+
+def _registry_reset():
+    from grail_duckdb.plugin import registry
+    registry._REGISTRIES.clear()
+
+
+EXIT_WITH_A_UDF = """
+import os
+os.environ["GRAIL_DUCKDB_BACKEND"] = {backend!r}
+import pyarrow.compute as pc
+con = gd.install(duckdb.connect())
+con.create_function("plus1", lambda x: pc.add(x, 1), ["BIGINT"], "BIGINT", type="arrow")
+graph(con); use(con)
+assert con.execute("SELECT grail_index('edges').backend").fetchall() == [({backend!r},)]
+assert con.execute("SELECT count(*) FROM range(5) WHERE reaches(plus1(range), 4)").fetchall() == [(4,)]
+other = gd.install(duckdb.connect("u.duckdb"))
+other.create_function("twice", lambda x: pc.multiply(x, 2), ["BIGINT"], "BIGINT", type="arrow")
+graph(other); use(other)
+r = con.execute("SELECT plus1(a), reaches(a, b) FROM pairs")   # an unfinished result
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("kind", ["cpu", pytest.param("gpu", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not gd.kernels.gpu_available(),
+                                        reason="no CUDA device visible to CuPy")])])
+def test_exit_is_quiet_with_an_arrow_udf_and_an_index_left_open(tmp_path, kind):
+    """A script that registers an Arrow UDF of its own and builds an index (a GPU index too)
+    exits without closing anything: no "nanobind: leaked" lines, status 0."""
+    proc = run_script(EXIT_WITH_A_UDF.format(backend=kind), tmp_path)
+    check(proc)
+    assert proc.stdout.strip().endswith("ok") and "leaked" not in proc.stderr, proc.stderr[-2000:]

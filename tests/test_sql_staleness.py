@@ -131,3 +131,93 @@ def test_errors_name_themselves_and_say_what_to_do():
         rel.fetchall()
     assert isinstance(gd.plugin.grail_error(info.value), gd.KeyTypeError)
     con.close()
+
+
+@pytest.mark.parametrize("auto_rebuild", [True, False])
+def test_a_check_made_while_a_write_runs_is_made_again_once_it_is_done(auto_rebuild):
+    """DuckDB's catalog version moves when a write statement starts; its rows land when it
+    commits. Readers checking freshness in between (a slow autocommit INSERT of one edge)
+    must not take the old table for current once the write is done: afterwards the index
+    answers from the new table (auto_rebuild) or refuses."""
+    import threading
+
+    con = gd.install(duckdb.connect())
+    con.execute("CREATE TABLE edges AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+    con.execute("CREATE TABLE pairs AS SELECT range AS a, 4 AS b FROM range(5)")
+    con.execute(f"SELECT grail_index('edges', auto_rebuild := {str(auto_rebuild).lower()})"
+                ).fetchall()
+    stop, checks = threading.Event(), []
+
+    def read(statement):
+        cur = con.cursor()
+        while not stop.is_set():
+            try:
+                cur.execute(statement).fetchall()
+            except gd.StaleIndexError:
+                pass
+            checks.append(1)
+        cur.close()
+
+    readers = [threading.Thread(target=read, args=(q,)) for q in (
+        "SELECT reaches(1, 3)", "SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs")]
+    for t in readers:
+        t.start()
+    while len(checks) < 4:
+        pass
+    con.cursor().execute("INSERT INTO edges SELECT 3, 4 FROM range(30000000) "
+                         "WHERE range = 29999999")
+    stop.set()
+    for t in readers:
+        t.join()
+    if auto_rebuild:
+        assert con.execute("SELECT reaches(1, 4)").fetchall() == [(True,)]
+        assert con.execute("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs"
+                           ).fetchall() == [(4,)]
+    else:
+        for statement in ("SELECT reaches(1, 4)", STATEMENTS["whole column"]):
+            with pytest.raises(gd.StaleIndexError):
+                con.execute(statement).fetchall()
+    con.close()
+
+
+def test_auto_rebuild_under_a_concurrent_writer_matches_the_table_once_writes_stop():
+    """One thread inserting edges (autocommit), five querying through an auto_rebuild index:
+    once the writes stop, every answer is the table's (a recursive CTE's)."""
+    import threading
+    import time
+
+    con = gd.install(duckdb.connect())
+    con.execute("CREATE TABLE edges AS SELECT range AS src, range + 1 AS dst FROM range(0, 200, 2)")
+    con.execute("CREATE TABLE pairs AS SELECT a.range AS a, b.range AS b "
+                "FROM range(0, 60, 3) a, range(0, 60, 5) b")
+    con.execute("SELECT grail_index('edges', auto_rebuild := true)").fetchall()
+    stop = threading.Event()
+
+    def read(k):
+        cur = con.cursor()
+        q = ("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs" if k % 2 else
+             "SELECT count(*) FROM pairs WHERE reaches(a, 31)")
+        while not stop.is_set():
+            cur.execute(q).fetchall()
+        cur.close()
+
+    readers = [threading.Thread(target=read, args=(k,)) for k in range(5)]
+    for t in readers:
+        t.start()
+    writer = con.cursor()
+    for i in range(1, 200, 16):  # chain the pairs up: paths appear with each insert
+        writer.execute("INSERT INTO edges SELECT ?, ? FROM range(3000000) "
+                       "WHERE range = 2999999", [i, i + 1])  # readers check while it runs
+        time.sleep(0.01)
+    stop.set()
+    for t in readers:
+        t.join()
+    reach = ("WITH RECURSIVE w(s, v) USING KEY (s, v) AS (SELECT DISTINCT a, a FROM pairs "
+             "UNION SELECT w.s, e.dst FROM w JOIN edges e ON e.src = w.v) ")
+    want = con.execute(reach + "SELECT count(*) FROM pairs p WHERE (p.a, p.b) IN "
+                               "(SELECT (s, v) FROM w)").fetchall()
+    assert con.execute("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs").fetchall() == want
+    with gd.per_chunk(con):
+        assert con.execute("SELECT count(*) FILTER (WHERE reaches(a, b)) FROM pairs"
+                           ).fetchall() == want
+    con.close()

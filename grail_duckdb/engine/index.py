@@ -9,7 +9,7 @@ ingest -> ids -> CSR -> condensation -> labels -> index file; queries -> cuts ->
 >>> idx.reaches(1, 3), idx.reaches(1, 9)
 (True, False)
 >>> idx
-GrailIndex(vertices=3, edges=3, components=1, dag_edges=0, labels=9, backend='cpu')
+GrailIndex(vertices=3, edges=3, components=1, dag_edges=0, labels=9, key_type='int', backend='cpu')
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex, search_edge_levels
-from ..errors import IndexNotSavedError
+from ..errors import EdgeInputError, IndexNotSavedError
 from ..model import Labels, VertexIds
 from ..progress import BUILD_PHASES, build_progress
 from .. import indexfile
@@ -119,7 +119,7 @@ class GrailIndex:
     def __repr__(self) -> str:
         return (f"GrailIndex(vertices={self.n_vertices}, edges={self.edge_rows}, "
                 f"components={self.n_components}, dag_edges={self.dag.m}, labels={self.d}, "
-                f"backend={self.backend!r})")
+                f"key_type={self.key_kind!r}, backend={self.backend!r})")
 
     def reaches(self, src, dst):
         """Whole columns in, a pyarrow BooleanArray out (NULL where either key is NULL); two
@@ -258,15 +258,17 @@ def edges_fingerprint(edges, dst="dst", *, src: str = "src") -> str:
 
 
 def check_labels(labels) -> int:
-    """The number of label pairs as an int in 1..MAX_LABELS, or a ValueError that says so."""
+    """The number of label pairs as an int in 1..MAX_LABELS, or an :class:`EdgeInputError`
+    (a ``ValueError`` too) that says so."""
     try:
         d = int(labels)
     except (TypeError, ValueError):
-        raise ValueError(f"labels must be a whole number from 1 to {MAX_LABELS}, got "
-                         f"{labels!r}") from None
+        raise EdgeInputError(f"labels must be a whole number from 1 to {MAX_LABELS}, got "
+                             f"{labels!r}") from None
     if not 1 <= d <= MAX_LABELS:
-        raise ValueError(f"labels must be from 1 to {MAX_LABELS}, got {d} (5 is the default; "
-                         "more than a few dozen settle no more queries)")
+        raise EdgeInputError(f"labels must be from 1 to {MAX_LABELS}, got {d} "
+                             f"({DEFAULT_LABELS} is the default; more than a few dozen settle "
+                             "no more queries)")
     return d
 
 

@@ -69,6 +69,12 @@ def as_column(x, name: str = "key") -> pa.Array:
         return pa.array(x)
     try:
         return pa.array(x)
+    except OverflowError:  # integers above int64's range: uint64 keys, if they fit
+        try:
+            return pa.array(x, pa.uint64())
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise EdgeInputError(f"cannot read the {name} keys as a column: integer keys "
+                                 f"must fit in 64 bits ({exc})") from None
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
         raise EdgeInputError(f"cannot read the {name} keys as a column: {exc}") from exc
 
@@ -115,6 +121,10 @@ class ParquetEdges:
         for i, f in enumerate(files):
             md = pq.ParquetFile(f).metadata
             schema = md.schema.to_arrow_schema()
+            missing = [c for c in (src_col, dst_col) if c not in schema.names]
+            if missing:
+                raise EdgeInputError(f"{str(f)!r} has no column {', '.join(map(repr, missing))}; "
+                                     f"its columns are {schema.names}")
             t = (schema.field(src_col).type, schema.field(dst_col).type)
             if types is not None and t != types:
                 raise EdgeInputError(f"{str(f)!r} has key types {t[0]}, {t[1]} but "
@@ -247,11 +257,14 @@ class EdgeStream:
         return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
 
-def _parquet_files(path) -> list:
+def parquet_files(path) -> list:
+    """A Parquet file, or the ``*.parquet`` files of a folder but its index files
+    (``*.grail.parquet``: an index built beside its edges is no edge file)."""
     path = Path(path)
-    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+    files = (sorted(f for f in path.glob("*.parquet") if not f.name.endswith(".grail.parquet"))
+             if path.is_dir() else [path])
     if not files:
-        raise EdgeInputError(f"the folder {path} holds no *.parquet file")
+        raise EdgeInputError(f"the folder {path} holds no *.parquet edge file")
     return files
 
 
@@ -271,7 +284,7 @@ def _parquet_schema(files: list, src_col: str, dst_col: str) -> pa.Schema:
 def read_parquet_edges(path, src: str = "src", dst: str = "dst") -> pa.Table:
     """Two key columns of a Parquet file or of a folder of them (``*.parquet``, read in
     parallel), as a Table ``src``/``dst`` keeping the first file's ``grail.vertices``."""
-    files = _parquet_files(path)
+    files = parquet_files(path)
     schema = _parquet_schema(files, src, dst)
     try:
         table = ParquetEdges(files, src, dst, [], ()).table()
@@ -287,7 +300,7 @@ def _vertex_count(meta) -> int | None:
 
 def _parquet_stream(path, src_col: str, dst_col: str) -> "EdgeStream":
     """A Parquet file or folder as a stream of row groups, nothing decoded yet."""
-    files = _parquet_files(path)
+    files = parquet_files(path)
     schema = _parquet_schema(files, src_col, dst_col)
     try:
         edges = ParquetEdges.open(files, src_col, dst_col)

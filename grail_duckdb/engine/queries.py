@@ -41,6 +41,7 @@ from ..errors import GrailError
 from ..kernels import shared as K
 from ..kernels import to_host
 from ..progress import Progress
+from ..model import beyond_int64
 from .ingest import as_column
 
 #: 64-bit words per vertex of the plain multi-source BFS (``use_cuts=False``) at least
@@ -117,6 +118,13 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     src, dst = as_column(src, "source"), as_column(dst, "destination")
     if len(src) != len(dst):
         raise ValueError(f"src and dst differ in length ({len(src)} vs {len(dst)})")
+    outside = _beyond_int64(src, dst)
+    if outside is not None:  # keys no vertex has: each reaches itself only
+        mask, same = outside
+        src, dst = (pc.if_else(mask, pa.scalar(None, c.type), c) for c in (src, dst))
+        answers, stats = reaches(index, src, dst, use_cuts=use_cuts, words=words,
+                                 budget=budget, cancel=cancel)
+        return pc.if_else(mask, same, answers), stats
     nq = len(src)
     unknown: dict = {}  # string keys that are not vertices, numbered across both columns
     ks, vs = index.ids.query_keys(src, unknown)
@@ -193,6 +201,22 @@ class _Deferred:
         hit = rows[found]
         np.bitwise_or.at(bits, hit >> 3, (1 << (hit & 7)).astype(np.uint8))
         return int(hit.shape[0])
+
+
+def _beyond_int64(src: pa.Array, dst: pa.Array):
+    """``(mask, x = y)`` for integer key columns where a uint64 key lies above 2**63 - 1 (never
+    a vertex: the contract answers x = y there, NULL with a NULL), else None."""
+    bits = [b for b in (beyond_int64(src), beyond_int64(dst)) if b is not None]
+    if not bits or not all(pa.types.is_integer(_value_type(c)) for c in (src, dst)):
+        return None
+    mask = pa.array(np.logical_or.reduce(bits))
+    exact = pa.decimal128(20, 0)  # holds every int64 and uint64 value
+    same = pc.equal(src.cast(_value_type(src)).cast(exact), dst.cast(_value_type(dst)).cast(exact))
+    return mask, same
+
+
+def _value_type(col: pa.Array) -> pa.DataType:
+    return col.type.value_type if pa.types.is_dictionary(col.type) else col.type
 
 
 def _as_arrow(nq, bits, src, dst, valid) -> pa.BooleanArray:

@@ -213,8 +213,12 @@ def read_metadata(path) -> IndexMeta:
     try:
         raw = pq.read_schema(path).metadata or {}
     except Exception as exc:  # pyarrow raises several types for damaged files
-        raise IndexFileError(f"{path} is not a readable Parquet file (truncated or corrupt: "
-                             f"{exc}); delete it and rebuild the index") from exc
+        if path.name.endswith(".grail.parquet"):  # named as the project names its indices
+            raise IndexFileError(f"{path} is not a readable Parquet file (truncated or corrupt: "
+                                 f"{exc}); rebuild the index (the build replaces it)") from exc
+        raise IndexFileError(f"{path} is not a grail_duckdb index file (not readable as "
+                             f"Parquet: {exc}); name an index file written by build or "
+                             "grail_index") from exc
     meta = {k.decode()[len(META_PREFIX):]: v.decode() for k, v in raw.items()
             if k.startswith(META_PREFIX.encode())}
     if meta.get(K_FORMAT) != FORMAT_NAME:

@@ -16,23 +16,30 @@ that use them to the engine with whole columns where the rows allow it.
 One module per concern: :mod:`.connections` (registration per connection, safe in every order
 of ``close``), :mod:`.hooks` (DuckDB's ``execute`` / ``sql`` seen by the plugin),
 :mod:`.statements` (which path a statement takes, and running it), :mod:`.rewrite` (the
-statement analysis, with sqlglot), :mod:`.registry` (the named indices of each database),
+statement analysis, with sqlglot), :mod:`.exactness` (which statements the rewrite may take),
+:mod:`.resolve` (which relation a name means on the calling connection), :mod:`.registry`
+(the named indices of each database),
 :mod:`.files` (where index files live, what they record), :mod:`.staleness` (whether an index
 still describes its table), :mod:`.functions` and :mod:`.chunks` (the Python functions behind
 the macros, the per-chunk path), :mod:`.traversal` (one-to-all sets), :mod:`.names`
 (identifiers through sqlglot), :mod:`.sqlerrors` (errors as SQL callers see them) and
-:mod:`.sqlfiles` (the SQL the plugin installs).
+:mod:`.sqlfiles` (the SQL the plugin installs); every internal of DuckDB it relies on is
+reached through :mod:`.duckdb_api`.
 """
 from __future__ import annotations
 
 import duckdb
 
 from ..engine.index import DEFAULT_LABELS
-from . import connections, hooks, statements
+from . import connections, duckdb_api, hooks, statements
 from .registry import Registry
 from .sqlerrors import grail_error
 from .sqlfiles import named_queries, sql_text
 from .statements import explain, per_chunk
+
+#: DuckDB's default connection, once installed on: ``duckdb.execute(...)`` makes a new Python
+#: object of it each time nothing holds one, and an installation lives with its object
+_DEFAULT: list = []
 
 __all__ = ["build", "explain", "grail_error", "install", "named_queries", "per_chunk",
            "registry_of", "sql", "sql_text"]
@@ -46,10 +53,12 @@ def install(con=None):
     ``reaches``. With no argument (or ``duckdb`` itself) it installs on DuckDB's default
     connection, so that ``duckdb.sql(...)`` / ``duckdb.execute(...)`` see it too.
     """
+    duckdb_api.check()
     hooks.enable(statements.route, connections.forget)
     if con is None or con is duckdb:
         hooks.enable_module_functions()
         con = duckdb.default_connection()
+        _DEFAULT[:] = [con]  # DuckDB's default connection lives for the process: so does this
     connections.install_on(con)
     return con
 
@@ -64,22 +73,22 @@ def build(con, table: str, *, src: str = "src", dst: str = "dst",
           auto_rebuild: bool = False, progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""
-    return registry_of(con).build(table, src=src, dst=dst, labels=labels, name=name, path=path,
-                                  rebuild=rebuild, auto_rebuild=auto_rebuild, progress=progress)
+    reg = registry_of(con)
+    return reg.build(table, src=src, dst=dst, labels=labels, name=name, path=path,
+                     rebuild=rebuild, auto_rebuild=auto_rebuild, progress=progress,
+                     session=connections.session_of(con))
 
 
-def sql(con, query: str, params=None, *, whole_column: bool = True):
+def sql(con, query: str, params=None):
     """Run ``query`` on ``con`` and return its DuckDB relation (``.fetchall()``, ``.arrow()``).
 
-    The explicit form of what ``con.sql(query)`` does on an installed connection: the
-    ``reaches`` calls that read one FROM source are answered with whole columns, the rest per
-    chunk; ``whole_column=False`` runs every call per chunk (DuckDB's 2,048-row chunks), for
-    comparison.
+    The explicit form of ``con.sql(query)`` on an installed connection. A relation is
+    evaluated when it is fetched (as DuckDB does: a fetch after an INSERT sees the new rows,
+    and a changed edge table raises ``StaleIndexError`` then), so its ``reaches`` calls run
+    per chunk; ``con.execute(query)`` runs the statement at once and takes the whole-column
+    path where it is exact.
     """
     install(con)
-    if not whole_column:
-        with statements.per_chunk(con):
-            return con.sql(query, params=params)
     return con.sql(query, params=params)
 
 

@@ -20,7 +20,8 @@ from ..indexfile import IndexWriter, read_metadata
 from ..errors import GrailError, IndexFileError
 
 __all__ = ["SOURCE_VERSION", "SUFFIX", "GrailWarning", "index_path_for", "orphans",
-           "kept_in_memory", "open_writer", "other_copies", "persisted_names", "read_source"]
+           "kept_in_memory", "open_writer", "other_copies", "persisted_names", "read_source",
+           "refuse_foreign"]
 
 SUFFIX = ".grail.parquet"
 #: version 2: the file also records the index name and the database file
@@ -116,6 +117,17 @@ def open_writer(target: Path, source: dict) -> tuple[IndexWriter | None, str]:
     folder that cannot be written keeps the index in memory: ``(None, note)``, with a
     :class:`GrailWarning` (:func:`kept_in_memory`).
     """
+    refuse_foreign(target)
+    try:
+        return IndexWriter(target, source=source), ""
+    except OSError as exc:
+        return None, kept_in_memory(source, target, exc)
+
+
+def refuse_foreign(target: Path) -> None:
+    """A file at ``target`` that is neither a grail_duckdb index nor named like one
+    (``*.grail.parquet``: a damaged index of ours) is refused, before any work: it may be the
+    user's database or data."""
     if target.exists() and not target.name.endswith(SUFFIX):
         try:
             read_metadata(target)
@@ -123,10 +135,6 @@ def open_writer(target: Path, source: dict) -> tuple[IndexWriter | None, str]:
             raise GrailError(
                 f"{target} exists and is not a grail_duckdb index file; it is not "
                 "overwritten: choose another file with path := '...'") from None
-    try:
-        return IndexWriter(target, source=source), ""
-    except OSError as exc:
-        return None, kept_in_memory(source, target, exc)
 
 
 def kept_in_memory(source: dict, target: Path, exc: OSError) -> str:

@@ -14,15 +14,10 @@ import pyarrow.compute as pc
 
 from ..engine.index import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError, KeyTypeError
-from . import chunks, traversal
+from . import chunks, duckdb_api, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE
 
-__all__ = ["FUNCTIONS", "answer_lists", "db_token"]
-
-
-def db_token(reg):
-    """The registry token of this database (found again by later installs)."""
-    return reg.token
+__all__ = ["FUNCTIONS", "answer_lists"]
 
 
 def _index_for(reg, name: str):
@@ -95,8 +90,9 @@ def _list_values(arr: pa.ListArray) -> pa.Array:
     return arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
-def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos):
-    """Arrow UDF behind the grail_index macro: one summary struct per row."""
+def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos, sessions):
+    """Arrow UDF behind the grail_index macro: one summary struct per row (``sessions``: the
+    calling connection's, see :mod:`.resolve`)."""
     rows = []
     for i in range(len(tables)):
         table = tables[i].as_py()
@@ -107,7 +103,8 @@ def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos):
                               labels=DEFAULT_LABELS if label is None else label,
                               name=names[i].as_py() or None, path=paths[i].as_py() or None,
                               rebuild=bool(rebuilds[i].as_py()),
-                              auto_rebuild=bool(autos[i].as_py())))
+                              auto_rebuild=bool(autos[i].as_py()),
+                              session=sessions[i].as_py()))
     return pa.array(rows, SUMMARY_TYPE)
 
 
@@ -146,7 +143,7 @@ def keys_source(reg, name):
     if handle is None:
         cur = reg.cursor(quiet=False)
         try:
-            handle = cur._register_source(traversal.keys_table(entry))
+            handle = duckdb_api.register_source(cur, traversal.keys_table(entry))
         finally:
             cur.close()
         entry.cache["keys_handle"] = handle
@@ -154,6 +151,9 @@ def keys_source(reg, name):
 
 
 _KEY = {"int": "BIGINT", "str": "VARCHAR"}
+#: the type of ``__grail_session()`` (sql/grail.sql)
+SESSION_SQL = ("STRUCT(database VARCHAR, schema VARCHAR, search_path VARCHAR, "
+               "temporary VARCHAR[])")
 
 #: (name, body, parameter types, return type, 'arrow' | 'native', side effects)
 FUNCTIONS = [
@@ -170,7 +170,7 @@ FUNCTIONS = [
     ("keys_source", keys_source, ["VARCHAR"], "VARCHAR", "native", False),
     ("key_error", key_error, ["VARCHAR", "VARCHAR"], "BOOLEAN", "arrow", False),
     ("index", grail_index,
-     ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN"],
-     SUMMARY_SQL, "arrow", True),
+     ["VARCHAR", "VARCHAR", "VARCHAR", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN",
+      SESSION_SQL], SUMMARY_SQL, "arrow", True),
     ("indexes", grail_indexes, [], f"{SUMMARY_SQL}[]", "native", True),
 ]

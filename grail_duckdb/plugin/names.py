@@ -18,8 +18,9 @@ from sqlglot.errors import ParseError, TokenError
 
 from ..errors import EdgeInputError, GrailError
 
-__all__ = ["DIALECT", "index_name", "plain_table", "quote_column", "quote_identifier",
-           "quote_table", "readable", "sql_string", "table_leaf", "table_parts", "column_name"]
+__all__ = ["DIALECT", "index_name", "index_name_of", "plain_table", "quote_column",
+           "quote_identifier", "quote_table", "readable", "sql_string", "table_leaf",
+           "table_parts", "column_name"]
 
 DIALECT = "duckdb"
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
@@ -132,3 +133,13 @@ def index_name(name: str) -> str:
         raise GrailError(f"{name!r} cannot name an index: use letters, digits, '_' and '-' "
                          "(pass name := '...' to grail_index)")
     return name
+
+
+def index_name_of(text: str) -> str:
+    """An index name made of any text: other characters become ``_``.
+
+    >>> index_name_of('s2.my edges')
+    's2_my_edges'
+    """
+    out = re.sub(r"[^A-Za-z0-9_\-]", "_", text)
+    return out if _INDEX_NAME.match(out) else "_" + out

@@ -19,9 +19,10 @@ import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
-from . import files, names
+from . import duckdb_api, files, hooks, names
+from .resolve import apply_session, outside_sources, resolve
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
-                        table_check, where_is)
+                        table_check)
 
 __all__ = ["Entry", "Registry", "SUMMARY_SQL", "SUMMARY_TYPE", "new_registry",
            "registry_by_token"]
@@ -59,6 +60,9 @@ class Entry:
     auto_rebuild: bool = False
     note: str = ""
     verified: int | None = None  # catalog version at the last successful freshness check
+    #: the write statements that were running during that check: it is made again once one
+    #: of them is done (DuckDB's version moves when a write starts, its rows land at commit)
+    pending: frozenset = frozenset()
     signals: tuple | None = None
     stale: str | None = None  # the error message, once found stale (until rebuilt)
     cache: dict = field(default_factory=dict)  # one-to-all sets and the like (traversal)
@@ -105,6 +109,7 @@ class Registry:
     _live: weakref.ref | None = field(default=None, repr=False)  # the last live owner
     entries: dict = field(default_factory=dict)
     plans: OrderedDict = field(default_factory=OrderedDict)  # statement plans (.statements)
+    kept: list = field(default_factory=list)  # callables the catalog may name (.connections)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     # --- connections ------------------------------------------------------------------------
@@ -116,13 +121,13 @@ class Registry:
         last = self._live() if self._live is not None else None
         if last is not None:
             try:
-                last._catalog_version()
+                duckdb_api.catalog_version(last)
                 return last
             except duckdb.Error:
                 pass
         for con in list(self.owners):
             try:
-                con._catalog_version()
+                duckdb_api.catalog_version(con)
                 self._live = weakref.ref(con)
                 return con
             except duckdb.Error:
@@ -132,7 +137,7 @@ class Registry:
 
     def catalog_version(self) -> int:
         """DuckDB's count of writing statements in this database instance (free to read)."""
-        return self.connection()._catalog_version()
+        return duckdb_api.catalog_version(self.connection())
 
     def cursor(self, quiet: bool = True):
         """A fresh cursor on this database; ``quiet``: with DuckDB's progress bar off (the long
@@ -230,18 +235,20 @@ class Registry:
         side = files.read_source(path)
         if side.get("name", name) != name:
             raise IndexFileError(
-                f"{path} holds the index {side['name']!r} of {side['table']}, "
-                f"not {name!r} (the file was copied or renamed); rebuild with "
-                f"SELECT grail_index({names.sql_string(side['table'])}, name := '{name}', "
+                f"{path} holds the index {side['name']!r} of {names.readable(side['table'])}, "
+                f"not {name!r} (the file was copied or renamed); rebuild {name!r} from the edge "
+                f"table it indexes: SELECT grail_index('<its edge table>', name := '{name}', "
                 f"rebuild := true)")
         cur = self.cursor()
         version = self.catalog_version()
+        pending = hooks.writes_in_flight()
         try:
             entry = Entry(name, None, side["table"], side["src"], side["dst"], side["labels"],
-                          path, {}, None, "loaded")
+                          path, {}, None, "loaded", pending=pending)
             entry.index, entry.check = load_checked(cur, name, path, side["table"], side["src"],
                                                     side["dst"], side, entry.rebuild_sql())
-            entry.where = where_is(cur, names.table_parts(entry.table))
+            found = resolve(cur, names.table_parts(entry.table), entry.table, None)
+            entry.where = found.as_tuple() if found is not None else None
             entry.signals = signals(cur, entry.where, entry.table)
             entry.verified = version
         finally:
@@ -255,13 +262,15 @@ class Registry:
 
         While nothing was written in the database since the last check, this costs one counter
         read, so it runs before every statement and inside every chunk of the per-chunk path.
+        A check made while a write statement ran is made again once that write is done (its
+        rows may have landed without moving the version).
         """
         if version is None:
             version = self.catalog_version()
-        if version == entry.verified and entry.stale is None:
+        if version == entry.verified and entry.stale is None and not _landed(entry):
             return entry
         with entry.lock:
-            if entry.stale is None and version != entry.verified:
+            if entry.stale is None and (version != entry.verified or _landed(entry)):
                 self._verify(entry, version)
         if entry.stale is None:
             return entry
@@ -275,10 +284,13 @@ class Registry:
 
     def _verify(self, entry: Entry, version: int) -> None:
         """Compare the table's catalog signals, then (when they match) its content check."""
+        pending = hooks.writes_in_flight()  # before the table is read
         cur = self.cursor(quiet=False)
         try:
             sig = signals(cur, entry.where, entry.table)
             changed = sig is not None and entry.signals is not None and sig != entry.signals
+            if entry.where is not None and entry.where[3] == "view":
+                changed = changed or bool(outside_sources(cur, entry.table))
             if not changed:
                 now = table_check(cur, entry.table, entry.src, entry.dst)
                 changed = not same_check(entry.check, now)
@@ -289,42 +301,88 @@ class Registry:
         if changed:
             entry.stale = str(stale_error(entry.name, entry.table, entry.rebuild_sql()))
         else:
-            entry.verified, entry.signals = version, sig
+            entry.verified, entry.signals, entry.pending = version, sig, pending
 
     # --- build, reuse or load ---------------------------------------------------------------
     def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
-              path=None, rebuild=False, auto_rebuild=False, progress=None) -> dict:
+              path=None, rebuild=False, auto_rebuild=False, progress=None,
+              session=None) -> dict:
         """Build, reuse or load the index ``name`` of ``table``; returns its summary."""
         return self.build_entry(table, src=src, dst=dst, labels=labels, name=name, path=path,
                                 rebuild=rebuild, auto_rebuild=auto_rebuild,
-                                progress=progress).summary()
+                                progress=progress, session=session).summary()
 
     def build_entry(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS,
                     name=None, path=None, rebuild=False, auto_rebuild=False,
-                    progress=None) -> Entry:
+                    progress=None, session=None) -> Entry:
+        """The entry of :meth:`build`. ``session``: the calling connection's (its current
+        database and schema, search path and TEMP objects: see :mod:`.resolve`), so that
+        ``table`` means what it means there."""
         qtable = names.quote_table(table)
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)
+        explicit = bool(name)
         name = names.index_name(name if name else names.table_leaf(table))
         labels = check_labels(labels)
         with self.lock:
+            where, qtable = self._resolve(qtable, session)
             cur = self.cursor()
             version = self.catalog_version()
+            pending = hooks.writes_in_flight()
             try:
-                where = where_is(cur, names.table_parts(qtable))
                 target = Path(path).resolve() if path else self._default_path(name, where, cur)
+                if target is not None:
+                    files.refuse_foreign(target)
                 check = table_check(cur, qtable, qsrc, qdst)
                 probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
                               auto_rebuild=bool(auto_rebuild))
+                self._check_owner(probe, explicit, rebuild)
                 entry = None if rebuild else self._reusable(cur, probe)
                 if entry is None:
                     entry = self._build(cur, probe, progress)
                 entry.auto_rebuild = bool(auto_rebuild)
                 entry.signals = signals(cur, where, qtable)
-                entry.verified = version
+                entry.verified, entry.pending = version, pending
             finally:
                 cur.close()
             self.entries[name] = entry
             return entry
+
+    def _resolve(self, qtable: str, session) -> tuple:
+        """``(where, quoted name)`` of the relation ``qtable`` means on the calling connection
+        (its session applied to a cursor of its own), the name as fresh cursors read it."""
+        cur = self.cursor()
+        try:
+            default = cur.execute("SELECT current_database()").fetchall()[0][0]
+            apply_session(cur, session)
+            where = resolve(cur, names.table_parts(qtable), qtable, session)
+        finally:
+            cur.close()
+        if where is None:
+            return None, qtable
+        return where.as_tuple(), where.quoted(default)
+
+    def _check_owner(self, probe: Entry, explicit: bool, rebuild: bool) -> None:
+        """Refuse to replace the index ``probe.name`` of another table (in memory or in its
+        file) unless the name was given and ``rebuild := true`` asks for it."""
+        other = self.entries.get(probe.name)
+        owner = other.table if other is not None else None
+        if owner is None and probe.path is not None and probe.path.exists():
+            try:
+                owner = files.read_source(probe.path).get("table")
+            except (IndexFileError, OSError):
+                owner = None
+        if owner is None or owner == probe.table or (explicit and rebuild):
+            return
+        r, s = names.readable, names.sql_string
+        parts = names.table_parts(probe.table)
+        other_name = "_".join(parts) if len(parts) > 1 else f"main_{parts[0]}"
+        replace = ("" if not explicit else
+                   f", or replace it with grail_index({s(r(probe.table))}, name := "
+                   f"{s(probe.name)}, rebuild := true)")
+        raise GrailError(
+            f"grail_index: the index {probe.name!r} already indexes {r(owner)}, not "
+            f"{r(probe.table)}; give this one its own name, e.g. grail_index("
+            f"{s(r(probe.table))}, name := {s(names.index_name_of(other_name))}){replace}")
 
     def _reusable(self, cur, probe: Entry) -> Entry | None:
         """A cached or persisted index of the same table, columns and labels that is still
@@ -406,6 +464,11 @@ class Registry:
     def release_all() -> None:
         for reg in list(_REGISTRIES.values()):
             reg.release()
+
+
+def _landed(entry: Entry) -> bool:
+    """Whether a write that ran during the entry's last check is done since."""
+    return bool(entry.pending) and not entry.pending <= hooks.writes_in_flight()
 
 
 def new_registry(token: str, db_path) -> Registry:

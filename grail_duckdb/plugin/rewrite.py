@@ -17,8 +17,9 @@ Three kinds of site, found with sqlglot:
   fixes one) are those of the per-chunk path.
 
 Everything else keeps the per-chunk path: calls that read two sources, correlated references,
-calls whose arguments hold aggregates or subqueries, and UPDATE / DELETE with ``reaches`` on
-the target's own rows. Parameters are renamed to ``$1, $2, ...`` (positional ``?``) before
+calls whose arguments hold aggregates or subqueries, and every statement :mod:`.exactness`
+keeps as written (DDL, UPDATE and DELETE, grouping sets; at run time: writes, volatile
+functions). Parameters are renamed to ``$1, $2, ...`` (positional ``?``) before
 parsing, so every statement derived from the original binds the same values.
 
 >>> p = plan_for("SELECT a FROM pairs WHERE reaches(a, b)", lambda sql: ["a", "b"], {})
@@ -38,7 +39,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from . import names
+from . import exactness, names
 from .names import DIALECT
 
 __all__ = ["MENTION", "ConstSite", "Plan", "ScopeSite", "describe", "normalise", "plan_for"]
@@ -84,10 +85,13 @@ class Plan:
     consts: list = field(default_factory=list)
     scopes: list = field(default_factory=list)  # innermost first
     variables: dict = field(default_factory=dict)  # marker -> Python variable name
+    why: str = ""  # why the statement runs as written (:func:`.exactness.static_refusal`)
+    checked: object = None  # the catalog version at the last check of what it calls
+    volatile: list = field(default_factory=list)  # the volatile functions it calls, then
 
     @property
     def rewrites(self) -> bool:
-        return bool(self.consts or self.scopes)
+        return bool(self.consts or self.scopes) and not self.why
 
 
 def describe(plan: Plan) -> str:
@@ -147,7 +151,11 @@ def plan_for(text: str, columns_of, variables: dict) -> Plan | None:
         return None
     if len(statements) != 1 or statements[0] is None:
         return None
-    return _Planner(statements[0], columns_of, variables).run()
+    tree = statements[0]
+    why = exactness.static_refusal(tree)
+    if why:
+        return Plan("", set(), why=why)
+    return _Planner(tree, columns_of, variables).run()
 
 
 class _Planner:

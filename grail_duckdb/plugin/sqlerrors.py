@@ -18,18 +18,17 @@ name and says what to do. :func:`grail_error` finds the project's error in any D
 from __future__ import annotations
 
 import functools
-import re
 
 import duckdb
 
 from .. import errors
+from .duckdb_api import UDF_ERROR
 
 __all__ = ["as_sql_error", "grail_error"]
 
 _CLASSES = {c.__name__: c for c in (errors.GrailError, errors.EdgeInputError,
                                      errors.KeyTypeError, errors.IndexFileError,
                                      errors.StaleIndexError, errors.BackendError)}
-_IN_UDF = re.compile(r"(?:while executing the UDF: |^Invalid Input Error: )(\w+): (.*)", re.S)
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,7 +60,7 @@ def grail_error(exc: BaseException) -> Exception | None:
         return exc if isinstance(exc, duckdb.Error) else as_sql_error(exc)
     if not isinstance(exc, duckdb.Error):
         return None
-    found = _IN_UDF.search(str(exc))
+    found = UDF_ERROR.search(str(exc))
     if not found or found.group(1) not in _CLASSES:
         return None
     return as_sql_error(_CLASSES[found.group(1)](found.group(2)))

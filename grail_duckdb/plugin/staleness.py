@@ -3,7 +3,7 @@
 Three levels, cheapest first, each exact about what it claims:
 
 1. **Nothing was written.** DuckDB counts every statement that writes anything in the database
-   instance (``_catalog_version()``, a counter read: well under a microsecond). While it has not
+   instance (:func:`.duckdb_api.catalog_version`, a counter read: well under a microsecond). While it has not
    moved since an index was last verified, the index is fresh at no cost: this is what almost
    every statement (and every chunk of the per-chunk path) pays.
 2. **This table was not replaced, altered, grown or shrunk.** After a write anywhere, the edge
@@ -26,10 +26,11 @@ import pyarrow as pa
 from ..engine.index import edges_fingerprint, load_index
 from ..indexfile import read_metadata
 from ..errors import EdgeInputError, StaleIndexError
+from . import duckdb_api
 from .names import readable, sql_string
 
 __all__ = ["load_checked", "read_edge_table", "same_check", "signals", "stale_error",
-           "table_check", "where_is"]
+           "table_check"]
 
 _INT_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
               "UINTEGER", "UBIGINT"}
@@ -101,7 +102,7 @@ def _check_key_type(qtable: str, col: str, typ) -> None:
     name (a HUGEINT column is 'HUGEINT', not Arrow's 'decimal128(38,0)')."""
     name = str(typ)
     if name == "VARCHAR":
-        collation = _collation(typ)
+        collation = duckdb_api.collation(typ)
         if collation:
             raise EdgeInputError(
                 f"grail_index: column {col} of {qtable} has collation "
@@ -117,15 +118,6 @@ def _check_key_type(qtable: str, col: str, typ) -> None:
             f"VARCHAR: index a view that casts it, e.g. CAST({col} AS VARCHAR)")
 
 
-def _collation(typ) -> str:
-    try:
-        import _duckdb
-
-        return _duckdb._collation(typ) or ""
-    except (ImportError, AttributeError, TypeError):
-        return ""
-
-
 def _first_line(exc) -> str:
     return str(exc).splitlines()[0]
 
@@ -134,26 +126,6 @@ def read_edge_table(cur, qtable: str, qsrc: str, qdst: str) -> pa.Table:
     """The two endpoint columns of an edge table as Arrow (columns src, dst)."""
     return cur.sql(f"SELECT {qsrc} AS src, {qdst} AS dst FROM {qtable}").to_arrow_table()
 
-
-def where_is(cur, parts: list[str]) -> tuple | None:
-    """``(database, schema, name, kind)`` of a table or view given by its name parts, as
-    DuckDB resolves them on ``cur`` (None when it is neither)."""
-    db, schema = cur.execute("SELECT current_database(), current_schema()").fetchall()[0]
-    if len(parts) == 3:
-        cands = [tuple(parts)]
-    elif len(parts) == 2:
-        cands = [(db, parts[0], parts[1]), (parts[0], "main", parts[1])]
-    else:
-        cands = [(db, schema, parts[0])]
-    for d, s, t in cands:
-        for kind, view in (("table", "duckdb_tables()"), ("view", "duckdb_views()")):
-            row = cur.execute(
-                f"SELECT database_name, schema_name, {kind}_name FROM {view} WHERE "
-                f"database_name = {sql_string(d)} AND schema_name = {sql_string(s)} AND "
-                f"{kind}_name = {sql_string(t)}").fetchall()
-            if row:
-                return (*row[0], kind)
-    return None
 
 
 def signals(cur, where: tuple | None, qtable: str) -> tuple | None:

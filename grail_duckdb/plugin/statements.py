@@ -31,7 +31,7 @@ from sqlglot.tokens import TokenType
 from ..engine.ingest import key_kind
 from ..engine.queries import QueryCancelled
 from ..errors import EdgeInputError, GrailError, KeyTypeError
-from . import connections, hooks, rewrite, traversal
+from . import connections, duckdb_api, exactness, hooks, rewrite, traversal
 from .sqlerrors import as_sql_error, grail_error
 
 __all__ = ["PLANS_PER_DATABASE", "Route", "explain", "per_chunk", "route"]
@@ -70,29 +70,28 @@ class Route:
         self.rewrite = text is not None and plan is not None and (plan is _UNKNOWN or plan.rewrites)
         self.capture = plan is _UNKNOWN or bool(plan and plan.variables)
 
-    def run(self, captured, alias: str = ""):
+    def run(self, captured):
         """The result of the rewritten statement, or ``hooks.PLAIN``."""
         reg = self.inst.registry
         handles = {name: h for name, h in captured}
         plan = self.plan
         if plan is _UNKNOWN or (plan is not None and set(plan.variables.values()) != set(handles)):
             plan = _new_plan(self.con, reg, self.text, self.params, handles)
-        if plan is None or not plan.rewrites:
+        if (plan is None or not plan.rewrites
+                or refusal(self.con, plan, self.text) is not None):
             return hooks.PLAIN
         hooks.clear_interrupt(self.con)
-        if self.method == "execute":
-            self.con.abort()  # as DuckDB's execute does: a new statement ends an unread result
+        self.con.abort()  # as DuckDB's execute does: a new statement ends an unread result
         try:
-            return _execute_plan(self, reg, plan, self.params, handles, alias)
+            return _execute_plan(self, reg, plan, self.params, handles)
         except _Fallback:
             return hooks.PLAIN
         except GrailError as exc:
             raise as_sql_error(exc) from None
         except duckdb.Error as exc:
-            found = grail_error(exc)
-            if found is None:
+            if grail_error(exc) is None:
                 raise
-            raise found from None
+            raise grail_error(exc) from None  # no local holds it: its frames go with it
 
 
 _UNKNOWN = object()  # no plan yet
@@ -100,18 +99,35 @@ _UNKNOWN = object()  # no plan yet
 
 def route(con, method, query, params):
     """A :class:`Route` for a statement on an installed connection (or on a cursor of one,
-    which is installed on its first statement that uses the plugin), else None."""
+    which is installed on its first statement that uses the plugin), else None. Relations
+    (``sql``) are never rewritten: DuckDB evaluates them when they are fetched."""
     inst = connections.installation(con)
     mentions = isinstance(query, str) and rewrite.MENTION.search(query) is not None
     if inst is None:
         if not mentions or not hooks.in_family(con):
             return None
         inst = connections.install_on(con)
-    if not mentions or con in _PER_CHUNK:
+    if (not mentions or con in _PER_CHUNK or method != "execute"
+            or not exactness.parsable(query)):
         return Route(con, inst, method, None, None, None)
     text, values = rewrite.normalise(query, params)
     plan = None if text is None else inst.registry.plans.get(_key(text, values), _UNKNOWN)
     return Route(con, inst, method, text, values, plan)
+
+
+def refusal(con, plan, text) -> str | None:
+    """Why a planned statement must run as written on ``con`` now (see :mod:`.exactness`),
+    or None. What it calls is looked up again after each write to the database (a view or
+    macro it names may have changed)."""
+    if plan.why:
+        return plan.why
+    version = duckdb_api.catalog_version(con)
+    if plan.checked != version:
+        plan.volatile = exactness.volatile_calls(con, text, hooks.original("execute"))
+        plan.checked = version
+    if plan.volatile:
+        return "it calls " + ", ".join(plan.volatile)
+    return None
 
 
 def _key(text, params):
@@ -130,13 +146,8 @@ def _new_plan(con, reg, text, params, handles):
 
 def _columns(con, sql: str, params) -> list | None:
     """The column names ``sql`` returns, or None when it does not bind (nothing runs)."""
-    bound = _bind(con, sql, params)
-    return None if bound is None else list(bound[0])
-
-
-def _bind(con, sql: str, params):
     try:
-        return con._bind(sql, values=_subset(params, rewrite_params(sql)))
+        return duckdb_api.bind(con, sql, values=_subset(params, rewrite_params(sql))).names
     except Exception:
         return None
 
@@ -159,7 +170,7 @@ def _subset(params, used: set):
     return {k: params[k] for k in used if k in params}
 
 
-def _execute_plan(route_, reg, plan, params, handles, alias):
+def _execute_plan(route_, reg, plan, params, handles):
     con = route_.con
     keep: list = []
     subst = {m: f'"{handles[name].name}"' for m, name in plan.variables.items()}
@@ -173,12 +184,8 @@ def _execute_plan(route_, reg, plan, params, handles, alias):
     used = _subset(params, _params_of(final))
     if _bind_ok(con, final, used) is False:
         raise _Fallback
-    if route_.method == "execute":
-        out = hooks.original("execute")(con, final, used)
-        hooks.keep(con, keep)
-        return out
-    out = hooks.original("sql")(con, final, alias=alias, params=used)
-    hooks.keep(con, keep, out)
+    out = hooks.original("execute")(con, final, used)
+    hooks.keep(con, keep)
     return out
 
 
@@ -192,7 +199,7 @@ def _params_of(sql: str) -> set:
 
 def _bind_ok(con, sql, params) -> bool:
     try:
-        con._bind(sql, values=params)
+        duckdb_api.bind(con, sql, values=params)
         return True
     except Exception:
         return False
@@ -223,7 +230,9 @@ def _const_sql(con, reg, site, params, version, keep) -> str:
         return f'(SELECT key FROM "{handle.name}") AS {site.alias}'
     if kind == "int":
         handle = _registered(con, rec, "plain", lambda: pa.table({"key": rec["keys"]}))
-        test = f'(CAST({site.other} AS BIGINT) IN (SELECT key FROM "{handle.name}"))'
+        # a key beyond BIGINT (a UBIGINT) is no vertex and not the constant: false
+        test = (f'(CASE WHEN ({site.other}) IS NULL THEN NULL ELSE coalesce(TRY_CAST('
+                f'{site.other} AS BIGINT) IN (SELECT key FROM "{handle.name}"), false) END)')
     else:
         handle = _registered(con, rec, "bytes", lambda: pa.table(
             {"key": rec["keys"].cast(pa.large_string()).cast(pa.large_binary())}))
@@ -238,7 +247,7 @@ def _registered(con, rec: dict, form: str, make):
     """The set of a record registered in DuckDB as an Arrow source (kept with the record)."""
     handle = rec.get(form)
     if handle is None:
-        handle = rec[form] = con._register_source(make())
+        handle = rec[form] = duckdb_api.register_source(con, make())
     return handle
 
 
@@ -285,7 +294,8 @@ def _scope_copy(route_, reg, scope, params, subst, version, keep) -> str:
         entry = reg.fresh(reg.get(index_name), version)
         cols[f"__grail_r{n}"] = _answers(entry, table.column(f"__grail_a{n}"),
                                          table.column(f"__grail_b{n}"), con)
-    handle = con._register_source(pa.table(cols) if cols else pa.table({"__grail_none": []}))
+    handle = duckdb_api.register_source(
+        con, pa.table(cols) if cols else pa.table({"__grail_none": []}))
     keep.append(handle)
     return f'"{handle.name}"'
 
@@ -327,6 +337,8 @@ def explain(con, query: str, params=None) -> str:
     it will run (``=> ...``; ``reaches`` calls still in it run per chunk) and what each marker
     ``@n`` becomes (a one-to-all set, or a source's copy with whole-column answers)."""
     inst = connections.install_on(con)
+    if not exactness.parsable(query):
+        return "per-chunk (not a query): " + query.strip()
     text, values = rewrite.normalise(query, params)
     if text is None:
         return "per-chunk: the parameters do not fit the statement"
@@ -334,6 +346,9 @@ def explain(con, query: str, params=None) -> str:
                                                                      values, {})
     if plan is None:
         return "per-chunk: not one statement that sqlglot parses"
+    why = refusal(con, plan, text) if plan.rewrites or plan.why else None
+    if why is not None:
+        return f"per-chunk ({why}): " + query.strip()
     if not plan.rewrites:
         return "per-chunk: " + query.strip()
     return rewrite.describe(plan)

@@ -88,6 +88,21 @@ def few_keys_answers(entry, src, dst) -> pa.Array | None:
     return None
 
 
+def _equal_to(values: pa.Array, key) -> np.ndarray:
+    """``values == key`` (False for NULL), exact across integer types: a key outside the
+    values' type is equal to none of them.
+
+    >>> _equal_to(pa.array([1, 2, None], pa.int32()), 5_000_000_000).tolist()
+    [False, False, False]
+    """
+    typ = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+    if pa.types.is_integer(typ):
+        info = np.iinfo(typ.to_pandas_dtype())
+        if not info.min <= key <= info.max:
+            return np.zeros(len(values), bool)
+    return pc.equal(values, pa.scalar(key, typ)).fill_null(False).to_numpy(zero_copy_only=False)
+
+
 def _answer_by_keys(entry, side, other, keys, forward: bool) -> pa.Array:
     index = entry.index
     bits = np.zeros(index.n_vertices + 1, np.uint64)  # the last slot: keys that are no vertex
@@ -104,8 +119,7 @@ def _answer_by_keys(entry, side, other, keys, forward: bool) -> pa.Array:
     out = hit.astype(np.bool_)
     for c, key in outside:  # a key that is no vertex reaches (and is reached by) itself only
         rows = np.flatnonzero(code == c)
-        out[rows] = pc.equal(other.take(pa.array(rows)), pa.scalar(key, other.type)
-                             ).fill_null(False).to_numpy(zero_copy_only=False)
+        out[rows] = _equal_to(other.take(pa.array(rows)), key)
     null = pc.or_(side.is_null(), other.is_null()).to_numpy(zero_copy_only=False)
     return pa.array(out, pa.bool_(), mask=null if null.any() else None)
 

@@ -33,11 +33,13 @@ import pyarrow.parquet as pq
 
 from .. import plugin
 from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
+from ..indexfile import IndexWriter, read_metadata
 from ..engine.warm import warm_up
-from ..errors import EdgeInputError, GrailError
+from ..errors import EdgeInputError, GrailError, IndexFileError
 from ..progress import step
 from .examples import citation_connection, examples_vs_cte
 from .generators import citation_dag
+from .edge_text import HEADER_META, KEYS_META
 from .readers import detect_format, duckdb_target, parquet_edge_columns, read_edges
 
 #: suffixes dropped from an edge file's name to name its index (``cit-HepTh.tsv.gz`` ->
@@ -46,7 +48,9 @@ _EDGE_SUFFIXES = {".gz", ".tsv", ".csv", ".txt", ".gra", ".parquet", ".cites", "
 DEMO_PAPERS = 200_000
 #: the library's messages name Python keywords; the command line names its flags
 _FLAGS = {"fmt": "--format", "src": "--src", "dst": "--dst", "labels": "--labels",
-          "reverse=True": "--reverse"}
+          "reverse=True": "--reverse", "keys='str'": "--string-keys", "header=False": "--no-header"}
+#: where ``build`` records the input file an index was built from (``source.input``)
+INPUT_KEY = "input"
 
 
 def _say(*parts) -> None:
@@ -54,8 +58,15 @@ def _say(*parts) -> None:
 
 
 def default_index_path(edges: str) -> Path:
-    """Where ``build`` writes the index of an edge file: beside it, ``<stem>.grail.parquet``."""
+    """Where ``build`` writes the index of an edge file: beside it, ``<stem>.grail.parquet``
+    (a folder of Parquet files: beside the folder).
+
+    >>> default_index_path("data/cit-HepTh.tsv.gz").as_posix()
+    'data/cit-HepTh.grail.parquet'
+    """
     p = Path(edges)
+    if not p.name:  # '.', '..', '/': the folder's own name
+        p = p.resolve()
     name = p.name
     while Path(name).suffix.lower() in _EDGE_SUFFIXES:
         name = name[: -len(Path(name).suffix)]
@@ -84,18 +95,58 @@ def cmd_build(args) -> int:
     if target is not None:
         return _build_in_database(*target, args)
     out = writable(args.out if args.out else default_index_path(args.edges), "index")
+    _check_index_target(out, args.edges, explicit=bool(args.out))
+    writer = IndexWriter(out, source={INPUT_KEY: Path(args.edges).resolve().name})
     t0 = time.perf_counter()
-    with step(f"reading {args.edges}"):
-        edges, cols = read_edges_for_build(args)
+    try:
+        with step(f"reading {args.edges}"):
+            edges, cols = read_edges_for_build(args)
+    except BaseException:
+        writer.discard()
+        raise
     if isinstance(edges, pa.Table):
-        _say(f"read {edges.num_rows:,} edges from {args.edges} in {time.perf_counter() - t0:.2f} s")
+        _say(f"read {edges.num_rows:,} edges from {args.edges} in "
+             f"{time.perf_counter() - t0:.2f} s{_read_notes(edges, args)}")
     # the file is written as the build goes (its children during the labels: the ETL path)
     index = build_index(edges, labels=args.labels, seed=args.seed, backend=args.backend,
-                        save_to=out, **cols)
-    _say(f"wrote {out} ({Path(out).stat().st_size / 2**20:,.1f} MiB; the last "
-         f"{index.build_seconds.get('save', 0.0):.2f} s after the labels)")
-    _print_summary(index.summary(), out)
+                        save_to=writer, **cols)
+    _print_summary(index.summary(), f"{out} ({Path(out).stat().st_size / 2**20:,.1f} MiB; the "
+                   f"last {index.build_seconds.get('save', 0.0):.2f} s after the labels)")
     return 0
+
+
+def _read_notes(edges: pa.Table, args) -> str:
+    """What the reader chose for a text file: its header row, its key type and why."""
+    meta = edges.schema.metadata or {}
+    notes = []
+    if HEADER_META in meta and args.header is None and meta.get(KEYS_META) != b"integer":
+        notes.append(f"the first row, {meta[HEADER_META].decode()!r}, taken as the header: "
+                     "--no-header if it is an edge")
+    if KEYS_META in meta:
+        notes.append(f"keys: {meta[KEYS_META].decode()}")
+    return "".join(f"\n  {n}" for n in notes)
+
+
+def _check_index_target(out: Path, edges: str, explicit: bool) -> None:
+    """Refuse to replace an index of another input (two inputs of one stem, e.g. e.parquet and
+    e.csv, share the default e.grail.parquet), with the fix."""
+    if not out.exists():
+        return
+    try:
+        meta = read_metadata(out)
+    except IndexFileError:
+        return  # not an index: the writer refuses it (or replaces a damaged index of ours)
+    recorded = meta.source.get(INPUT_KEY)
+    if "table" in meta.source:
+        recorded = f"table {meta.source['table']} of a database"
+    this = Path(edges).resolve().name
+    if recorded is None or recorded == this:
+        return
+    other = out.with_name(f"{this}.grail.parquet")
+    raise EdgeInputError(
+        f"{out} holds the index of {recorded}, not of {this}; it is not replaced: write this "
+        f"one elsewhere, e.g. --out {other}" + ("" if explicit else
+                                                f", or delete {out} first"))
 
 
 def read_edges_for_build(args):
@@ -107,7 +158,8 @@ def read_edges_for_build(args):
         src, dst = parquet_edge_columns(args.edges, args.src, args.dst)
         return str(args.edges), {"src": src, "dst": dst}
     return read_edges(args.edges, fmt=args.format, src=args.src, dst=args.dst,
-                      reverse=args.reverse), {}
+                      reverse=args.reverse, header=args.header,
+                      keys="str" if args.string_keys else None), {}
 
 
 def _build_in_database(db: str, table: str, args) -> int:
@@ -138,7 +190,8 @@ def _build_in_database(db: str, table: str, args) -> int:
 
 
 def _print_summary(summary: dict, path) -> None:
-    keys = ("vertices", "edges", "components", "dag_edges", "labels", "backend", "build_seconds")
+    keys = ("vertices", "edges", "components", "dag_edges", "labels", "key_type", "backend",
+            "build_seconds")
     _say(", ".join(f"{k} {summary[k]:,}" if isinstance(summary[k], int) else f"{k} {summary[k]}"
                    for k in keys if k in summary))
     _say(f"wrote {path}")
@@ -147,11 +200,12 @@ def _print_summary(summary: dict, path) -> None:
 # --- query ---------------------------------------------------------------------------------------
 def cmd_query(args) -> int:
     """Answer a pairs file with a saved index; write (src, dst, reaches)."""
-    out = writable(args.out, "answers") if args.out else None
+    out = _answers_target(args) if args.out else None
     with step(f"loading {args.index}"):
         index = load_index(args.index, backend=args.backend)
     with step(f"reading {args.pairs}"):
-        pairs = read_edges(args.pairs, fmt=args.format, src=args.src, dst=args.dst)
+        pairs = read_edges(args.pairs, fmt=args.format, src=args.src, dst=args.dst,
+                           header=args.header, keys=index.key_kind)
     t0 = time.perf_counter()
     answers = index.reaches(pairs.column("src"), pairs.column("dst"))
     seconds = time.perf_counter() - t0
@@ -167,6 +221,44 @@ def cmd_query(args) -> int:
         else:
             pacsv.write_csv(table, out)
     return 0
+
+
+_ANSWER_COLUMNS = ["src", "dst", "reaches"]
+
+
+def _answers_target(args) -> Path:
+    """``--out`` of ``query``, checked before any work: never the index, the pairs, a
+    database or any other existing file but an answers file (what ``query`` writes)."""
+    out = writable(args.out, "answers")
+    if not out.exists():
+        return out
+    for what, given in (("index", args.index), ("pairs file", args.pairs)):
+        if Path(given).exists() and out.resolve() == Path(given).resolve():
+            raise EdgeInputError(f"--out {str(out)!r} is the {what} this query reads; it is not "
+                                 "overwritten: name another answers file")
+    if not _is_answers(out):
+        raise EdgeInputError(
+            f"--out {str(out)!r} exists and is not an answers file (columns src, dst, reaches): "
+            "it may be an index, a database or data; it is not overwritten: name another file, "
+            f"e.g. {out.with_name(out.stem + '.answers' + (out.suffix or '.csv'))}")
+    return out
+
+
+def _is_answers(path: Path) -> bool:
+    """Whether a file is what ``query`` writes: Parquet or CSV with columns src, dst, reaches."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    if head[:4] == b"PAR1":
+        try:
+            return pq.read_schema(path).names == _ANSWER_COLUMNS and not (
+                pq.read_schema(path).metadata or {}).get(b"grail_duckdb.format")
+        except Exception:  # pyarrow raises several types for damaged files
+            return False
+    first = head.split(b"\n", 1)[0].strip().replace(b'"', b"")
+    return first == b"src,dst,reaches" or not head
 
 
 # --- demo ----------------------------------------------------------------------------------------
@@ -292,9 +384,20 @@ def _bounded(low: int, high: int | None = None):
     return parse
 
 
-def parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m grail_duckdb``."""
-    top = argparse.ArgumentParser(prog="python -m grail_duckdb",
+def program_name(argv0: str | None = None) -> str:
+    """The command as the user ran it: ``grail-duckdb`` (the installed script) or
+    ``python -m grail_duckdb``.
+
+    >>> program_name("/usr/local/bin/grail-duckdb"), program_name("/x/grail_duckdb/__main__.py")
+    ('grail-duckdb', 'python -m grail_duckdb')
+    """
+    name = Path(sys.argv[0] if argv0 is None else argv0).name
+    return "grail-duckdb" if name.startswith("grail-duckdb") else "python -m grail_duckdb"
+
+
+def parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``python -m grail_duckdb`` (``grail-duckdb``)."""
+    top = argparse.ArgumentParser(prog=prog or program_name(),
                                   description="Exact reachability for DuckDB edge tables (GRAIL).")
     sub = top.add_subparsers(dest="command", required=True)
     labels, seed = _bounded(1, MAX_LABELS), _bounded(0)
@@ -306,6 +409,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--dst", help="destination column")
     b.add_argument("--format", help="override the format detected from the file name")
     b.add_argument("--reverse", action="store_true", help="swap the columns (cited citing files)")
+    _add_text_options(b, keys=True)
     b.add_argument("--labels", type=labels, default=DEFAULT_LABELS,
                    help=f"GRAIL label pairs, 1..{MAX_LABELS} (default {DEFAULT_LABELS})")
     b.add_argument("--seed", type=seed, default=0)
@@ -320,6 +424,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--src", help="source column of the pairs file")
     q.add_argument("--dst", help="destination column of the pairs file")
     q.add_argument("--format", help="override the pairs file's format")
+    _add_text_options(q, keys=False)
     q.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     q.add_argument("--out", help="answers file, .parquet or .csv (default: CSV on stdout)")
     q.set_defaults(func=cmd_query)
@@ -344,15 +449,31 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _add_text_options(p, *, keys: bool) -> None:
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="CSV/TSV: the first row holds column names, or not (default: a header "
+                        "unless the first row is two integers, as DuckDB's sniffer decides)")
+    if keys:
+        p.add_argument("--string-keys", action="store_true",
+                       help="CSV/TSV: index every key as text (by default keys are integers "
+                            "when all are, and a column of integers with a few other cells is "
+                            "refused with the line at fault)")
+
+
 def for_command_line(message: str) -> str:
     """A library message with its Python keywords (``fmt=``, ``src=`` ...) named as flags.
 
     >>> for_command_line("pass src=... and dst=..., or fmt= one of gra, snap")
     'pass --src ... and --dst ..., or --format one of gra, snap'
+    >>> for_command_line("or pass keys='str' to index every key as text")
+    'or pass --string-keys to index every key as text'
     """
     def flag(m):
-        return _FLAGS[m.group(1)] + ("" if m.group(1) == "reverse=True" else " ")
-    return re.sub(r"\b(reverse=True|fmt|src|dst|labels)= ?", flag, message)
+        if m.group(1):
+            return _FLAGS[m.group(1)]
+        return _FLAGS[m.group(2)] + " "
+    return re.sub(r"(reverse=True|keys='str'|header=False)|\b(fmt|src|dst|labels)= ?", flag,
+                  message)
 
 
 def main(argv=None) -> int:

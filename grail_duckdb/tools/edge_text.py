@@ -23,12 +23,19 @@ from ..engine.ingest import edge_table
 from ..errors import EdgeInputError
 
 __all__ = ["read_edge_list", "read_delimited", "pick_columns", "existing", "is_gzip",
-           "read_bytes", "head_lines", "INTEGER"]
+           "read_bytes", "head_lines", "INTEGER", "KEYS_META", "HEADER_META"]
 
 #: how much of a text file is looked at to choose its header, delimiter and columns
 _HEAD_BYTES = 1 << 16
 _SPACE = " \t\r\x0b\x0c"
 INTEGER = re.compile(r"[+-]?[0-9]+")
+#: schema metadata of a CSV/TSV read: which key type was chosen and why (the first key that is
+#: not an integer), and the header row taken as column names (absent: none was)
+KEYS_META = b"grail.keys"
+HEADER_META = b"grail.header"
+#: a column whose keys are integers but for at most this share is refused (a bad cell, not
+#: text keys), unless text keys are asked for
+_MOSTLY_INTEGERS = 0.5
 
 
 def existing(path) -> Path:
@@ -206,16 +213,20 @@ def _edge_list_error(path: Path) -> EdgeInputError | None:
 # --------------------------------------------------------------------------------------------
 # CSV / TSV: pyarrow.csv
 # --------------------------------------------------------------------------------------------
-def read_delimited(path: Path, delimiter: str, src, dst, header) -> pa.Table:
-    """CSV/TSV text by pyarrow.csv (parallel, strict integers); integer keys when every key of
-    both columns is an integer, else text (trimmed). The header rule: see
-    :func:`.readers.read_edges`.
+def read_delimited(path: Path, delimiter: str, src, dst, header, keys=None) -> pa.Table:
+    """CSV/TSV text by pyarrow.csv (parallel, strict integers). ``keys``: None chooses integer
+    keys when every key of both columns is an integer, text keys when most are not, and
+    refuses a column of integers with a few other cells (a bad cell, named with its line);
+    ``'int'`` requires integers, ``'str'`` reads every key as text. The header rule: see
+    :func:`.readers.read_edges`. The schema metadata says which key type was chosen and why
+    (:data:`KEYS_META`), and the header taken (:data:`HEADER_META`).
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "g.csv")
     >>> _ = open(p, "w").write("a,b\\nx,y\\n")
-    >>> read_delimited(Path(p), ",", None, None, None).to_pydict()
-    {'src': ['x'], 'dst': ['y']}
+    >>> t = read_delimited(Path(p), ",", None, None, None)
+    >>> t.to_pydict(), t.schema.metadata[KEYS_META]
+    ({'src': ['x'], 'dst': ['y']}, b"text: line 2 holds 'x', not an integer")
     """
     data = read_bytes(path)
     rows = _first_rows(data, delimiter)
@@ -224,18 +235,94 @@ def read_delimited(path: Path, delimiter: str, src, dst, header) -> pa.Table:
     if not header and (src is not None or dst is not None):
         raise EdgeInputError("src/dst name header columns, but header=False was given")
     if header and not rows:
-        raise EdgeInputError(f"the {_kind(delimiter)} file is empty: no header row")
+        raise EdgeInputError(f"the {_kind(delimiter)} file {str(path)!r} is empty: no header "
+                             "row and no edges")
     a, b = pick_columns(rows[0], src, dst) if header else ("f0", "f1")
-    try:                                                   # integer keys: parsed directly
-        return edge_table(*_read_csv(data, delimiter, header, a, b, pa.int64()))
-    except pa.ArrowInvalid:                                # some field is not an integer
-        pass
-    keys = [_whole(pc.utf8_trim_whitespace(c))
-            for c in _read_csv(data, delimiter, header, a, b, pa.string())]
-    return edge_table(*(_integers(*keys) or keys))
+    meta = {HEADER_META: delimiter.join(rows[0]).encode()} if header else {}
+    if keys != "str":
+        try:                                               # integer keys: parsed directly
+            cols = _read_csv(data, delimiter, header, a, b, pa.int64(), path)
+            return edge_table(*cols).replace_schema_metadata({**meta, KEYS_META: b"integer"})
+        except pa.ArrowInvalid:                            # some field is not an integer
+            pass
+    texts = [_whole(pc.utf8_trim_whitespace(c))
+             for c in _read_csv(data, delimiter, header, a, b, pa.string(), path)]
+    ints = None if keys == "str" else _integers(*texts)
+    if ints is not None:
+        return edge_table(*ints).replace_schema_metadata({**meta, KEYS_META: b"integer"})
+    if keys == "str":
+        note = "text, as asked"
+    else:
+        note = _text_keys_or_refuse(path, data, header, (a, b), texts, keys == "int")
+    return edge_table(*texts).replace_schema_metadata({**meta, KEYS_META: note.encode()})
 
 
-def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ):
+def _text_keys_or_refuse(path, data: bytes, header: bool, names, texts, need_int: bool) -> str:
+    """Why the keys are text ('text: line N holds ...'), or an EdgeInputError when they
+    must be integers, or look like integers with a few bad cells, or hold an integer beyond
+    64 bits."""
+    ints = [pc.match_substring_regex(c, r"^[+-]?[0-9]+$").fill_null(False) for c in texts]
+    cells = sum(len(c) - c.null_count for c in texts)
+    integers = sum(int(pc.sum(m).as_py() or 0) for m in ints)
+    wide = _first_wide(texts, ints, names)
+    if wide is not None:
+        wrow, wname, wtext = wide
+        raise EdgeInputError(
+            f"{str(path)!r}: line {_line_of(data, wrow + int(header))} holds {wtext} (column "
+            f"{wname}), an integer outside the 64-bit range; vertex keys are 64-bit integers "
+            "or text: pass keys='str' to index every key as text")
+    row, name, col = min(((_first_false(m, c), name, c) for m, c, name in zip(ints, texts, names)
+                          if _first_false(m, c) is not None), key=lambda t: t[0])
+    line = _line_of(data, row + int(header))
+    shown = col[row].as_py()
+    if need_int:
+        raise EdgeInputError(
+            f"{str(path)!r}: integer keys are needed (the index's key type), but line {line} "
+            f"holds {shown!r} (column {name})")
+    if integers > _MOSTLY_INTEGERS * cells:
+        others = cells - integers
+        raise EdgeInputError(
+            f"{str(path)!r}: the keys are integers but for {others:,} cell{'s' * (others > 1)}, "
+            f"the first on line {line}: {shown!r} (column {name}); fix "
+            f"{'those lines' if others > 1 else 'that line'}, or pass keys='str' to index "
+            "every key as text")
+    return f"text: line {line} holds {shown!r}, not an integer"
+
+
+def _first_false(mask: pa.Array, col: pa.Array) -> int | None:
+    """The first row where ``mask`` is false and ``col`` is not NULL."""
+    bad = pc.and_(pc.invert(mask), col.is_valid())
+    found = pc.index(bad, True).as_py()
+    return None if found < 0 else found
+
+
+def _first_wide(texts, ints, names):
+    """``(row, column name, text)`` of the first integer beyond int64, or None."""
+    best = None
+    for name, col, mask in zip(names, texts, ints):
+        long = pc.and_(mask, pc.greater_equal(pc.utf8_length(col), 19)).fill_null(False)
+        for row in pc.indices_nonzero(long).to_pylist():
+            text = col[row].as_py()
+            if not -2**63 <= int(text) < 2**63:
+                if best is None or row < best[0]:
+                    best = (row, name, text)
+                break
+    return best
+
+
+def _line_of(data: bytes, record: int) -> int:
+    """The line number of the ``record``-th non-empty line (0-based), as pyarrow.csv counts
+    rows (empty lines skipped)."""
+    seen = -1
+    for number, line in enumerate(io.BytesIO(data), 1):
+        if line.strip():
+            seen += 1
+            if seen == record:
+                return number
+    return number if data else 1
+
+
+def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ, path=None):
     """The two key columns as ``typ``; a ragged row is an EdgeInputError naming its line.
 
     Raises ``pa.ArrowInvalid`` when a field does not convert to ``typ``.
@@ -251,9 +338,10 @@ def _read_csv(data: bytes, delimiter: str, header: bool, src: str, dst: str, typ
     except pa.ArrowInvalid as exc:
         if "conversion error" in str(exc).lower():
             raise
-        raise EdgeInputError(f"malformed {_kind(delimiter)} file: {exc}") from None
+        raise EdgeInputError(f"malformed {_kind(delimiter)} file {str(path)!r}: {exc}") from None
     if invalid:
-        raise EdgeInputError(f"malformed {_kind(delimiter)} file: {_describe_row(data, invalid[0])}")
+        raise EdgeInputError(f"malformed {_kind(delimiter)} file {str(path)!r}: "
+                             f"{_describe_row(data, invalid[0])}")
     return table.column(src).combine_chunks(), table.column(dst).combine_chunks()
 
 

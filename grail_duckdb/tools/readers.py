@@ -37,7 +37,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..engine.ingest import edge_table, read_parquet_edges
+from ..engine.ingest import edge_table, parquet_files, read_parquet_edges
 from ..errors import EdgeInputError
 from ..plugin.names import quote_identifier
 from .edge_text import INTEGER as _INTEGER
@@ -67,7 +67,8 @@ _DUCKDB_TARGET = re.compile(r"^(?P<db>.+?\.(?:duckdb|ddb|db)):(?P<table>.+)$", r
 # entry point
 # --------------------------------------------------------------------------------------------
 def read_edges(path, *, fmt: str | None = None, src: str | None = None, dst: str | None = None,
-               reverse: bool = False, header: bool | None = None) -> pa.Table:
+               reverse: bool = False, header: bool | None = None,
+               keys: str | None = None) -> pa.Table:
     """Read an edge file into a Table with columns ``src`` and ``dst``.
 
     Parameters
@@ -87,7 +88,13 @@ def read_edges(path, *, fmt: str | None = None, src: str | None = None, dst: str
         CSV/TSV only: whether the first row holds column names. By default a header is
         assumed when ``src``/``dst`` is given, or when the first row is not two integers
         (so a file of text keys is assumed to have a header: pass ``header=False`` for one
-        without).
+        without). The header taken is in the schema metadata under ``b"grail.header"``.
+    keys : {None, 'int', 'str'}, optional
+        CSV/TSV only: the key type. By default integer keys when every key is an integer and
+        text keys when most are not; a column of integers with a few other cells (a bad cell)
+        or an integer beyond 64 bits is refused with the line at fault. ``'int'`` requires
+        integers, ``'str'`` reads every key as text. The choice and its reason are in the
+        schema metadata under ``b"grail.keys"``.
 
     Returns
     -------
@@ -127,7 +134,10 @@ def read_edges(path, *, fmt: str | None = None, src: str | None = None, dst: str
                 "of CSV/TSV files with a header, Parquet files and DuckDB tables")
         table = _read_edge_list(_existing(path))
     else:
-        table = _read_delimited(_existing(path), "\t" if fmt == "tsv" else ",", src, dst, header)
+        if keys not in (None, "int", "str"):
+            raise EdgeInputError(f"keys= must be 'int', 'str' or None, got {keys!r}")
+        table = _read_delimited(_existing(path), "\t" if fmt == "tsv" else ",", src, dst, header,
+                                keys)
     return _swap(table) if reverse else table
 
 
@@ -192,7 +202,8 @@ def _sniff(path: Path) -> str | None:
 
 
 def _swap(table: pa.Table) -> pa.Table:
-    """``dst`` becomes ``src`` and back; schema metadata (the .gra vertex count) is kept."""
+    """``dst`` becomes ``src`` and back; schema metadata (the .gra vertex count, the key
+    type's note) is kept."""
     swapped = pa.table({"src": table.column("dst"), "dst": table.column("src")})
     return swapped.replace_schema_metadata(table.schema.metadata)
 
@@ -218,9 +229,7 @@ def _normalised(col, name: str) -> pa.Array:
 def parquet_edge_columns(path, src_col=None, dst_col=None) -> tuple[str, str]:
     """The endpoint columns of a Parquet file, or of a folder of them (its first file)."""
     p = Path(path)
-    files = sorted(p.glob("*.parquet")) if p.is_dir() else [_existing(p)]
-    if not files:
-        raise EdgeInputError(f"the folder {str(p)!r} holds no *.parquet file")
+    files = parquet_files(p) if p.is_dir() else [_existing(p)]
     try:
         names = pq.read_schema(files[0]).names
     except (pa.ArrowInvalid, OSError) as exc:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from .errors import EdgeInputError, KeyTypeError
+from .jit import njit
 from .kernels.protocol import CSR, TopoOrder
 from .kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 
@@ -47,7 +47,7 @@ def key_kind(typ: pa.DataType) -> str:
 DENSE_FACTOR = 4
 
 
-@njit(cache=True, nogil=True)
+@njit(read_only=("keys",), cache=True, nogil=True)
 def lookup_dense(keys, offset, table):
     """table[key - offset], or -1 outside the table: one pass, no temporaries."""
     out = np.empty(keys.shape[0], np.int32)

@@ -14,6 +14,9 @@ silences every progress line; ``=1`` shows them from the start.
 * :func:`build_progress`: what ``build_index(progress=...)`` does with its argument (None: a
   :class:`BuildProgress`; False: nothing; a callable: that callable). The SQL layer passes
   False where its option silences progress.
+* :data:`COMPILING`: whether kernels are being compiled (:mod:`grail_duckdb.jit` says so).
+  Lines of the work that waits for the compiler stay still meanwhile (the compile has a line
+  of its own), leave the time out of their estimate of time left and say it at the end.
 
 >>> import io
 >>> out = io.StringIO()
@@ -53,6 +56,57 @@ def enabled_by_default() -> bool | None:
     return None
 
 
+_SILENCED = 0
+
+
+@contextlib.contextmanager
+def silenced():
+    """No progress line for work started inside the block (work run for its side effects,
+    such as :func:`grail_duckdb.warm_up`'s); a compile's line still shows."""
+    global _SILENCED
+    _SILENCED += 1
+    try:
+        yield
+    finally:
+        _SILENCED -= 1
+
+
+class _Compiling:
+    """Seconds this process has spent compiling kernels, and whether it is compiling now
+    (one compile at a time: Numba's compiler holds a process-wide lock)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def start(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._since = time.perf_counter()
+            self._depth += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._depth = max(self._depth - 1, 0)
+            if self._depth == 0:
+                self._total += time.perf_counter() - self._since
+
+    @property
+    def active(self) -> bool:
+        return self._depth > 0
+
+    def seconds(self) -> float:
+        """Seconds spent compiling so far, the running compile included."""
+        with self._lock:
+            running = time.perf_counter() - self._since if self._depth else 0.0
+            return self._total + running
+
+
+COMPILING = _Compiling()
+
+
 class Progress:
     """Progress of ``total`` units of work called ``what``; :meth:`update` with the units done.
 
@@ -71,9 +125,12 @@ class Progress:
         self.total = None if total is None else max(int(total), 0)
         self.stream = stream if stream is not None else sys.stderr
         env = enabled_by_default()
+        if _SILENCED and not self.during_compiles:
+            enabled = False
         self.enabled = env if enabled is None else (enabled and env is not False)
         self.after = 0.0 if env is True else after
         self.start = time.perf_counter()
+        self._compile0 = COMPILING.seconds()
         self.done = 0
         self.detail = ""
         self._shown = False
@@ -117,23 +174,43 @@ class Progress:
         if now - self.start >= self.after and now - self._last >= self._every:
             self._draw(now - self.start)
 
+    def compile_seconds(self) -> float:
+        """Seconds of this line's work spent waiting for the compiler."""
+        return COMPILING.seconds() - self._compile0
+
+    def left(self, elapsed: float) -> float | None:
+        """Estimated seconds left (None: no estimate): the work's own rate so far, the
+        compiler's time left out. Subclasses that know the work's parts estimate better."""
+        frac = self.done / self.total if self.total else 1.0
+        if not 0 < frac < 1:
+            return None
+        return max(elapsed - self.compile_seconds(), 0.0) * (1 - frac) / frac
+
     def _text(self, elapsed: float, final: bool) -> tuple[str, float | None]:
         """The line's text and the fraction done (None when the size is unknown)."""
         detail = f" ({self.detail})" if self.detail else ""
+        compiling = 0.0 if self.during_compiles else self.compile_seconds()
+        waited = f" ({compiling:.1f} s of it compiling)" if compiling >= 0.1 else ""
         if self.total is None:
-            return f"{self.what}{'' if final else '...'}{detail} {elapsed:.1f} s", None
+            return f"{self.what}{'' if final else '...'}{detail} {elapsed:.1f} s{waited}", None
         frac = self.done / self.total if self.total else 1.0
         unit = f" {self.unit}" if self.unit else ""
         if self.eta:
             text = f"{self.what}: {frac:4.0%} {self.done:,}/{self.total:,}{unit}{detail}"
         else:
             text = f"{self.what}: phase {self.done}/{self.total} done{detail}"
-        text += f", {elapsed:.1f} s"
-        if self.eta and 0 < frac < 1 and not final:
-            text += f", ~{elapsed * (1 - frac) / frac:.0f} s left"
+        text += f", {elapsed:.1f} s{waited}"
+        left = self.left(elapsed) if self.eta and not final else None
+        if left is not None:
+            text += f", ~{left:.0f} s left"
         return text, frac
 
+    #: whether the line is drawn while kernels compile (only the compile's own line is)
+    during_compiles = False
+
     def _draw(self, elapsed: float, final: bool = False) -> None:
+        if not (final or self.during_compiles) and COMPILING.active:
+            return
         with self._lock:
             if self._ended or (self._shown and self._closed and not final):
                 return

@@ -2,8 +2,10 @@
 the hypothesis settings. The BFS oracle lives in ``tests/oracle.py`` (``from oracle import
 bfs_reachable``); it is re-exported here for files that prefer ``from conftest import ...``.
 
-``backend`` yields the kernels of every backend present: the CPU (Numba) kernels, and where
-CuPy sees a GPU, the default GPU kernels and GPU kernels with other :class:`GpuSettings`
+Every test runs the compiled kernels (``GRAIL_DUCKDB_JIT=compile``; tests/test_jit.py compares
+the interpreted ones with them). ``backend`` yields the kernels of every backend present: the
+CPU (Numba) kernels, and where CuPy sees a GPU, the default GPU kernels and GPU kernels with
+other :class:`GpuSettings`
 (degree-binned or edge-balanced load balance everywhere; one block per SM with two search
 words). The GPU cases carry ``pytest.mark.gpu`` (``pytest -m gpu`` runs them alone) and skip
 without a device. Each GPU configuration answers every call on the device
@@ -12,6 +14,7 @@ without a device. Each GPU configuration answers every call on the device
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/, beside the package
+# the tests check the compiled kernels (tests/test_jit.py checks the interpreted ones apart)
+os.environ.setdefault("GRAIL_DUCKDB_JIT", "compile")
 
 from benchmarks.datasets import datasets_dir as _datasets_dir  # noqa: E402
 from grail_duckdb.kernels import gpu_available, kernels_for  # noqa: E402

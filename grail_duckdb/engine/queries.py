@@ -158,6 +158,7 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
                 found_deep += deferred.search(bits, lambda done, s=before: progress.update(s + done))
             if hi < nq:
                 progress.update(hi)
+        progress.update(nq)
     finally:
         progress.close()
     stats = QueryStats.from_counts(nq, counts, found_deep)

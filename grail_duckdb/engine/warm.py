@@ -1,23 +1,51 @@
 """``warm_up()``: compile (or load from Numba's on-disk cache) every kernel before timed work.
 
-The first build after an install compiles the CPU kernels (~9 s for all of them, announced on
-stderr); a later process loads them from Numba's cache (~0.5 s). Either cost lands in whatever
-call comes first, so a benchmark or a demo that times its first query would time the compiler: they call
-``warm_up()`` first. It builds and queries small graphs that reach every kernel, with every
-argument type the pipeline uses (dense, sparse and text keys; cycles; searched queries).
+The first use of the CPU kernels on a machine compiles them (see :mod:`grail_duckdb.jit`):
+tens of seconds for all of them on one core; later processes load them from Numba's cache
+in a second or two. Either cost lands in whatever call comes first, so a benchmark or a
+demo that times its first query would time the compiler: they call ``warm_up()`` first. It
+builds and queries small graphs that reach every kernel, with every argument type the
+pipeline uses (dense, sparse and text keys; cycles; searched queries).
+
+A compile is spread over two cores: the kernels fall into :data:`PARTS` (the build's, the
+queries', ...), and the build's and the queries' are compiled by a process each
+into Numba's on-disk cache (a process that needs an index for its part builds it with the
+kernels' Python source, which takes no compiler); this process then loads them all. A line
+on stderr says what is compiled, how many kernels are done and about how long is left.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from ..kernels import resolve
+from .. import jit, progress
 from ..indexfile.digest import hash_bytes
+from ..kernels import resolve
 from .index import build_index
 
-__all__ = ["warm_up"]
+__all__ = ["warm_up", "PARTS"]
+
+#: the kernels' parts: the build's; the queries' (the cuts, the bounded and the exact search);
+#: the plain bitmask search of ``use_cuts=False``; the index file's digest
+PARTS = ("build", "query", "baseline", "save")
+#: the parts one process compiles (the first group in this process, the other in a child):
+#: the two take about as long, and no kernel is compiled by both
+_GROUPS = (("build", "save"), ("query", "baseline"))
+#: the modules of each part's kernels (:func:`to_compile` counts the kernels to compile)
+_MODULES = {"build": ("grail_duckdb.kernels.cpu.graph", "grail_duckdb.kernels.cpu.labels",
+                      "grail_duckdb.kernels.shared", "grail_duckdb.model"),
+            "query": ("grail_duckdb.kernels.cpu.classify", "grail_duckdb.kernels.cpu.search",
+                      "grail_duckdb.kernels.cpu.bidir"),
+            "baseline": ("grail_duckdb.kernels.cpu.search",),
+            "save": ("grail_duckdb.indexfile.digest",)}
 
 
 def _graphs():
@@ -40,27 +68,135 @@ def _graphs():
     yield pa.array([f"v{i}" for i in src]), pa.array([f"v{i}" for i in dst])
 
 
-def warm_up(backend=None) -> float:
+def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
     """Compile or load every kernel of the CPU backend (and of the GPU backend when
     ``backend`` resolves to it) now, so that no later call pays for it; returns the seconds
-    spent.
+    spent. ``parts``: the kernels of these parts of :data:`PARTS` only.
+
+    Kernels not yet in Numba's on-disk cache are compiled by up to ``workers`` processes at
+    once (default: one per core; two at most), with a line on stderr while it takes more
+    than 2 s.
 
     >>> seconds = warm_up("cpu")        # a no-op in effect once the kernels are loaded
     >>> seconds >= 0
     True
     """
     t0 = time.perf_counter()
-    hash_bytes(bytes(64))                               # the index file's digest
-    backends = ["cpu"] + (["gpu"] if resolve(backend) == "gpu" else [])
-    rng = np.random.default_rng(11)
-    for name in backends:
+    parts = tuple(parts)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"warm_up(parts=...): no part {sorted(unknown)}; the parts: {PARTS}")
+    todo = to_compile(parts)
+    if todo:
+        groups = [g for g in (tuple(p for p in group if p in parts) for group in _GROUPS) if g]
+        if (workers or os.cpu_count() or 1) < 2 or len(groups) < 2:
+            groups = [parts]
+        with CompileProgress(todo, len(groups)) as line, jit.compile_lines(False):
+            _compile_parts(groups, line)
+    with progress.silenced(), jit.forced("compile"):
+        _exercise(parts, "cpu")
+        if resolve(backend) == "gpu":
+            _exercise(parts, "gpu")
+    return time.perf_counter() - t0
+
+
+def to_compile(parts=PARTS) -> int:
+    """About how many kernels of ``parts`` are not in Numba's on-disk cache (0: the warm-up
+    only loads them)."""
+    modules = {m for p in parts for m in _MODULES[p]}
+    return sum(1 for k in jit.uncached_kernels()
+               if k.py_func.__module__ in modules and k.targetoptions.get("inline") != "always")
+
+
+class CompileProgress(progress.Progress):
+    """The warm-up's line: ``grail_duckdb: compiling the CPU kernels on 2 cores (...): 12/40
+    kernels, 9.1 s, ~14 s left``; the estimate is this machine's rate so far."""
+
+    during_compiles = True
+
+    def __init__(self, total: int, processes: int, **kw):
+        where = f" on {processes} cores" if processes > 1 else ""
+        super().__init__(f"{jit.COMPILE_LINE}{where} (first use on this machine; Numba keeps "
+                         "them on disk for later runs)", total, unit="kernels", tick=True, **kw)
+        self._count_lock = threading.Lock()
+
+    def add(self, count: int = 1) -> None:
+        """``count`` more kernels compiled (by any process of the warm-up)."""
+        with self._count_lock:
+            done = min(self.done + count, self.total - 1)   # the count is an estimate
+        self.update(done)
+
+    def left(self, elapsed: float) -> float | None:
+        if not 0 < self.done < self.total:
+            return None
+        return elapsed * (self.total - self.done) / self.done
+
+
+def _compile_parts(groups, line: CompileProgress) -> None:
+    """Compile each group of parts in its own process (the first in this one), into Numba's
+    on-disk cache; a child that fails leaves its kernels to be compiled here afterwards."""
+    children = [_start_child(group) for group in groups[1:]]
+    readers = [threading.Thread(target=_follow, args=(c, line), daemon=True) for c in children]
+    for r in readers:
+        r.start()
+    with jit.on_compiled(lambda kernel: line.add() if _counted(kernel) else None):
+        _exercise(groups[0], "cpu", quiet=True)
+    for child, reader in zip(children, readers):
+        child.wait()
+        reader.join()
+
+
+def _start_child(parts) -> subprocess.Popen:
+    """A Python process that compiles ``parts`` (see :func:`_child`)."""
+    env = dict(os.environ, GRAIL_DUCKDB_BACKEND="cpu", GRAIL_DUCKDB_PROGRESS="0")
+    root = str(Path(__file__).resolve().parents[2])       # this copy of the package first
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    code = f"from grail_duckdb.engine.warm import _child; _child({list(parts)!r})"
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+
+
+def _counted(kernel) -> bool:
+    """Whether a compiled kernel is one that :func:`to_compile` counts."""
+    return any(kernel.py_func.__module__ in modules for modules in _MODULES.values())
+
+
+def _follow(child: subprocess.Popen, line: CompileProgress) -> None:
+    """Count the kernels a child reports compiled."""
+    for text in child.stdout:
+        if text.startswith("compiled"):
+            line.add()
+
+
+def _child(parts) -> None:
+    """A warm-up process: compile the kernels of ``parts``, one line on stdout per kernel."""
+    def report(kernel) -> None:
+        if _counted(kernel):
+            print("compiled", kernel.py_func.__qualname__, flush=True)
+
+    with jit.on_compiled(report):
+        _exercise(tuple(parts), "cpu", quiet=True)
+
+
+def _exercise(parts, backend: str, quiet: bool = False) -> None:
+    """Run the work that needs the kernels of ``parts`` on ``backend``, compiling them (an
+    index that a part needs but does not build is built with the kernels' Python source)."""
+    build = "build" in parts
+    with (progress.silenced() if quiet else contextlib.nullcontext()), jit.forced("compile"):
+        if "save" in parts:
+            hash_bytes(bytes(64))                       # the index file's digest
+        if not {"build", "query", "baseline"} & set(parts):
+            return
+        rng = np.random.default_rng(11)
         for src, dst in _graphs():
-            idx = build_index(src, dst, backend=name, progress=False)
+            with contextlib.nullcontext() if build else jit.forced("interpret"):
+                idx = build_index(src, dst, backend=backend, progress=False)
             keys = idx.ids.keys
             pick = rng.integers(0, len(keys), (2, 20_000))  # > one serial batch: the parallel pass
             qs, qd = keys.take(pa.array(pick[0])), keys.take(pa.array(pick[1]))
-            idx.reaches(qs, qd)
-            idx.reaches_with_stats(qs, qd, use_cuts=False)
-            idx.reaches_with_stats(qs, qd, words=4)
-            idx.reaches(keys[0].as_py(), keys[1].as_py())
-    return time.perf_counter() - t0
+            if "query" in parts:
+                idx.reaches(qs, qd)
+                idx.reaches(keys[0].as_py(), keys[1].as_py())
+            if "baseline" in parts:
+                idx.reaches_with_stats(qs, qd, use_cuts=False)
+                idx.reaches_with_stats(qs, qd, words=4)

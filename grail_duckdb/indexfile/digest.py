@@ -20,8 +20,8 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from .format import DIGEST_META_KEY
 
 _P1 = np.uint64(0x9E3779B185EBCA87)

@@ -5,8 +5,8 @@ every core): Thrift's compact protocol in Numba, for the index file's label page
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from ..kernels.shared import (PAGE_COLUMNS, PAGE_FLAGS, PAGE_LEN, PAGE_LZ4, PAGE_RAW, PAGE_ROW,
                               PAGE_ROWS, PAGE_SCRATCH, PAGE_SPLIT, PAGE_SRC, PAGE_WIDTH)
 from .thrift import (PLAIN_ENCODING, SPLIT_ENCODING, T_BINARY, T_BYTE, T_DOUBLE, T_FALSE, T_I16,

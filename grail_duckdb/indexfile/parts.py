@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from numba import njit
 
+from ..jit import njit
 from . import thrift as T
 from .thrift import FooterError
 

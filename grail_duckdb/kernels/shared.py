@@ -18,8 +18,8 @@ True
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ..jit import njit
 from .records import RECORD_LABELS, RECORD_LEVEL
 
 # --- status codes of the query classification (index = code) --------------------------------------

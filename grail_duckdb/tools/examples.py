@@ -4,11 +4,17 @@ recursive-CTE twins: what ``python -m grail_duckdb demo`` and ``examples/`` run.
 :func:`citation_connection` makes an in-memory DuckDB with the table and view the examples
 expect and the index built through SQL; :func:`examples_vs_cte` runs every example warm,
 each beside its recursive-CTE twin (in a child process, stopped after a budget) and, on
-request, on the per-chunk path, and compares the rows.
+request, on the per-chunk path, and compares the rows (:func:`each_example`: the same, one
+record at a time).
 """
 from __future__ import annotations
 
 import json
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +23,7 @@ import pyarrow as pa
 
 from ..plugin import install, named_queries, per_chunk
 
-__all__ = ["citation_connection", "examples_vs_cte", "timed", "timed_plain"]
+__all__ = ["citation_connection", "each_example", "examples_vs_cte", "timed", "timed_plain"]
 
 
 def timed(con, sql: str, params=None, *, repeat: int = 3, whole_column: bool = True):
@@ -42,30 +48,47 @@ def timed_plain(con, sql: str, params=None, *, repeat: int = 3, budget: float = 
                 workdir=None):
     """``(seconds, rows)`` of a plain DuckDB statement (no grail_duckdb function: a recursive
     CTE), warm as :func:`timed`, run in a child process on a copy of ``con``'s tables and views
-    and stopped after ``budget`` seconds: ``(None, None)`` then.
+    and stopped after ``budget`` seconds (counted once the child has loaded the tables):
+    ``(None, None)`` then.
 
     A child, because DuckDB's interrupt waits for the running task, and one step of a
     recursive CTE can run for minutes (a walk from 30K start vertices materialised at once).
     """
-    import subprocess
-    import sys
-    import tempfile
-
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        setup = _copy_of(con, Path(tmp))
-        job = json.dumps({"setup": setup, "sql": sql, "params": params, "repeat": repeat,
-                          "budget": budget})
-        try:
-            done = subprocess.run([sys.executable, "-c", _CHILD], input=job, text=True,
-                                  capture_output=True, timeout=budget + 5)
-        except subprocess.TimeoutExpired:
-            return None, None
-    if done.returncode != 0:
-        raise RuntimeError(f"recursive CTE run failed: {done.stderr[-2000:]}")
-    out = json.loads(done.stdout)
+        job = Path(tmp) / "job.json"
+        job.write_text(json.dumps({"setup": _copy_of(con, Path(tmp)), "sql": sql,
+                                   "params": params, "repeat": repeat, "budget": budget}))
+        with open(Path(tmp) / "stderr.txt", "w+") as err:
+            child = subprocess.Popen([sys.executable, "-c", _CHILD, str(job)], text=True,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=err)
+            lines: queue.Queue = queue.Queue()
+            threading.Thread(target=_lines_of, args=(child.stdout, lines), daemon=True).start()
+            try:
+                lines.get()                             # "ready" (or None): tables loaded
+                result = lines.get(timeout=budget + 1)
+            except queue.Empty:
+                result = None
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                child.wait()
+            if result is None and child.returncode not in (0, -9):
+                err.seek(0)
+                raise RuntimeError(f"recursive CTE run failed: {err.read()[-2000:]}")
+    if result is None:
+        return None, None
+    out = json.loads(result)
     if out["seconds"] is None:
         return None, None
     return out["seconds"], [tuple(r) for r in out["rows"]]
+
+
+def _lines_of(stream, lines: queue.Queue) -> None:
+    """Every line of ``stream`` into ``lines``, then None."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
 
 
 def _copy_of(con, folder: Path) -> list[str]:
@@ -86,18 +109,20 @@ def _copy_of(con, folder: Path) -> list[str]:
     return setup
 
 
-#: the child of :func:`timed_plain`: JSON job on stdin, ``{"seconds", "rows"}`` on stdout
+#: the child of :func:`timed_plain`: a JSON job file, "ready" then ``{"seconds", "rows"}`` on
+#: stdout
 _CHILD = """
 import json, sys, time, duckdb
-job = json.loads(sys.stdin.read())
+job = json.loads(open(sys.argv[1]).read())
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
 for stmt in job["setup"]:
     con.execute(stmt)
+print("ready", flush=True)
 t0 = time.perf_counter()
 rows = con.execute(job["sql"], job["params"]).fetchall()
 best = time.perf_counter() - t0
-if best < job["budget"] / 4:
+if best < job["budget"] / 5:
     for _ in range(job["repeat"]):
         t0 = time.perf_counter()
         rows = con.execute(job["sql"], job["params"]).fetchall()
@@ -111,9 +136,14 @@ def examples_vs_cte(con, *, budget: float = 30.0, repeat: int = 3,
     """The queries of ``sql/examples.sql`` on ``con`` (warm), each beside its recursive-CTE
     twin (``<name>_cte``; stopped after ``budget`` seconds) and, with ``per_chunk_too``, its
     per-chunk path; rows compared. One record per query, in file order."""
+    return list(each_example(con, budget=budget, repeat=repeat, per_chunk_too=per_chunk_too))
+
+
+def each_example(con, *, budget: float = 30.0, repeat: int = 3, per_chunk_too: bool = False):
+    """:func:`examples_vs_cte`'s records one at a time, each as soon as it is measured (a
+    demo prints each query's result while the next one runs)."""
     queries = named_queries()
     params: dict = {}
-    out = []
     for name, query in queries.items():
         if name.endswith("_cte"):
             continue
@@ -130,8 +160,7 @@ def examples_vs_cte(con, *, budget: float = 30.0, repeat: int = 3,
                        cte_same=None if rows3 is None else _same(rows, rows3))
         if name == "most_cited":
             params["paper"] = rows[0][0]
-        out.append(rec)
-    return out
+        yield rec
 
 
 def _same(a, b) -> bool:

@@ -28,7 +28,6 @@ import numpy as np
 from ..host import PARALLEL_LOCK
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
-from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import bidir, classify, graph, labels, pages, search
 
 _EMPTY_COMP = np.empty(0, np.int32)
@@ -205,7 +204,7 @@ class CpuKernels:
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = classify.answer_parallel(*args, bits, codes,
-                                                      _chunk_rows(nq, self.threads))
+                                                      _chunk_rows(nq, self.threads)).sum(0)
                 finally:
                     PARALLEL_LOCK.release()
             else:

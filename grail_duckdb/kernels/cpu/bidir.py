@@ -18,8 +18,7 @@ handed back zeroed, so one set serves every pair of a thread.
 """
 from __future__ import annotations
 
-from numba import njit
-
+from ...jit import njit
 from ..shared import edge_level_excludes
 from .search import _hub_reaches, _may_reach, _tree_reaches
 

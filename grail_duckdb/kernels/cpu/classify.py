@@ -10,8 +10,9 @@ the GPU's answers and counts exactly: the same cuts in the same order, the same 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ...jit import njit
 from ..shared import (ANSWER_OF, DEFERRED, HUB_CUT, LABEL_CUT, LEVEL_CUT, LOOKUP_DENSE,
                       LOOKUP_IDS, LOOKUP_RANGE, N_STATUS, NULL_PAIR, PROBE_EXCLUDES,
                       PROBE_REACHES, PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX,
@@ -23,7 +24,7 @@ _JIT = dict(cache=True, nogil=True, boundscheck=False)
 WARM_CHILDREN = 4
 
 
-@njit(**_JIT)
+@njit(read_only=("keys",), **_JIT)
 def _lookup_range(keys, lo, hi, mode, offset, size, table, sorted_keys, out):
     """out[i] = the vertex id of keys[lo + i], or a negative number when it is not a vertex
     (KeyLookup::id). One tight loop per mode (the mode is fixed for a batch): a lookup that
@@ -92,7 +93,7 @@ def _probe(u, t, ptr, idx, level, inner, outer, tree, down, up, budget, stack):
     return PROBE_EXCLUDES
 
 
-@njit(**_JIT)
+@njit(read_only=("ks", "kt"), **_JIT)
 def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
                  level, inner, outer, tree, down, up, wdown, wup, wfirst, prune, budget, bits,
                  codes, counts):
@@ -216,12 +217,13 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
     return left
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+@njit(parallel=True, read_only=("ks", "kt"), cache=True, nogil=True, boundscheck=False)
 def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp, ptr, idx,
                     level, inner, outer, tree, down, up, wdown, wup, wfirst, prune, budget,
                     bits, codes, chunk):
     """:func:`answer_range` over the whole batch on every core: chunks of ``chunk`` rows (a
-    multiple of 8, so no two chunks share an answer byte); returns the summed counts."""
+    multiple of 8, so no two chunks share an answer byte); returns each chunk's counts (the
+    caller sums them: a sum here would be a parallel reduction, seconds more to compile)."""
     nq = ks.shape[0]
     nchunks = (nq + chunk - 1) // chunk
     per = np.zeros((nchunks, N_STATUS), np.int64)
@@ -230,10 +232,10 @@ def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp,
         answer_range(lo, min(lo + chunk, nq), ks, kt, valid, mode, offset, size, table,
                      sorted_keys, comp, ptr, idx, level, inner, outer, tree, down,
                      up, wdown, wup, wfirst, prune, budget, bits, codes, per[c])
-    return per.sum(axis=0)
+    return per
 
 
-@njit(**_JIT)
+@njit(read_only=("ks", "kt"), **_JIT)
 def pair_components(rows, ks, kt, mode, offset, size, table, sorted_keys, comp):
     """(u, t) components of the given rows (pairs of known keys): the deferred pairs' input to
     the exact search."""

@@ -8,8 +8,8 @@ pass where the GPU runs level-synchronous frontiers). Every function is ``nogil`
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import njit
 from ..shared import EDGE_LEVEL_CAP, mix64
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
@@ -237,7 +237,7 @@ def edge_levels(idx, level):
     return out
 
 
-@njit(**_JIT)
+@njit(read_only=("keys",), **_JIT)
 def key_hash_sum(keys):
     """Order-independent 64-bit sum of mix64 over integer keys."""
     acc = np.uint64(0)

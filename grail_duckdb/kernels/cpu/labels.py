@@ -4,8 +4,8 @@ GPU paper, Section 4, Algorithms 2-6) and the hub sets, as worklist sweeps in to
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import njit
 from ..shared import ORDER_BLOCK, funnel, order_params, permute_step
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)

@@ -9,8 +9,8 @@ table's columns are in :mod:`grail_duckdb.kernels.shared`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import njit
 from ..shared import (CH_BYTES, CH_END, CH_FIRST, CH_PAGE, CH_REST, EMPTY_SLOT, HASH_BITS,
                       PAGE_FLAGS, PAGE_LEN, PAGE_LZ4, PAGE_RAW, PAGE_ROW, PAGE_ROWS, PAGE_SCRATCH,
                       PAGE_SPLIT, PAGE_SRC, PAGE_WIDTH, PL_ANCHOR, PL_AT, PL_LAST, REC_LITERALS,

@@ -4,8 +4,8 @@ label-pruned multi-query bitmask search (GRAIL GPU paper, Section 5, Algorithm 7
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit import njit
 from ..shared import hubs_exclude, hubs_meet, label_excludes, level_excludes, tree_contains
 from .labels import shifted_word, window_base
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ...jit import njit
 
 #: columns shorter than this are staged on the calling thread
 PARALLEL_MIN = 1 << 16

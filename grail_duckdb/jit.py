@@ -12,7 +12,8 @@ Every kernel of the package is declared with :func:`njit` (``numba.njit``'s opti
   disk for later processes. Until a kernel is compiled, in this process or in that cache, a
   call whose arrays hold at most ``SMALL`` elements runs the kernel's Python source: the same
   code, in milliseconds for a few thousand elements. A kernel that has spent ``INTERPRET_S``
-  seconds interpreted is compiled at its next call. ``GRAIL_DUCKDB_JIT=compile`` turns this
+  seconds interpreted is compiled at its next call, and so is one whose Python source raised
+  (the call is then undone and made compiled). ``GRAIL_DUCKDB_JIT=compile`` turns this
   off (every call compiled, as Numba does), ``=interpret`` interprets every call (tests).
 
 While Numba compiles a kernel of the package, :data:`grail_duckdb.progress.COMPILING` says so:
@@ -45,6 +46,8 @@ SMALL = 1 << 15
 #: seconds of interpreted calls after which a kernel is compiled anyway
 INTERPRET_S = 1.0
 MODES = ("auto", "compile", "interpret")
+#: the kernels whose Python source raised where the compiled kernel answered (see Kernel)
+FELL_BACK: set = set()
 _forced: str | None = None
 _local = threading.local()          # .inside: an interpreted kernel is running in this thread
 
@@ -109,7 +112,17 @@ class Kernel(CPUDispatcher):
         if getattr(_local, "inside", False):        # called by an interpreted kernel
             return self.py_func(*args, **kws)
         if self._interpret(args):
-            return self._run_python(args, kws)
+            saved = [(a, a.copy()) for a in args if isinstance(a, np.ndarray) and a.flags.writeable]
+            try:
+                return self._run_python(args, kws)
+            except Exception:
+                # the source meant for the compiler may read past an array's end where the
+                # compiled kernel reads a value it then ignores (no bounds checks): undo what
+                # the call wrote, and leave it to the compiled kernel, from now on
+                for a, before in saved:
+                    a[...] = before
+                self._settled = True
+                FELL_BACK.add(self.py_func.__qualname__)
         return super().__call__(*args, **kws)
 
     def _interpret(self, args) -> bool:

@@ -31,9 +31,9 @@ def _answers(idx, qs, qd, how: str, **kw):
 
 def _same_as_compiled(g: Graph, qs, qd, kind="int", plain=True, **kw):
     """The interpreted build and queries (with the cuts; ``plain``: without them too) equal the
-    compiled ones and the oracle, and no kernel
-    fell back to its compiled version (but where the graph has no vertex: the query kernel
-    reads a label it then ignores, past the end of the empty arrays)."""
+    compiled ones and the oracle, and no kernel fell back to its compiled version (but where
+    the graph has no vertex: the query kernel reads a label it then ignores, past the end of
+    the empty arrays)."""
     jit.FELL_BACK.clear()
     slow, fast = _index(g, "interpret", kind, **kw), _index(g, "compile", kind, **kw)
     assert_same_index(fast, slow)

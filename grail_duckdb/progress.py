@@ -8,6 +8,9 @@ silences every progress line; ``=1`` shows them from the start.
 
 * :class:`Progress`: ``total`` units of work, :meth:`Progress.update` with the units done;
   ``tick=True`` keeps the line moving (elapsed time) while no update comes;
+* :class:`PairsProgress`: a query call, whose pairs take two kinds of work of very different
+  cost (the cuts, then the deep search of the few they leave), each timed: the time left is
+  estimated from each kind's own rate (:func:`pairs_time_left`);
 * :func:`step`: one step of unknown length ("reading edges.tsv.gz"), its elapsed time;
 * :class:`BuildProgress`: the ``progress(phase, seconds)`` callback of
   :func:`grail_duckdb.build_index` as one line, the phases done and the last one named;
@@ -247,6 +250,101 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def pairs_time_left(total: int, classified: int, deferred: int, searched: int,
+                    classify_s: float, search_s: float) -> float | None:
+    """Seconds left to a query call, from each kind of its work at its own rate so far:
+    classifying a pair (the cuts and the bounded search: about the same cost a pair), and the
+    deep search of a pair they leave (orders of magnitude dearer, and most of a long call).
+
+    ``classified`` of ``total`` pairs are classified in ``classify_s`` seconds and have left
+    ``deferred`` pairs to the deep search, of which ``searched`` are searched, in ``search_s``
+    seconds; the pairs still to classify leave as many to search, in proportion. None while
+    nothing is classified, or while pairs wait for a deep search and none is done yet (its
+    cost is then unknown).
+
+    >>> pairs_time_left(1000, 250, 50, 10, 1.0, 2.0)   # 3 s to classify, 190 searches at 0.2 s
+    41.0
+    >>> pairs_time_left(1000, 250, 50, 0, 1.0, 0.0) is None
+    True
+    """
+    if classified <= 0:
+        return None
+    to_classify = total - classified
+    to_search = deferred + to_classify * deferred / classified - searched
+    left = to_classify * classify_s / classified
+    if to_search > 0:
+        if searched <= 0:
+            return None
+        left += to_search * search_s / searched
+    return left
+
+
+class PairsProgress(Progress):
+    """Progress of a query call of ``total`` pairs, with its time left from
+    :func:`pairs_time_left`: the caller times each kind of work with :meth:`phase` and reports
+    with :meth:`classified` and :meth:`searched`. The line says how much of the work (by the
+    estimated time) is done, the pairs answered and the deep searches done; while no deep
+    search has ended, it says how many pairs wait for one instead of guessing."""
+
+    def __init__(self, what: str, total: int, **kw):
+        super().__init__(what, total, unit="pairs", **kw)
+        self.n_classified = self.n_deferred = self.n_searched = 0
+        self._seconds = {"classify": 0.0, "search": 0.0}
+        self._running = None                # (kind, start, compile seconds then)
+
+    @contextlib.contextmanager
+    def phase(self, kind: str):
+        """Time a stretch of ``kind`` work (``"classify"`` or ``"search"``), the compiler's
+        time left out."""
+        self._running = (kind, time.perf_counter(), COMPILING.seconds())
+        try:
+            yield
+        finally:
+            self._seconds[kind] = self.seconds(kind)
+            self._running = None
+
+    def seconds(self, kind: str) -> float:
+        """Seconds of ``kind`` work so far, the running stretch included."""
+        done = self._seconds[kind]
+        running = self._running
+        if running is not None and running[0] == kind:
+            done += max(time.perf_counter() - running[1] - (COMPILING.seconds() - running[2]),
+                        0.0)
+        return done
+
+    def classified(self, pairs: int, deferred: int) -> None:
+        """``pairs`` pairs classified so far, ``deferred`` of them left to the deep search."""
+        self.n_classified, self.n_deferred = int(pairs), int(deferred)
+        self.update(self.n_classified - self.n_deferred + self.n_searched)
+
+    def searched(self, pairs: int) -> None:
+        """``pairs`` deep searches done so far."""
+        self.n_searched = int(pairs)
+        self.update(self.n_classified - self.n_deferred + self.n_searched)
+
+    def left(self, elapsed: float) -> float | None:
+        return pairs_time_left(self.total, self.n_classified, self.n_deferred, self.n_searched,
+                               self.seconds("classify"), self.seconds("search"))
+
+    def _text(self, elapsed: float, final: bool) -> tuple[str, float | None]:
+        if final or not self.n_deferred:
+            return super()._text(elapsed, final)
+        compiling = self.compile_seconds()
+        waited = f" ({compiling:.1f} s of it compiling)" if compiling >= 0.1 else ""
+        answered = f"{self.done:,}/{self.total:,} pairs answered"
+        left = self.left(elapsed)
+        if left is None:
+            waiting = self.n_deferred - self.n_searched
+            return (f"{self.what}: {answered} ({waiting:,} waiting for the deep search), "
+                    f"{elapsed:.1f} s{waited}", self.done / max(self.total, 1))
+        spent = self.seconds("classify") + self.seconds("search")
+        frac = spent / (spent + left) if spent + left > 0 else 1.0
+        expected = round(self.n_deferred * self.total / max(self.n_classified, 1))
+        return (f"{self.what}: ~{frac:.0%} of the work, {answered} (deep search "
+                f"{self.n_searched:,}/~{expected:,}), {elapsed:.1f} s{waited}, "
+                f"~{left:.0f} s left", frac)
 
 
 class _Clock:

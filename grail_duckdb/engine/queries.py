@@ -11,8 +11,9 @@ Each batch of pairs goes through one fused pass of the backend (``Kernels.answer
 * a pair no cut settles gets a bounded depth-first search (at most ``budget`` edges, pruned
   by the same cuts at every vertex): most pairs of shallow graphs end there;
 * the pairs left over go to the exact search (``Kernels.search_pairs``), those of several
-  batches together (up to ``SEARCH_TOGETHER``): a bidirectional, label-pruned search per pair
-  on either backend (a thread per pair on the CPU, a warp or a block per pair on the GPU).
+  batches together (``Kernels.search_together``: on the GPU, up to 4M; on the CPU, each
+  batch's own): a bidirectional, label-pruned search per pair on either backend (a thread per
+  pair on the CPU, a warp or a block per pair on the GPU).
   The multi-query bitmask search (GRAIL GPU paper, Section 5, Algorithm 7) answers calls
   with ``use_cuts=False``, the bench's plain baseline.
 
@@ -20,7 +21,8 @@ Every call records how many pairs each step settled (:class:`QueryStats`).
 
 Long calls: pairs are answered in batches (``Kernels.query_batch`` pairs; the exact search
 in blocks); between two batches or blocks the call reports progress
-(:class:`grail_duckdb.progress.Progress`, silent for calls under 2 s) and can stop:
+(:class:`grail_duckdb.progress.PairsProgress`, silent for calls under 2 s: its time left
+comes from the rate of each kind of work, the cuts and the deep search) and can stop:
 
 * **Ctrl-C** in the main thread raises ``KeyboardInterrupt`` at the next batch or block
   boundary (every kernel call is short; none holds the interpreter for long);
@@ -40,7 +42,7 @@ import pyarrow.compute as pc
 from ..errors import GrailError
 from ..kernels import shared as K
 from ..kernels import to_host
-from ..progress import Progress
+from ..progress import PairsProgress
 from ..model import beyond_int64
 from .ingest import as_column
 
@@ -48,10 +50,6 @@ from .ingest import as_column
 SEARCH_WORDS = 1
 #: edges the bounded search of one undecided pair may cross before it is deferred
 PROBE_BUDGET = 256
-#: deferred pairs kept across batches before they are searched together: a search's last
-#: rounds take the few pairs that outgrow the first one and leave most of the GPU idle, so
-#: fewer, larger searches waste less
-SEARCH_TOGETHER = 1 << 22
 
 
 class QueryCancelled(GrailError):
@@ -138,27 +136,31 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     counts = np.zeros(K.N_STATUS, np.int64)
     found_deep = 0
     deferred = _Deferred(index, use_cuts, words, stop)
-    progress = Progress("reaches", nq, unit="pairs")
+    progress = PairsProgress("reaches", nq)
+    searched = 0
     try:
         for lo in range(0, nq, batch):
             stop()
             hi = min(nq, lo + batch)
-            part = k.answer_pairs(qi, ks[lo:hi], kt[lo:hi], None if valid is None else
-                                  valid[lo:hi], use_cuts, budget if use_cuts else 0)
-            counts += part.counts
-            if lo == 0 and hi == nq:
-                bits = part.bits
-            else:
-                if bits is None:
-                    bits = np.empty((nq + 7) >> 3, np.uint8)
-                bits[lo >> 3:(hi + 7) >> 3] = part.bits
-            deferred.add(part, lo)
-            if deferred.pairs >= SEARCH_TOGETHER or (hi == nq and deferred.pairs):
-                before = hi - deferred.pairs  # every pair so far but the deferred ones
-                found_deep += deferred.search(bits, lambda done, s=before: progress.update(s + done))
-            if hi < nq:
-                progress.update(hi)
-        progress.update(nq)
+            with progress.phase("classify"):
+                part = k.answer_pairs(qi, ks[lo:hi], kt[lo:hi], None if valid is None else
+                                      valid[lo:hi], use_cuts, budget if use_cuts else 0)
+                counts += part.counts
+                if lo == 0 and hi == nq:
+                    bits = part.bits
+                else:
+                    if bits is None:
+                        bits = np.empty((nq + 7) >> 3, np.uint8)
+                    bits[lo >> 3:(hi + 7) >> 3] = part.bits
+                deferred.add(part, lo)
+            progress.classified(hi, counts[K.DEFERRED])
+            if deferred.pairs >= k.search_together or (hi == nq and deferred.pairs):
+                waiting = deferred.pairs
+                with progress.phase("search"):
+                    found_deep += deferred.search(
+                        bits, lambda done, s=searched: progress.searched(s + done))
+                searched += waiting
+                progress.searched(searched)
     finally:
         progress.close()
     stats = QueryStats.from_counts(nq, counts, found_deep)
@@ -167,7 +169,7 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
 
 class _Deferred:
     """The deferred pairs of a call's batches, kept (copied off the thread's reusable
-    buffers) until ``SEARCH_TOGETHER`` of them are waiting or the call ends, then searched
+    buffers) until ``Kernels.search_together`` of them wait or the call ends, then searched
     exactly in one go: the search's rounds run on as many pairs as possible, whatever the
     batch size."""
 

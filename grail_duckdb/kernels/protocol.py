@@ -145,6 +145,7 @@ class Kernels(Protocol):
     name: str  # 'cpu' or 'gpu'
     xp: ModuleType  # numpy or cupy
     query_batch: int  # pairs per batch of a query call
+    search_together: int  # deferred pairs a call's batches gather before their exact search
 
     def synchronize(self) -> None:
         """Wait for queued device work (a no-op on the CPU)."""

@@ -87,6 +87,9 @@ class CpuKernels:
     xp = np
     #: pairs per batch of a query call (a multiple of 8; a batch takes well under a second)
     query_batch = 1 << 18
+    #: each batch's deferred pairs are searched after it: a threaded search has no fixed cost
+    #: to share, and the call's progress learns the search's rate from the first batch on
+    search_together = 1
 
     def __init__(self, threads: int | None = None):
         self._local = threading.local()

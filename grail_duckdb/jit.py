@@ -37,7 +37,7 @@ from numba.core.registry import CPUDispatcher
 from . import progress
 
 __all__ = ["Kernel", "njit", "mode", "forced", "on_compiled", "compile_lines",
-           "cached_kernels", "uncached_kernels", "COMPILE_LINE"]
+           "cached_kernels", "uncached_kernels", "to_compile", "FAMILIES", "COMPILE_LINE"]
 
 ENV_VAR = "GRAIL_DUCKDB_JIT"
 #: calls whose arrays hold at most this many elements are interpreted while the kernel is not
@@ -48,6 +48,8 @@ INTERPRET_S = 1.0
 MODES = ("auto", "compile", "interpret")
 #: the kernels whose Python source raised where the compiled kernel answered (see Kernel)
 FELL_BACK: set = set()
+#: the text that starts the compile line
+COMPILE_LINE = "grail_duckdb: compiling the CPU kernels"
 _forced: str | None = None
 _local = threading.local()          # .inside: an interpreted kernel is running in this thread
 
@@ -201,22 +203,59 @@ def uncached_kernels() -> list[Dispatcher]:
     return [k for k in cached_kernels() if not k._on_disk()]
 
 
+#: the kernels by the work that needs them: a compile of one kernel of a family is soon
+#: followed by the others' (a build calls every kernel of its family)
+FAMILIES = {
+    "build": ("grail_duckdb.kernels.cpu.graph", "grail_duckdb.kernels.cpu.labels",
+              "grail_duckdb.kernels.shared", "grail_duckdb.model"),
+    "query": ("grail_duckdb.kernels.cpu.classify", "grail_duckdb.kernels.cpu.search",
+              "grail_duckdb.kernels.cpu.bidir"),
+    "file": ("grail_duckdb.kernels.cpu.pages", "grail_duckdb.indexfile.digest",
+             "grail_duckdb.indexfile.page_headers", "grail_duckdb.indexfile.parts"),
+}
+
+
+def to_compile(modules) -> int:
+    """How many kernels of ``modules`` (module names) have no compiled version on disk yet
+    (those of the modules imported so far; helpers that are only inlined do not count)."""
+    return sum(1 for k in uncached_kernels()
+               if k.py_func.__module__ in modules and k.targetoptions.get("inline") != "always")
+
+
 class _CompileLine(progress.Progress):
-    """The line shown while Numba compiles kernels of the package: what, how many so far, the
-    elapsed time; it ends once no compile has started for a moment."""
+    """The line shown while Numba compiles kernels of the package: how many are compiled, of
+    about how many (the uncompiled kernels of each family met so far, see :data:`FAMILIES`),
+    the elapsed time and the time left at this machine's rate so far; it ends once no compile
+    has started for a moment."""
 
     IDLE = 0.5
     during_compiles = True
 
     def __init__(self):
-        super().__init__("grail_duckdb: compiling the CPU kernels (first use on this machine; "
-                         "Numba keeps them on disk for later runs)", None, tick=True)
+        super().__init__(f"{COMPILE_LINE} (first use on this machine; Numba keeps them on disk "
+                         "for later runs)", None, tick=True)
         self.compiled = 0
+        self.expected = 0
+        self.families: set = set()
         self.idle_since = None
+
+    def count(self, kernel) -> None:
+        """One more kernel compiled (a callee's compile counts too: it is a cache entry)."""
+        family = next((name for name, modules in FAMILIES.items()
+                       if kernel.py_func.__module__ in modules), None)
+        if family is not None and family not in self.families:
+            self.families.add(family)
+            self.expected += to_compile(FAMILIES[family])
+        self.compiled += 1
 
     def _text(self, elapsed, final):
         done = f"{self.compiled} kernel{'s' * (self.compiled != 1)}"
-        return f"{self.what}: {done}{'' if final else ' so far'}, {elapsed:.1f} s", None
+        if final or self.compiled >= self.expected:
+            return f"{self.what}: {done}{'' if final else ' so far'}, {elapsed:.1f} s", None
+        left = elapsed * (self.expected - self.compiled) / max(self.compiled, 1)
+        eta = f", ~{left:.0f} s left" if self.compiled else ""
+        return (f"{self.what}: {self.compiled}/~{self.expected} kernels, {elapsed:.1f} s{eta}",
+                self.compiled / self.expected)
 
     def _tick(self, now):
         if self.idle_since is not None and now - self.idle_since > self.IDLE:
@@ -260,12 +299,14 @@ class _Tracker(event.Listener):
                 return
             for listener in list(self.listeners):
                 listener(kernel)
+            with self._lock:
+                if self.line is not None:
+                    self.line.count(kernel)
             if depth:
                 return
             progress.COMPILING.end()
             with self._lock:
                 if self.line is not None:
-                    self.line.compiled += 1
                     self.line.idle_since = time.perf_counter()
         except Exception:
             return
@@ -301,5 +342,3 @@ def compile_lines(show: bool):
 
 _TRACKER = _Tracker()
 event.register("numba:compile", _TRACKER)
-#: the text that starts the compile line
-COMPILE_LINE = "grail_duckdb: compiling the CPU kernels"

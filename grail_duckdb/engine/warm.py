@@ -40,10 +40,7 @@ PARTS = ("build", "query", "baseline", "save")
 #: the two take about as long, and no kernel is compiled by both
 _GROUPS = (("build", "save"), ("query", "baseline"))
 #: the modules of each part's kernels (:func:`to_compile` counts the kernels to compile)
-_MODULES = {"build": ("grail_duckdb.kernels.cpu.graph", "grail_duckdb.kernels.cpu.labels",
-                      "grail_duckdb.kernels.shared", "grail_duckdb.model"),
-            "query": ("grail_duckdb.kernels.cpu.classify", "grail_duckdb.kernels.cpu.search",
-                      "grail_duckdb.kernels.cpu.bidir"),
+_MODULES = {"build": jit.FAMILIES["build"], "query": jit.FAMILIES["query"],
             "baseline": ("grail_duckdb.kernels.cpu.search",),
             "save": ("grail_duckdb.indexfile.digest",)}
 
@@ -103,9 +100,7 @@ def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
 def to_compile(parts=PARTS) -> int:
     """About how many kernels of ``parts`` are not in Numba's on-disk cache (0: the warm-up
     only loads them)."""
-    modules = {m for p in parts for m in _MODULES[p]}
-    return sum(1 for k in jit.uncached_kernels()
-               if k.py_func.__module__ in modules and k.targetoptions.get("inline") != "always")
+    return jit.to_compile({m for p in parts for m in _MODULES[p]})
 
 
 class CompileProgress(progress.Progress):

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from ..errors import GrailError, StaleIndexError
 from ..kernels import to_host
-from ..kernels.protocol import CSR, PathGraph
+from ..kernels.protocol import CSR, PathGraph, edge_levels_of
 from .csr import forward_and_reverse
 from .ids import assign_read, read_edges
 from .ingest import as_column, edge_stream
@@ -78,9 +78,9 @@ def path_graph(index, host: bool = False) -> PathGraph:
     An acyclic index (every component one vertex) reads its own DAG and reverse DAG: no
     memory beyond the exact search's. An index with cycles reads its edges again from its
     :class:`EdgeSource` (``index.edge_source``: set by the build, by SQL's registry, or by
-    :meth:`GrailIndex.attach_edges`), checked against its fingerprint, and keeps both rows:
-    4 bytes per distinct edge and 8 per vertex, each way (a GPU index's host copy takes its
-    own copy of them).
+    :meth:`GrailIndex.attach_edges`), checked against its fingerprint, and keeps both rows
+    with the levels beside them: 6 bytes per distinct edge and 8 per vertex, each way (a GPU
+    index's host copy takes its own copy of them).
 
     Raises
     ------
@@ -99,7 +99,8 @@ def path_graph(index, host: bool = False) -> PathGraph:
     if index._path_graph is None:
         if index.n_components == index.n_vertices:
             qi = index.query_index(need_reverse=True)
-            index._path_graph = PathGraph(qi.dag, qi.rev, None, qi.labels)
+            index._path_graph = PathGraph(qi.dag, qi.rev, None, qi.labels.level,
+                                          edge_levels_of(index.kernels, qi))
         else:
             _keep(index, lambda: _original_rows(index))
     return index._path_graph
@@ -112,7 +113,11 @@ def _keep(index, rows) -> None:
         if index._path_graph is None:
             fwd, rev = rows()
             qi = index.query_index(need_reverse=False)
-            index._path_graph = PathGraph(fwd, rev, qi.comp, qi.labels)
+            k = index.kernels
+            per_vertex = qi.labels.level[qi.comp]
+            index._path_graph = PathGraph(fwd, rev, qi.comp, qi.labels.level,
+                                          (k.edge_levels(fwd, per_vertex),
+                                           k.edge_levels(rev, per_vertex)))
 
 
 def _original_rows(index) -> tuple[CSR, CSR]:

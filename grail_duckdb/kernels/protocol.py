@@ -126,14 +126,16 @@ def edge_levels_of(kernels, qi: QueryIndex) -> tuple:
 class PathGraph:
     """What hop counts and paths read: the original graph's rows both ways (self-loops and
     duplicate edges dropped, which no shortest path uses) and the index's condensation, whose
-    levels and labels cut vertices off a search (``comp``: component of each vertex, None when
-    every component is one vertex; ``labels``: per component, as the query kernels read them).
-    All arrays of one backend."""
+    levels cut vertices off a search: ``comp`` (component of each vertex, None when every
+    component is one vertex), ``level`` (int32 per component) and ``edge_levels`` (int16 per
+    edge of ``fwd`` and of ``rev``: the level of the far end's component, saturated at
+    :data:`.shared.EDGE_LEVEL_CAP`). All arrays of one backend."""
 
     fwd: CSR
     rev: CSR
     comp: Array | None
-    labels: LabelArrays
+    level: Array
+    edge_levels: tuple
 
 
 @dataclass

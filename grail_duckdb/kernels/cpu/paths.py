@@ -9,8 +9,12 @@ of the other side gives the exact distance ``D = DA + DB + 1`` (every such meeti
 the other side's full depth). Vertices that cannot lie on a path of at most ``limit`` edges are
 not queued: those with no hop left, and those that cannot reach the target (or be reached
 from the source) by the topological levels of the condensation (a DAG edge leads at least one
-level down) and the GRAIL labels. The cuts never drop a vertex of a shortest path, so the
-distances of the pruned search are exact.
+level down). Each edge's far end has its level beside it (``PathGraph.edge_levels``, as the
+exact reachability search reads them), so the edges the level cut settles, most of those a
+search crosses, cost no read of their vertex. (The GRAIL labels would cut a fifth of the
+vertices more but cost several random reads per edge: five times slower on the deep citation
+DAG.) The cuts never drop a vertex of a shortest path, so the distances of the pruned search
+are exact.
 
 The path returned is the **lexicographically smallest shortest path** (by vertex id, which
 follows the keys' sorted order): the meeting vertices of the last level are every vertex of
@@ -36,8 +40,7 @@ from concurrent.futures import wait
 import numpy as np
 from numba import njit
 
-from ..shared import CHECK_EVERY, mix64
-from .search import _may_reach
+from ..shared import CHECK_EVERY, EDGE_LEVEL_CAP, mix64
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -56,39 +59,30 @@ def _comp_of(v, comp):
 
 
 @njit(**_JIT)
-def _cut(fwd, w, dw, c_end, limit, comp, level, inner, outer, down, up, labels):
-    """Whether w (not the other end), reached at ``dw`` hops from its side's end, cannot lie
-    on a path of at most ``limit`` edges: it needs one more edge at least, and it must reach
-    the target (forward) or be reached from the source (backward); ``c_end`` is the component
-    of that other end. Reachability is cut by the levels (a DAG edge leads at least one level
-    down) and, with ``labels``, the GRAIL labels and hub sets."""
-    if dw >= limit:
-        return True
-    cw = _comp_of(w, comp)
-    if cw == c_end:
-        return False
-    if fwd:
-        return level[cw] >= level[c_end] or (
-            labels and not _may_reach(cw, c_end, level, inner, outer, down, up))
-    return level[cw] <= level[c_end] or (
-        labels and not _may_reach(c_end, cw, level, inner, outer, down, up))
-
-
-@njit(**_JIT)
-def _expand(fwd, depth, front, nf, nxt, p, x, s, t, limit, comp, level, inner, outer, down, up,
-            labels, mark, dist, touched, nt, meet, all_meets):
+def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark, dist,
+            touched, nt, meet, all_meets):
     """One level of one side: the frontier ``front[:nf]`` at ``depth`` hops over the rows
-    (p, x) into ``nxt``. Returns (next size, its edges, touched count, meeting vertices)."""
+    (p, x; ``xl`` the levels of the edges' far ends, saturated) into ``nxt``. Returns (next
+    size, its edges, touched count, meeting vertices found)."""
     side = _FWD if fwd else _BWD
     other = _BWD if fwd else _FWD
     c_end = _comp_of(t if fwd else s, comp)
+    l_end = level[c_end]
+    room = depth + 1 < limit  # a vertex queued now has a hop left to reach the other end
     nn = 0
     en = 0
     nm = 0
     for i in range(nf):
         v = front[i]
         for e in range(p[v], p[v + 1]):
+            lw = xl[e]
+            if lw == EDGE_LEVEL_CAP:  # saturated: the far end's own level decides
+                lw = level[_comp_of(x[e], comp)]
+            if (lw > l_end) if fwd else (lw < l_end):
+                continue
             w = x[e]
+            if lw == l_end and _comp_of(w, comp) != c_end:
+                continue  # on the other end's level, outside its component
             m = mark[w]
             if (m & 3) == other:
                 if not (m & _MEET):
@@ -98,9 +92,7 @@ def _expand(fwd, depth, front, nf, nxt, p, x, s, t, limit, comp, level, inner, o
                     if not all_meets:
                         return nn, en, nt, nm
                 continue
-            if m != 0:
-                continue
-            if _cut(fwd, w, depth + 1, c_end, limit, comp, level, inner, outer, down, up, labels):
+            if m != 0 or not room:
                 continue
             mark[w] = side
             dist[w] = depth + 1
@@ -113,8 +105,8 @@ def _expand(fwd, depth, front, nf, nxt, p, x, s, t, limit, comp, level, inner, o
 
 
 @njit(**_JIT)
-def _search(s, t, limit, ptr, idx, rptr, ridx, comp, level, inner, outer, down, up, labels,
-            all_meets, mark, dist, fa, fb, ba, bb, touched, meet):
+def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, mark, dist,
+            fa, fb, ba, bb, touched, meet):
     """Shortest distance s -> t (s != t) within ``limit`` edges, or -1. Returns (distance,
     position of the meeting vertices on the path, how many, touched count); the marks stay
     set for :func:`_walk` (cleared by the caller)."""
@@ -135,17 +127,15 @@ def _search(s, t, limit, ptr, idx, rptr, ridx, comp, level, inner, outer, down, 
     db = 0
     while nf > 0 and nb > 0 and da + db < limit:
         if ef <= eb:
-            nf, ef, nt, nm = _expand(True, da, fa, nf, fb, ptr, idx, s, t, limit, comp, level,
-                                     inner, outer, down, up, labels, mark, dist, touched, nt,
-                                     meet, all_meets)
+            nf, ef, nt, nm = _expand(True, da, fa, nf, fb, ptr, idx, lvl, s, t, limit, comp,
+                                     level, mark, dist, touched, nt, meet, all_meets)
             fa, fb = fb, fa
             if nm:
                 return da + db + 1, da + 1, nm, nt
             da += 1
         else:
-            nb, eb, nt, nm = _expand(False, db, ba, nb, bb, rptr, ridx, s, t, limit, comp, level,
-                                     inner, outer, down, up, labels, mark, dist, touched, nt,
-                                     meet, all_meets)
+            nb, eb, nt, nm = _expand(False, db, ba, nb, bb, rptr, ridx, rlvl, s, t, limit, comp,
+                                     level, mark, dist, touched, nt, meet, all_meets)
             ba, bb = bb, ba
             if nm:
                 return da + db + 1, da, nm, nt
@@ -193,8 +183,8 @@ def _walk(s, d, at, nm, ptr, idx, rptr, ridx, mark, dist, meet, la, lb, out, pos
 
 
 @njit(**_JIT)
-def pair_block(us, ts, limits, ptr, idx, rptr, ridx, comp, level, inner, outer, down, up,
-               labels, want_paths, mark, dist, fa, fb, ba, bb, touched, meet, hops, pbuf, pos):
+def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, mark,
+               dist, fa, fb, ba, bb, touched, meet, hops, pbuf, pos):
     """Distances of the pairs us[i] -> ts[i] (vertex ids, us[i] != ts[i]) within limits[i]
     edges into ``hops`` (-1: none), and with ``want_paths`` each found path appended to
     ``pbuf`` from ``pos``. Returns (pairs done, next free position): fewer than all when
@@ -202,9 +192,8 @@ def pair_block(us, ts, limits, ptr, idx, rptr, ridx, comp, level, inner, outer, 
     for i in range(us.shape[0]):
         s = us[i]
         t = ts[i]
-        d, at, nm, nt = _search(s, t, limits[i], ptr, idx, rptr, ridx, comp, level, inner, outer,
-                                down, up, labels, want_paths, mark, dist, fa, fb, ba, bb,
-                                touched, meet)
+        d, at, nm, nt = _search(s, t, limits[i], ptr, idx, lvl, rptr, ridx, rlvl, comp, level,
+                                want_paths, mark, dist, fa, fb, ba, bb, touched, meet)
         if want_paths and d >= 0:
             if pos + d + 1 > pbuf.shape[0]:
                 for j in range(nt):
@@ -368,10 +357,10 @@ class CpuPaths:
         hops = np.full(n, -1, np.int32)
         if n == 0:
             return hops, (np.zeros(1, np.int64), np.zeros(0, np.int32)) if want_paths else None
-        lab = g.labels
         comp = np.zeros(0, np.int32) if g.comp is None else g.comp
-        args = (g.fwd.indptr, g.fwd.indices, g.rev.indptr, g.rev.indices, comp, lab.level,
-                lab.inner, lab.outer, lab.hub_down, lab.hub_up, True, bool(want_paths))
+        lvl, rlvl = g.edge_levels
+        args = (g.fwd.indptr, g.fwd.indices, lvl, g.rev.indptr, g.rev.indices, rlvl, comp,
+                g.level, bool(want_paths))
         s = np.ascontiguousarray(s, np.int32)
         t = np.ascontiguousarray(t, np.int32)
         limits = np.ascontiguousarray(limits, np.int32)

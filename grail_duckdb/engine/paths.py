@@ -43,8 +43,8 @@ from .csr import forward_and_reverse
 from .ids import assign_read, read_edges
 from .ingest import as_column, edge_stream
 
-__all__ = ["EdgeSource", "PathGraph", "hops", "path_graph", "paths", "reached_within",
-           "reaches_within"]
+__all__ = ["EdgeSource", "PathGraph", "hops", "path_graph", "paths", "reached_ids",
+           "reached_within", "reaches_within"]
 
 #: ``limit`` of a search with no hop bound (Kernels.pair_hops)
 UNBOUNDED = np.iinfo(np.int32).max
@@ -348,22 +348,31 @@ def paths(index, src, dst, cancel=None) -> pa.ListArray:
                                 type=typ, mask=pa.array(~valid) if not valid.all() else None)
 
 
+def reached_ids(index, key, forward: bool, max_hops=None):
+    """``(ids, hops)`` (host int32, by hops then id) of the vertices ``key`` reaches
+    (``forward``) or that reach it within ``max_hops`` edges (None: any number), itself first;
+    None when ``key`` is not a vertex; empty for a NULL key or a negative ``max_hops``."""
+    none = (np.zeros(0, np.int32), np.zeros(0, np.int32))
+    if key is None or (max_hops is not None and int(max_hops) < 0):
+        return none
+    vid = int(to_host(index.ids.encode(as_column([key])))[0])
+    if vid < 0:
+        return None
+    g = path_graph(index)
+    limit = UNBOUNDED if max_hops is None else min(int(max_hops), UNBOUNDED)
+    found, dist = index.kernels.bounded_bfs(g.fwd if forward else g.rev, vid, limit)
+    order = np.lexsort((found, dist))
+    return found[order], dist[order]
+
+
 def reached_within(index, key, forward: bool, max_hops=None) -> pa.Table:
     """The keys ``key`` reaches (``forward``) or that reach it within ``max_hops`` edges
     (None: any number), with ``hops``, the edges of a shortest path: ``(key, hops)`` by hops
     then key. The key itself comes first with 0 hops, also when it is not a vertex (then
     alone); a NULL key or a negative ``max_hops`` gives no rows."""
     keys = index.ids.keys
-    empty = pa.table({"key": pa.array([], keys.type), "hops": pa.array([], pa.int32())})
-    if key is None or (max_hops is not None and int(max_hops) < 0):
-        return empty
-    col = as_column([key])
-    vid = int(to_host(index.ids.encode(col))[0])
-    if vid < 0:
-        return pa.table({"key": col.cast(keys.type), "hops": pa.array([0], pa.int32())})
-    g = path_graph(index)
-    limit = UNBOUNDED if max_hops is None else min(int(max_hops), UNBOUNDED)
-    found, dist = index.kernels.bounded_bfs(g.fwd if forward else g.rev, vid, limit)
-    order = np.lexsort((found, dist))
-    return pa.table({"key": keys.take(pa.array(found[order])),
-                     "hops": pa.array(dist[order], pa.int32())})
+    found = reached_ids(index, key, forward, max_hops)
+    if found is None:
+        return pa.table({"key": as_column([key]).cast(keys.type), "hops": pa.array([0], pa.int32())})
+    ids, dist = found
+    return pa.table({"key": keys.take(pa.array(ids)), "hops": pa.array(dist, pa.int32())})

@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
+from ..engine.paths import EdgeSource
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
 from . import files, names
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
@@ -200,6 +201,7 @@ class Registry:
             if own is None:
                 entry.note = (f"loaded from {path.name}, written for another database file "
                               f"(renamed or copied); its table content matches")
+            entry.index.edge_source = self.edge_source(entry)
             self.entries[name] = entry
             return entry
         raise GrailError(
@@ -323,8 +325,21 @@ class Registry:
                 entry.verified = version
             finally:
                 cur.close()
+            entry.index.edge_source = self.edge_source(entry)
             self.entries[name] = entry
             return entry
+
+    def edge_source(self, entry: Entry) -> EdgeSource:
+        """Where the index of ``entry`` reads its original edges again (an index with cycles,
+        for hops and paths): its table, through a cursor of this database, when first needed
+        (the read is checked against the index's fingerprint)."""
+        def read():
+            cur = self.cursor()
+            try:
+                return read_edge_table(cur, entry.table, entry.src, entry.dst)
+            finally:
+                cur.close()
+        return EdgeSource(read, what=f"the rows of {names.readable(entry.table)}")
 
     def _reusable(self, cur, probe: Entry) -> Entry | None:
         """A cached or persisted index of the same table, columns and labels that is still

@@ -234,6 +234,9 @@ def test_dataset_paths_match_the_oracle(backend, name, datasets_dir):
     k = np.where(want >= 0, want, 3) - (np.arange(len(want)) % 2)
     assert idx.reaches_within(pairs.column("src"), pairs.column("dst"), k).to_pylist() == (
         ((want >= 0) & (want <= k)).tolist())
+    if backend.name != "cpu":  # every path the CPU's
+        cpu = gd.build_index(edges, backend="cpu")
+        assert paths == cpu.path(pairs.column("src"), pairs.column("dst")).to_pylist()
 
 
 @pytest.mark.datasets

@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import BackendError
 from ..resources import cuda_dir
 from .gpu_queries import _D2H, _H2D, BLOCK as _BLOCK
+from .gpu_paths import GpuPaths
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
 from .cpu.pages import WINDOW as _ENCODE_WARP
@@ -86,7 +87,9 @@ class GpuSettings:
     settles the edges the level cut excludes without reading their vertices' records;
     ``pack_survivors``: each warp of the exact search packs the edges the level cut leaves
     into shared memory and tests them against their records 32 at a time (kernels/bidir.cu),
-    rather than where they lie among the excluded ones.
+    rather than where they lie among the excluded ones; ``path_rounds``: the set slots of
+    a warp of the pair search's rounds, as powers of two (:mod:`.gpu_paths`), within
+    ``path_scratch`` bytes of scratch.
     """
 
     balance: str = "binned"
@@ -102,6 +105,8 @@ class GpuSettings:
     fill_first_round: bool = True
     edge_levels: bool = True
     pack_survivors: bool = True
+    path_rounds: tuple = (14, 18, 22)
+    path_scratch: int = 2 << 30
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
@@ -131,7 +136,7 @@ def _out_of_memory(fn):
     return wrapper
 
 
-class GpuKernels(GpuQueries):
+class GpuKernels(GpuQueries, GpuPaths):
     """Kernels over CuPy arrays; same methods, same results as ``CpuKernels``."""
 
     name = "gpu"

@@ -1,18 +1,20 @@
 // Hop counts, shortest paths and reach counts (twin of grail_duckdb/kernels/cpu/paths.py).
 //
 // pair_hops_kernel: one warp per pair, a bidirectional breadth-first search on the original
-// graph, one whole level of one side at a time (the side with the fewer frontier vertices: the
-// CPU twin weighs edges, which costs the device a random read per queued vertex; the answers do
-// not depend on it). The first level that reaches the other side gives the distance; the edges
-// the level cut settles are read beside their rows (int16 levels), no vertex touched. With
-// paths, the level is finished (every meeting vertex), the source's side is marked back from
-// the meeting vertices layer by layer, and the warp walks the lexicographically smallest
-// shortest path, the smallest admissible successor at each step (a warp-wide minimum), as the
-// CPU twin does: the same path.
+// graph, one whole level of one side at a time (the side whose frontier has fewer edges, as the
+// CPU twin: counting vertices instead sent the search into the rows of the papers cited most,
+// tens of thousands of edges, 3x slower on walks' pairs of the deep citation DAG). The first
+// level that reaches the other side gives the distance; the edges the level cut settles are read
+// beside their rows (int16 levels), no vertex touched. With paths, the level is finished (every
+// meeting vertex), the source's side is marked back from the meeting vertices layer by layer
+// (over the out-rows of each layer's vertices), and the warp walks the lexicographically
+// smallest shortest path, the smallest admissible successor at each step (a warp-wide minimum),
+// as the CPU twin does: the same path.
 //
 // A warp's scratch is its own: a hash set of 64-bit entries (1 << tbits slots, at most half of
-// them used) and five queues of `qcap` vertices (each side's frontier and next level, the
-// meeting vertices). An entry packs the vertex, its side, its hops from its side's end, two flags
+// them used), the source's side level after level (`qcap` vertices, and where each level
+// starts), the target side's frontier and next level and the meeting vertices (`qcap` each).
+// An entry packs the vertex, its side, its hops from its side's end, two flags
 // and the pair's generation (entries of another generation are empty slots: the set is never
 // cleared between pairs, only when the generation wraps). A pair that would outgrow its scratch
 // (or hops past DIST_MAX, or the path buffer) is handed back (overflow list) for the host's next
@@ -82,19 +84,23 @@ struct WarpState {
     int nmeet;     // meeting vertices found
     int inserted;  // entries reserved in the set
     int flag;      // 2: out of scratch
+    unsigned long long nedges;  // next level's edges
     i64 pre[32];   // inclusive prefix sums of the chunk's degrees
     i64 beg[32];   // the chunk's row starts
+    int vtx[32];   // the chunk's vertices
 };
 
 __device__ __forceinline__ int comp_of(const int* comp, int v) { return comp ? comp[v] : v; }
 
-// The edge of index j (< the chunk's total) of the warp's current chunk of rows.
-__device__ __forceinline__ i64 chunk_edge(const WarpState& ws, i64 j) {
+// The edge of index j (< the chunk's total) of the warp's current chunk of rows, and (`row`)
+// the chunk's vertex whose row holds it.
+__device__ __forceinline__ i64 chunk_edge(const WarpState& ws, i64 j, int* row = nullptr) {
     int lo = 0, hi = 31;
     while (lo < hi) {
         const int mid = (lo + hi) >> 1;
         if (ws.pre[mid] > j) hi = mid; else lo = mid + 1;
     }
+    if (row) *row = ws.vtx[lo];
     return ws.beg[lo] + (j - (lo ? ws.pre[lo - 1] : 0));
 }
 
@@ -104,22 +110,25 @@ __device__ __forceinline__ i64 load_chunk(WarpState& ws, const int* items, int n
     const int lane = threadIdx.x & 31;
     const int i = i0 + lane;
     i64 b = 0, deg = 0;
+    int v = -1;
     if (i < n) {
-        const int v = items[i];
+        v = items[i];
         b = p[v];
         deg = p[v + 1] - b;
     }
     const i64 inc = warp_inclusive_scan(deg);
     ws.pre[lane] = inc;
     ws.beg[lane] = b;
+    ws.vtx[lane] = v;
     __syncwarp();
     return __shfl_sync(FULL_MASK, inc, 31);
 }
 
-// One level of one side (fwd: from s over (p, x, xl); else from t over the reverse rows).
-__device__ void expand(bool fwd, int depth, const int* front, int nf, int* nxt, int* meets,
-                       const i64* p, const int* x, const short* xl, int c_end, int l_end,
-                       int limit, const int* comp, const int* level, PairSet& set,
+// One level of one side (fwd: from s over (p, x, xl); else from t over the reverse rows) into
+// nxt (room for `nroom` vertices); ws.nedges sums the next level's rows.
+__device__ void expand(bool fwd, int depth, const int* front, int nf, int* nxt, int nroom,
+                       int* meets, const i64* p, const int* x, const short* xl, int c_end,
+                       int l_end, int limit, const int* comp, const int* level, PairSet& set,
                        WarpState& ws, int qcap, int cap, bool all_meets) {
     const int lane = threadIdx.x & 31;
     const int side = fwd ? 0 : 1;
@@ -156,7 +165,8 @@ __device__ void expand(bool fwd, int depth, const int* front, int nf, int* nxt, 
             }
             if (set.insert(w, e_make(set.gen, w, side, depth + 1)) == 0ull) {
                 const int k = atomicAdd(&ws.nnext, 1);
-                if (k < qcap) nxt[k] = w; else ws.flag = 2;
+                if (k < nroom) nxt[k] = w; else ws.flag = 2;
+                atomicAdd(&ws.nedges, (unsigned long long)(p[w + 1] - p[w]));
             }
         }
         __syncwarp();
@@ -166,31 +176,36 @@ __device__ void expand(bool fwd, int depth, const int* front, int nf, int* nxt, 
     __syncwarp();
 }
 
-// Mark the source's side of every shortest path (meeting vertices at position `at`, in
-// `cur`), layer by layer back to the source, over the reverse rows.
-__device__ void mark_back(int at, int* cur, int ncur, int* la, int* lb, const i64* rp,
-                          const int* rx, PairSet& set, WarpState& ws) {
+// Whether an entry's vertex lies at position j of a shortest path of d edges whose meeting
+// vertices are at position `at` (the source's side marked from `at` down to j already).
+__device__ __forceinline__ bool on_path(u64 x, int j, int at, int d) {
+    if (!x) return false;
+    if (j < at) return e_side(x) == 0 && (x & E_PATH) && e_dist(x) == j;
+    if (j == at) return (x & E_MEET) != 0ull;
+    return e_side(x) == 1 && e_dist(x) == d - j;
+}
+
+// Mark the source's side of every shortest path, layer by layer back from the meeting
+// vertices: a vertex of layer j (hist[bounds[j]:bounds[j + 1]]) with a successor on a shortest
+// path at position j + 1.
+__device__ void mark_back(int at, int d, const int* hist, const int* bounds, const i64* p,
+                          const int* x, PairSet& set, WarpState& ws) {
     const int lane = threadIdx.x & 31;
-    int* nxt = la;
     for (int j = at - 1; j >= 1; --j) {
-        if (lane == 0) ws.nnext = 0;
-        __syncwarp();
-        for (int i0 = 0; i0 < ncur; i0 += 32) {
-            const i64 total = load_chunk(ws, cur, ncur, i0, rp);
+        const int* layer = hist + bounds[j];
+        const int n = bounds[j + 1] - bounds[j];
+        for (int i0 = 0; i0 < n; i0 += 32) {
+            const i64 total = load_chunk(ws, layer, n, i0, p);
             for (i64 k = lane; k < total; k += 32) {
-                const int u = rx[chunk_edge(ws, k)];
+                int u = 0;
+                const i64 e = chunk_edge(ws, k, &u);
                 unsigned slot = 0;
+                if (!on_path(set.find(x[e], &slot), j + 1, at, d)) continue;
                 const u64 xu = set.find(u, &slot);
-                if (!xu || e_side(xu) != 0 || e_dist(xu) != j || (xu & E_PATH)) continue;
-                const u64 old = atomicOr(&set.slots[slot], E_PATH);
-                if (!(old & E_PATH)) nxt[atomicAdd(&ws.nnext, 1)] = u;
+                if (!(xu & E_PATH)) atomicOr(&set.slots[slot], E_PATH);
             }
             __syncwarp();
         }
-        ncur = ws.nnext;
-        __syncwarp();
-        cur = nxt;
-        nxt = (nxt == la) ? lb : la;
     }
 }
 
@@ -204,13 +219,7 @@ __device__ void walk(int s, int d, int at, const i64* p, const int* x, PairSet& 
         for (i64 e = p[v] + lane; e < p[v + 1]; e += 32) {
             const int w = x[e];
             unsigned slot = 0;
-            const u64 xw = set.find(w, &slot);
-            if (!xw) continue;
-            bool ok;
-            if (i + 1 < at) ok = e_side(xw) == 0 && (xw & E_PATH) && e_dist(xw) == i + 1;
-            else if (i + 1 == at) ok = (xw & E_MEET) != 0ull;
-            else ok = e_side(xw) == 1 && e_dist(xw) == d - i - 1;
-            if (ok && w < best) best = w;
+            if (w < best && on_path(set.find(w, &slot), i + 1, at, d)) best = w;
         }
         for (int o = 16; o > 0; o >>= 1) best = min(best, __shfl_xor_sync(FULL_MASK, best, o));
         if (lane == 0) out[i + 1] = best;
@@ -237,9 +246,9 @@ pair_hops_kernel(int npairs, const int* ids, const int* ps, const int* pt, const
     set.slots = (u64*)mine;
     set.mask = (1u << tbits) - 1u;
     const int qcap = 1 << (tbits - 1);
-    int* qa = (int*)(mine + (8ll << tbits));
-    int* qa2 = qa + qcap;
-    int* qb = qa2 + qcap;
+    int* hist = (int*)(mine + (8ll << tbits));  // the source's side, level after level
+    int* bounds = hist + qcap;                  // where each of its levels starts (qcap + 2)
+    int* qb = bounds + qcap + 2;
     int* qb2 = qb + qcap;
     int* meets = qb2 + qcap;
     unsigned gen = 0;
@@ -259,7 +268,9 @@ pair_hops_kernel(int npairs, const int* ids, const int* ps, const int* pt, const
         if (lane == 0) {
             set.insert(s, e_make(gen, s, 0, 0));
             set.insert(t, e_make(gen, t, 1, 0));
-            qa[0] = s;
+            hist[0] = s;
+            bounds[0] = 0;
+            bounds[1] = 1;
             qb[0] = t;
             ws.inserted = 2;
             ws.flag = 0;
@@ -268,33 +279,42 @@ pair_hops_kernel(int npairs, const int* ids, const int* ps, const int* pt, const
         __syncwarp();
         const int cs = comp_of(comp, s), ct = comp_of(comp, t);
         const int ls = level[cs], lt = level[ct];
-        int *fa = qa, *fa2 = qa2, *fb = qb, *fb2 = qb2;
-        int na = 1, nb = 1, da = 0, db = 0, d = -1, at = 0;
+        int *fb = qb, *fb2 = qb2;
+        int na = 1, nb = 1, da = 0, db = 0, d = -1, at = 0, a_at = 0;
+        i64 ef = ptr[s + 1] - ptr[s], eb = rptr[t + 1] - rptr[t];
         while (na > 0 && nb > 0 && da + db < limit) {
-            const bool fwd = na <= nb;
+            const bool fwd = ef <= eb;
             if ((fwd ? da : db) + 1 > DIST_MAX) {  // hops past what an entry holds
                 if (lane == 0) ws.flag = 2;
                 __syncwarp();
                 break;
             }
-            if (lane == 0) ws.nnext = 0;
+            if (lane == 0) {
+                ws.nnext = 0;
+                ws.nedges = 0ull;
+            }
             __syncwarp();
             if (fwd) {
-                expand(true, da, fa, na, fa2, meets, ptr, idx, lvl, ct, lt, limit, comp, level,
-                       set, ws, qcap, qcap, want_paths != 0);
+                expand(true, da, hist + a_at, na, hist + a_at + na, qcap - a_at - na, meets, ptr,
+                       idx, lvl, ct, lt, limit, comp, level, set, ws, qcap, qcap,
+                       want_paths != 0);
             } else {
-                expand(false, db, fb, nb, fb2, meets, rptr, ridx, rlvl, cs, ls, limit, comp,
+                expand(false, db, fb, nb, fb2, qcap, meets, rptr, ridx, rlvl, cs, ls, limit, comp,
                        level, set, ws, qcap, qcap, want_paths != 0);
             }
             if (ws.flag == 2) break;
             const int nn = ws.nnext;
             if (fwd) {
-                int* tmp = fa; fa = fa2; fa2 = tmp;
+                a_at += na;
                 na = nn;
+                ef = (i64)ws.nedges;
+                if (lane == 0) bounds[da + 2] = a_at + nn;
             } else {
                 int* tmp = fb; fb = fb2; fb2 = tmp;
                 nb = nn;
+                eb = (i64)ws.nedges;
             }
+            __syncwarp();
             if (ws.nmeet > 0) {
                 d = da + db + 1;
                 at = fwd ? da + 1 : da;
@@ -310,7 +330,7 @@ pair_hops_kernel(int npairs, const int* ids, const int* ps, const int* pt, const
             if (pos + d + 1 > path_cap) {
                 handed_back = true;
             } else {
-                mark_back(at, meets, min(ws.nmeet, qcap), qa, qb, rptr, ridx, set, ws);
+                mark_back(at, d, hist, bounds, ptr, idx, set, ws);
                 walk(s, d, at, ptr, idx, set, path_buf + pos);
             }
         }

@@ -30,8 +30,9 @@ _NULL = np.uint64(0)
 
 
 def _scratch_bytes(tbits: int) -> int:
-    """One warp's scratch: 2**tbits 8-byte slots and five queues of 2**(tbits - 1) ints."""
-    return (8 << tbits) + 5 * 4 * (1 << (tbits - 1))
+    """One warp's scratch: 2**tbits 8-byte slots, five lists of 2**(tbits - 1) ints and two
+    more ints (kernels/paths.cu)."""
+    return (8 << tbits) + 4 * (5 * (1 << (tbits - 1)) + 2)
 
 
 class GpuPaths:

@@ -18,18 +18,20 @@ are exact.
 
 The path returned is the **lexicographically smallest shortest path** (by vertex id, which
 follows the keys' sorted order): the meeting vertices of the last level are every vertex of
-their position on any shortest path; marking their predecessors layer by layer back to the
-source gives every vertex of the source's side on a shortest path, and the walk from the
-source takes the smallest marked successor at each step (then, on the target's side, the
-smallest successor one hop nearer the target). The answer depends on the graph alone, not on
+their position on any shortest path; marking, layer by layer back to the source, the
+source's side's vertices with a successor marked one position further gives every vertex of
+that side on a shortest path (out-rows: a hub's thousands of in-edges are never read), and
+the walk from the source takes the smallest marked successor at each step (then, on the
+target's side, the smallest successor one hop nearer the target). The answer depends on the graph alone, not on
 the cuts or the order of the search, so the GPU's search, which cuts and schedules otherwise,
 returns the same path.
 
 **Counts** (:func:`count_batch`, :func:`sketch_slice`): over a children-first order of the
 condensed DAG, a component's set is its own members joined with its children's sets.
 
-The scratch of the pair search (a mark and a distance per vertex, five queues) belongs to the
-calling thread and is handed back clean.
+The scratch of the pair search (a mark and a distance per vertex, the source's side's layers
+and their bounds, the target's side's two frontiers, the touched vertices and the meeting
+ones) belongs to the calling thread and is handed back clean.
 """
 from __future__ import annotations
 
@@ -106,10 +108,12 @@ def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark
 
 @njit(**_JIT)
 def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, mark, dist,
-            fa, fb, ba, bb, touched, meet):
+            hist, bounds, ba, bb, touched, meet):
     """Shortest distance s -> t (s != t) within ``limit`` edges, or -1. Returns (distance,
-    position of the meeting vertices on the path, how many, touched count); the marks stay
-    set for :func:`_walk` (cleared by the caller)."""
+    position of the meeting vertices on the path, how many, touched count, forward levels).
+    The source's side is kept level by level, ``hist[bounds[j]:bounds[j + 1]]`` at j hops
+    (its frontier is the last of them); the marks stay set for :func:`_walk` (cleared by the
+    caller)."""
     mark[s] = _FWD
     dist[s] = 0
     mark[t] = _BWD
@@ -117,7 +121,9 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
     touched[0] = s
     touched[1] = t
     nt = 2
-    fa[0] = s
+    hist[0] = s
+    bounds[0] = 0
+    bounds[1] = 1
     ba[0] = t
     nf = 1
     nb = 1
@@ -127,9 +133,11 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
     db = 0
     while nf > 0 and nb > 0 and da + db < limit:
         if ef <= eb:
-            nf, ef, nt, nm = _expand(True, da, fa, nf, fb, ptr, idx, lvl, s, t, limit, comp,
-                                     level, mark, dist, touched, nt, meet, all_meets)
-            fa, fb = fb, fa
+            at = bounds[da]
+            nf, ef, nt, nm = _expand(True, da, hist[at:at + nf], nf, hist[at + nf:], ptr, idx,
+                                     lvl, s, t, limit, comp, level, mark, dist, touched, nt,
+                                     meet, all_meets)
+            bounds[da + 2] = bounds[da + 1] + nf
             if nm:
                 return da + db + 1, da + 1, nm, nt
             da += 1
@@ -144,39 +152,38 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
 
 
 @njit(**_JIT)
-def _walk(s, d, at, nm, ptr, idx, rptr, ridx, mark, dist, meet, la, lb, out, pos):
-    """Write the lexicographically smallest shortest path (``d`` edges, meeting vertices
-    ``meet[:nm]`` at position ``at``) into ``out[pos:pos + d + 1]`` (see the module notes)."""
-    cur = meet
-    nc = nm
-    nxt = la
-    for j in range(at - 1, 0, -1):  # the source's side, layer by layer back from the meeting
-        nn = 0
-        for i in range(nc):
-            w = cur[i]
-            for e in range(rptr[w], rptr[w + 1]):
-                u = ridx[e]
-                m = mark[u]
-                if (m & 3) == _FWD and not (m & _ON_PATH) and dist[u] == j:
-                    mark[u] = m | _ON_PATH
-                    nxt[nn] = u
-                    nn += 1
-        cur, nc = nxt, nn
-        nxt = lb if nxt is la else la
+def _on_path(m, dw, j, at, d):
+    """Whether a vertex of mark ``m`` and hops ``dw`` from its side's end lies at position j
+    of a shortest path of ``d`` edges whose meeting vertices are at position ``at`` (the
+    source's side marked already from ``at`` down to j)."""
+    if j < at:
+        return (m & 3) == _FWD and (m & _ON_PATH) != 0 and dw == j
+    if j == at:
+        return (m & _MEET) != 0
+    return (m & 3) == _BWD and dw == d - j
+
+
+@njit(**_JIT)
+def _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, out, pos):
+    """Write the lexicographically smallest shortest path (``d`` edges, meeting vertices at
+    position ``at``) into ``out[pos:pos + d + 1]`` (see the module notes): first the source's
+    side is marked back from the meeting vertices, layer by layer, over the out-rows of each
+    layer's vertices (a shortest path's vertex has a successor on one one position further)."""
+    for j in range(at - 1, 0, -1):
+        for i in range(bounds[j], bounds[j + 1]):
+            u = hist[i]
+            for e in range(ptr[u], ptr[u + 1]):
+                w = idx[e]
+                if _on_path(mark[w], dist[w], j + 1, at, d):
+                    mark[u] |= _ON_PATH
+                    break
     out[pos] = s
     v = s
     for i in range(d):
         best = -1
         for e in range(ptr[v], ptr[v + 1]):
             w = idx[e]
-            m = mark[w]
-            if i + 1 < at:
-                ok = (m & 3) == _FWD and (m & _ON_PATH) != 0 and dist[w] == i + 1
-            elif i + 1 == at:
-                ok = (m & _MEET) != 0
-            else:
-                ok = (m & 3) == _BWD and dist[w] == d - i - 1
-            if ok and (best < 0 or w < best):
+            if _on_path(mark[w], dist[w], i + 1, at, d) and (best < 0 or w < best):
                 best = w
         out[pos + i + 1] = best
         v = best
@@ -184,7 +191,7 @@ def _walk(s, d, at, nm, ptr, idx, rptr, ridx, mark, dist, meet, la, lb, out, pos
 
 @njit(**_JIT)
 def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, mark,
-               dist, fa, fb, ba, bb, touched, meet, hops, pbuf, pos):
+               dist, hist, bounds, ba, bb, touched, meet, hops, pbuf, pos):
     """Distances of the pairs us[i] -> ts[i] (vertex ids, us[i] != ts[i]) within limits[i]
     edges into ``hops`` (-1: none), and with ``want_paths`` each found path appended to
     ``pbuf`` from ``pos``. Returns (pairs done, next free position): fewer than all when
@@ -193,13 +200,13 @@ def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, wan
         s = us[i]
         t = ts[i]
         d, at, nm, nt = _search(s, t, limits[i], ptr, idx, lvl, rptr, ridx, rlvl, comp, level,
-                                want_paths, mark, dist, fa, fb, ba, bb, touched, meet)
+                                want_paths, mark, dist, hist, bounds, ba, bb, touched, meet)
         if want_paths and d >= 0:
             if pos + d + 1 > pbuf.shape[0]:
                 for j in range(nt):
                     mark[touched[j]] = 0
                 return i, pos
-            _walk(s, d, at, nm, ptr, idx, rptr, ridx, mark, dist, meet, fa, fb, pbuf, pos)
+            _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, pbuf, pos)
             pos += d + 1
         hops[i] = d
         for j in range(nt):
@@ -347,7 +354,7 @@ class CpuPaths:
         """This thread's scratch of the pair search (``mark`` handed back zeroed)."""
         cached = getattr(self._local, "paths", None)
         if cached is None or cached[0].shape[0] != n:
-            cached = (np.zeros(n, np.int8),) + tuple(np.empty(max(n, 2), np.int32)
+            cached = (np.zeros(n, np.int8),) + tuple(np.empty(n + 2, np.int32)
                                                      for _ in range(7))
             self._local.paths = cached
         return cached

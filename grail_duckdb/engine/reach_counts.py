@@ -25,7 +25,7 @@ Two ways to count, swept over the condensed DAG, children before parents (its re
   so both backends give the same numbers.
 
 ``mode='auto'`` counts exactly while :func:`exact_work` stays under the backend's budget
-(:data:`EXACT_BUDGET`), else approximately; the result's ``mode`` column says which ran.
+(:class:`CountSettings`), else approximately; the result's ``mode`` column says which ran.
 
 >>> import grail_duckdb as gd
 >>> idx = gd.build_index([1, 2, 3, 3], [2, 3, 2, 4], backend="cpu")
@@ -38,25 +38,41 @@ Two ways to count, swept over the condensed DAG, children before parents (its re
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from ..kernels import to_host
 
-__all__ = ["DEFAULT_PRECISION", "EXACT_BUDGET", "exact_work", "reach_counts", "relative_error"]
+__all__ = ["CountSettings", "DEFAULT_PRECISION", "exact_work", "reach_counts", "relative_error"]
 
 #: registers per sketch, as a power of two: 256 one-byte registers per component, a relative
 #: standard error of 6.5%
 DEFAULT_PRECISION = 8
 #: the precisions a sketch may take (16 to 65,536 registers)
 PRECISIONS = range(4, 17)
-#: word operations of the exact sweep ('auto' counts exactly below them), per backend: two CPU
-#: cores sweep about 1.2e9 words a second (cit-HepTh: 9.5e7 in 0.08 s), a GPU far more
-EXACT_BUDGET = {"cpu": 1e10, "gpu": 1e12}
-#: bytes of bit rows the exact sweep may hold at once (all threads together, or on the device)
-BITS_BUDGET = {"cpu": 1 << 30, "gpu": 16 << 30}
 MODES = ("auto", "exact", "approximate")
+
+
+@dataclass(frozen=True)
+class CountSettings:
+    """Knobs of :func:`reach_counts`, per backend: ``exact_cpu`` / ``exact_gpu``, the word
+    operations of the exact sweep below which 'auto' counts exactly (two CPU cores sweep
+    about 1.2e9 words a second: cit-HepTh's 9.5e7 in 0.08 s; an H200 about 1e11:
+    gen:citation:3774768's 2.4e12 in 27.5 s); ``bits_cpu`` / ``bits_gpu``, the bytes of bit
+    rows the exact sweep holds at once (all threads together, or on the device)."""
+
+    exact_cpu: float = 1e10
+    exact_gpu: float = 3e12
+    bits_cpu: int = 1 << 30
+    bits_gpu: int = 16 << 30
+
+    def exact_budget(self, backend: str) -> float:
+        return self.exact_gpu if backend == "gpu" else self.exact_cpu
+
+    def bits_budget(self, backend: str) -> int:
+        return self.bits_gpu if backend == "gpu" else self.bits_cpu
 
 
 def relative_error(precision: int) -> float:
@@ -75,25 +91,27 @@ def exact_work(index) -> float:
 
 
 def reach_counts(index, mode: str = "auto", precision: int = DEFAULT_PRECISION,
-                 words: int | None = None) -> pa.Table:
+                 words: int | None = None, settings: CountSettings | None = None) -> pa.Table:
     """Per vertex: ``key``, ``reaches``, ``reached_by`` (int64, itself excluded), ``mode``
     ('exact' or 'approximate': which ran) and ``rel_error`` (0 when exact, else the sketch's
     relative standard error), in key order. ``words``: 64-bit words per component of an exact
     batch (default: as many as the bits' memory budget allows, spread over the threads)."""
+    settings = settings or CountSettings()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if int(precision) not in PRECISIONS:
         raise ValueError(f"precision must be from {PRECISIONS[0]} to {PRECISIONS[-1]} "
                          f"(2**precision registers per sketch), got {precision!r}")
     k = index.kernels
-    exact = mode == "exact" or (mode == "auto" and exact_work(index) <= EXACT_BUDGET[k.name])
+    exact = mode == "exact" or (mode == "auto"
+                                and exact_work(index) <= settings.exact_budget(k.name))
     qi = index.query_index(need_reverse=True)
     down, up = _orders(k, qi.labels.level)
     nc = index.n_components
     comp = None if nc == index.n_vertices else qi.comp
     if exact:
         sizes = k.xp.ones(nc, k.xp.int64) if comp is None else k.xp.bincount(comp, minlength=nc)
-        w = words or _words(k, nc)
+        w = words or _words(k, nc, settings.bits_budget(k.name))
         ahead = to_host(k.count_reached(qi.dag, *down, sizes, w))
         behind = to_host(k.count_reached(qi.rev, *up, sizes, w))
         err = 0.0
@@ -127,12 +145,12 @@ def _orders(k, level) -> tuple[tuple, tuple]:
     return (up[::-1].copy(), down_offsets), (up, offsets)
 
 
-def _words(k, nc: int) -> int:
+def _words(k, nc: int, budget: int) -> int:
     """Words per component of an exact batch: the components spread over the threads (the
-    CPU's batches go to its threads) within the bits' memory budget."""
-    workers = getattr(k, "threads", 1) if k.name == "cpu" else 1
+    CPU's batches go to its threads) within ``budget`` bytes of bit rows."""
+    workers = k.threads if k.name == "cpu" else 1
     want = max(1, -(-nc // (64 * workers)))
-    room = max(1, BITS_BUDGET[k.name] // max(1, 8 * nc * workers))
+    room = max(1, budget // max(1, 8 * nc * workers))
     return int(min(want, room))
 
 

@@ -339,8 +339,11 @@ def sketch_sums(regs, p, s1, zeros, lo, hi):
 
 
 
-#: pairs per block of the threaded pair search (a thread takes one block at a time)
+#: pairs per block of the threaded pair search (a thread takes one block at a time), at least:
+#: a call's pairs make 16 blocks per thread up to MAX_PAIR_BLOCK pairs a block (fewer trips
+#: through the interpreter between the compiled blocks)
 PAIR_BLOCK = 16
+MAX_PAIR_BLOCK = 1024
 #: vertices of path room a thread's buffer starts with (it grows when a block needs more)
 PATH_ROOM = 1 << 16
 
@@ -371,11 +374,12 @@ class CpuPaths:
         s = np.ascontiguousarray(s, np.int32)
         t = np.ascontiguousarray(t, np.int32)
         limits = np.ascontiguousarray(limits, np.int32)
-        blocks = -(-n // PAIR_BLOCK)
+        size = min(MAX_PAIR_BLOCK, max(PAIR_BLOCK, n // (16 * self.threads)))
+        blocks = -(-n // size)
         pieces: dict = {}
 
         def block(b, scratch, room):
-            lo, hi = b * PAIR_BLOCK, min(n, (b + 1) * PAIR_BLOCK)
+            lo, hi = b * size, min(n, (b + 1) * size)
             done, pos, parts = lo, 0, []
             while True:
                 k, pos = pair_block(s[done:hi], t[done:hi], limits[done:hi], *args, *scratch,
@@ -390,7 +394,7 @@ class CpuPaths:
                 parts.append(room[0][:pos].copy())
                 pieces[b] = parts
 
-        _run_blocks(self, blocks, g.fwd.n, block, checkpoint)
+        _run_blocks(self, blocks, size, g.fwd.n, block, checkpoint)
         if not want_paths:
             return hops, None
         offsets = np.zeros(n + 1, np.int64)
@@ -476,11 +480,11 @@ def _run_workers(kernels, workers: int, work) -> None:
         f.result()
 
 
-def _run_blocks(kernels, blocks: int, n: int, block, checkpoint) -> None:
-    """``block(b, scratch, room)`` for every block b, taken from a shared counter by the
-    kernels' threads, each with its own scratch and path room (a one-element list: the block
-    may grow it); ``checkpoint(pairs done)``, if given, is called from the calling thread in
-    between, and an exception it raises stops the work."""
+def _run_blocks(kernels, blocks: int, size: int, n: int, block, checkpoint) -> None:
+    """``block(b, scratch, room)`` for every block b (of ``size`` pairs), taken from a shared
+    counter by the kernels' threads, each with its own scratch and path room (a one-element
+    list: the block may grow it); ``checkpoint(pairs done)``, if given, is called from the
+    calling thread in between, and an exception it raises stops the work."""
     counter = itertools.count()
     stop = threading.Event()
     done = [0]
@@ -501,13 +505,13 @@ def _run_blocks(kernels, blocks: int, n: int, block, checkpoint) -> None:
         for b in range(blocks):
             block(b, scratch, room)
             if checkpoint is not None:
-                checkpoint((b + 1) * PAIR_BLOCK)
+                checkpoint((b + 1) * size)
         return
     futures = [kernels._executor().submit(worker) for _ in range(workers)]
     try:
         while wait(futures, timeout=CHECK_EVERY).not_done:
             if checkpoint is not None:
-                checkpoint(done[0] * PAIR_BLOCK)
+                checkpoint(done[0] * size)
     except BaseException:
         stop.set()
         wait(futures)

@@ -210,7 +210,7 @@ def _dataset_case(name: str):
 
 
 @pytest.mark.datasets
-@pytest.mark.parametrize("name", ["cit-HepTh", "citeseer", "p2p-Gnutella31"])
+@pytest.mark.parametrize("name", ["cit-HepTh", "p2p-Gnutella31", "human", "Wiki-Vote"])
 def test_dataset_paths_match_the_oracle(backend, name, datasets_dir):
     if name not in datasets.available():
         pytest.skip(f"{name} is not in {datasets_dir}")

@@ -155,6 +155,8 @@ class _Pairs:
 
 
 def _pairs(index, src, dst) -> _Pairs:
+    """Sort out a call's key columns (see :class:`_Pairs`); keys of another kind than the
+    index's raise its KeyTypeError."""
     src, dst = as_column(src, "source"), as_column(dst, "destination")
     if len(src) != len(dst):
         raise ValueError(f"src and dst differ in length ({len(src)} vs {len(dst)})")
@@ -170,12 +172,12 @@ def _pairs(index, src, dst) -> _Pairs:
     return _Pairs(src, dst, null, same, search, sid[search], tid[search])
 
 
-def _reachable(index, p: _Pairs, rows: np.ndarray) -> np.ndarray:
+def _reachable(index, p: _Pairs, rows: np.ndarray, cancel=None) -> np.ndarray:
     """Which of the rows ``rows`` (of ``p.search``) are reachable, by the index."""
     if rows.shape[0] == 0:
         return np.zeros(0, np.bool_)
     take = pa.array(p.search[rows])
-    ans = index.reaches(p.src.take(take), p.dst.take(take))
+    ans, _ = index.reaches_with_stats(p.src.take(take), p.dst.take(take), cancel=cancel)
     return ans.to_numpy(zero_copy_only=False).astype(np.bool_)
 
 
@@ -302,7 +304,7 @@ def hops(index, src, dst, cancel=None) -> pa.Int32Array:
     p = _pairs(index, src, dst)
     out = np.zeros(len(p.src), np.int32)
     valid = p.same.copy()
-    cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0])))
+    cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0]), cancel))
     if cand.shape[0]:
         found, _ = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), False, cancel)
         out[p.search[cand]] = found
@@ -316,7 +318,7 @@ def paths(index, src, dst, cancel=None) -> pa.ListArray:
     p = _pairs(index, src, dst)
     n = len(p.src)
     lengths = p.same.astype(np.int64)
-    cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0])))
+    cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0]), cancel))
     verts = np.zeros(0, np.int32)
     offs = np.zeros(1, np.int64)
     if cand.shape[0]:

@@ -26,7 +26,7 @@ from ..errors import EdgeInputError, IndexNotSavedError
 from ..model import Labels, VertexIds
 from ..progress import BUILD_PHASES, build_progress
 from .. import indexfile
-from . import queries
+from . import paths, queries, reach_counts
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
 from .ids import assign_pairs, assign_read, read_edges
@@ -80,7 +80,9 @@ class GrailIndex:
     ``dag`` (forward CSR of the condensed DAG), ``labels`` (levels, GRAIL intervals, tree
     intervals, hub sets), ``edge_rows`` (rows of the source edge table), ``fingerprint``
     (content hash of the source edges), ``build_seconds`` (per phase), ``kernels`` (the backend
-    whose arrays these are; ``backend`` is its name, 'cpu' or 'gpu').
+    whose arrays these are; ``backend`` is its name, 'cpu' or 'gpu'), ``edge_source`` (where
+    an index with cycles reads its original edges again for hops and paths:
+    :class:`~grail_duckdb.engine.paths.EdgeSource`, or None).
     """
 
     ids: VertexIds
@@ -96,7 +98,10 @@ class GrailIndex:
     #: the steps of the save a build made (``build_index(..., save_to=...)``), in seconds
     save_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
+    edge_source: paths.EdgeSource | None = None
     _host_copy: "GrailIndex | None" = None
+    _path_graph: paths.PathGraph | None = None
+    _path_lock: threading.Lock = field(default_factory=threading.Lock)
     _query_index: QueryIndex | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -142,12 +147,104 @@ class GrailIndex:
 
         On a GPU index, calls of fewer than ``GpuSettings.host_below`` queries run on a host
         copy of the index (the same answers: every kernel has an identical CPU twin)."""
-        target = self
-        if self.backend == "gpu" and len(src) < self.kernels.settings.host_below:
-            target = self.host_copy()
+        target = self.answering(len(src))
         return queries.reaches(target, src, dst, use_cuts=use_cuts,
                                words=words or queries.SEARCH_WORDS, budget=budget,
                                cancel=cancel)
+
+    def reaches_within(self, src, dst, k):
+        """Whether a directed path of at most ``k`` edges leads from src to dst.
+
+        Parameters
+        ----------
+        src, dst : column of keys (pyarrow, NumPy, list) or one key each
+        k : int or column of ints
+            The most edges a path may have (a column: one bound per pair; NULL gives NULL).
+
+        Returns
+        -------
+        pyarrow.BooleanArray, or a bool (None) for two single keys
+            NULL where a key is NULL; equal keys are true for any k >= 0.
+
+        Examples
+        --------
+        >>> idx = build_index([1, 2], [2, 3], backend="cpu")
+        >>> idx.reaches_within(1, 3, 1), idx.reaches_within(1, 3, 2)
+        (False, True)
+        """
+        if _is_scalar(src) and _is_scalar(dst):
+            return paths.reaches_within(self, [src], [dst], k)[0].as_py()
+        return paths.reaches_within(self, src, dst, k)
+
+    def hops(self, src, dst, cancel=None):
+        """The number of edges of a shortest path from src to dst; NULL (None) when there is
+        none, 0 for equal keys. Whole columns give a pyarrow Int32Array, two keys an int.
+
+        Examples
+        --------
+        >>> idx = build_index([1, 2, 1], [2, 3, 3], backend="cpu")
+        >>> idx.hops([1, 3, 2], [3, 1, 2]).to_pylist()
+        [1, None, 0]
+        """
+        if _is_scalar(src) and _is_scalar(dst):
+            return paths.hops(self, [src], [dst])[0].as_py()
+        return paths.hops(self, src, dst, cancel)
+
+    def path(self, src, dst, cancel=None):
+        """One shortest path from src to dst as a list of keys (src first, dst last): the
+        lexicographically smallest one by key; None without a path, ``[x]`` from x to x.
+        Whole columns give a pyarrow ListArray, two keys a list.
+
+        Examples
+        --------
+        >>> idx = build_index([1, 1, 2, 3], [3, 2, 4, 4], backend="cpu")
+        >>> idx.path(1, 4), idx.path(4, 1)
+        ([1, 2, 4], None)
+        """
+        if _is_scalar(src) and _is_scalar(dst):
+            return paths.paths(self, [src], [dst])[0].as_py()
+        return paths.paths(self, src, dst, cancel)
+
+    def descendants(self, key, max_hops: int | None = None):
+        """The keys ``key`` reaches within ``max_hops`` edges (None: any number), itself
+        included, as a pyarrow Table ``(key, hops)`` by hops then key (see
+        :func:`grail_duckdb.engine.paths.reached_within`).
+
+        Examples
+        --------
+        >>> idx = build_index([1, 2], [2, 3], backend="cpu")
+        >>> idx.descendants(1, max_hops=1).to_pydict()
+        {'key': [1, 2], 'hops': [0, 1]}
+        """
+        return paths.reached_within(self, key, True, max_hops)
+
+    def ancestors(self, key, max_hops: int | None = None):
+        """The keys that reach ``key`` within ``max_hops`` edges, itself included: a Table
+        ``(key, hops)`` as :meth:`descendants` gives."""
+        return paths.reached_within(self, key, False, max_hops)
+
+    def reach_counts(self, mode: str = "auto", precision: int = reach_counts.DEFAULT_PRECISION):
+        """For every vertex, how many vertices it reaches and how many reach it (itself
+        excluded): a pyarrow Table ``key, reaches, reached_by, mode, rel_error``.
+
+        Parameters
+        ----------
+        mode : {'auto', 'exact', 'approximate'}
+            'auto' counts exactly where the work is within the backend's budget.
+        precision : int
+            2**precision registers per HyperLogLog sketch of the approximate mode.
+
+        See :mod:`grail_duckdb.engine.reach_counts` for the definitions and the error bound.
+        """
+        return reach_counts.reach_counts(self, mode, precision)
+
+    def attach_edges(self, edges, dst="dst", *, src: str = "src") -> "GrailIndex":
+        """Where this index reads its original edges for hops and paths (an index with
+        cycles loaded from a file has none): an edge input as :func:`build_index` takes
+        (read when first needed, and checked against the index's fingerprint). Returns the
+        index."""
+        self.edge_source = paths.EdgeSource(lambda: edges, src, dst, "the attached edges")
+        return self
 
     def query_index(self, need_reverse: bool = False) -> QueryIndex:
         """What the query kernels read (made once; the reverse DAG and the levels beside the
@@ -170,6 +267,14 @@ class GrailIndex:
                 qi.edge_levels = levels
                 qi.rev = rev  # last: a thread that sees rev finds the levels too
             return qi
+
+    def answering(self, count: int) -> "GrailIndex":
+        """The index that answers a call of ``count`` pairs: this one, or on a GPU index below
+        ``GpuSettings.host_below`` pairs its host copy (a launch and two copies cost more
+        than the CPU kernels spend on a small call; the answers are the same)."""
+        if self.backend == "gpu" and count < self.kernels.settings.host_below:
+            return self.host_copy()
+        return self
 
     def host_copy(self) -> "GrailIndex":
         """The same index on the CPU backend (made once, then kept)."""
@@ -202,7 +307,7 @@ class GrailIndex:
         return _on_backend(k, ids=self.ids, comp=self.comp, n_components=self.n_components,
                            dag=self.dag, labels=self.labels, seed=self.seed,
                            edge_rows=self.edge_rows, fingerprint=self.fingerprint,
-                           build_seconds=dict(self.build_seconds))
+                           build_seconds=dict(self.build_seconds), edge_source=self.edge_source)
 
     def save(self, path, **kw):
         """Write the index as Parquet, atomically (see :func:`grail_duckdb.indexfile.save`)."""
@@ -345,7 +450,9 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
                            on_intervals=None if writer is None else writer.write_intervals)
         index = GrailIndex(ids=ids, comp=cond.comp, n_components=cond.n_components,
                            dag=cond.dag, labels=lab, seed=int(seed), edge_rows=rows,
-                           fingerprint=fp, kernels=k)
+                           fingerprint=fp, kernels=k,
+                           edge_source=None if cond.n_components == ids.n
+                           else paths.EdgeSource.of_input(edges, dst, src))
     except BaseException:
         if writer is not None:
             writer.discard()

@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ..engine.index import DEFAULT_LABELS, build_index, check_labels
+from ..engine.paths import EdgeSource
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
 from . import duckdb_api, files, hooks, names
 from .resolve import apply_session, outside_sources, resolve
@@ -205,6 +206,7 @@ class Registry:
             if own is None:
                 entry.note = (f"loaded from {path.name}, written for another database file "
                               f"(renamed or copied); its table content matches")
+            entry.index.edge_source = self.edge_source(entry)
             self.entries[name] = entry
             return entry
         raise GrailError(
@@ -344,6 +346,7 @@ class Registry:
                 entry.verified, entry.pending = version, pending
             finally:
                 cur.close()
+            entry.index.edge_source = self.edge_source(entry)
             self.entries[name] = entry
             return entry
 
@@ -383,6 +386,18 @@ class Registry:
             f"grail_index: the index {probe.name!r} already indexes {r(owner)}, not "
             f"{r(probe.table)}; give this one its own name, e.g. grail_index("
             f"{s(r(probe.table))}, name := {s(names.index_name_of(other_name))}){replace}")
+
+    def edge_source(self, entry: Entry) -> EdgeSource:
+        """Where the index of ``entry`` reads its original edges again (an index with cycles,
+        for hops and paths): its table, through a cursor of this database, when first needed
+        (the read is checked against the index's fingerprint)."""
+        def read():
+            cur = self.cursor()
+            try:
+                return read_edge_table(cur, entry.table, entry.src, entry.dst)
+            finally:
+                cur.close()
+        return EdgeSource(read, what=f"the rows of {names.readable(entry.table)}")
 
     def _reusable(self, cur, probe: Entry) -> Entry | None:
         """A cached or persisted index of the same table, columns and labels that is still

@@ -2,7 +2,8 @@
 
 The Numba twins of the CUDA sources live beside it, one module per source file:
 :mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``), :mod:`.search`
-(``search.cu``), :mod:`.classify` (``classify.cu``) and :mod:`.bidir` (``bidir.cu``). All are
+(``search.cu``), :mod:`.classify` (``classify.cu``), :mod:`.bidir` (``bidir.cu``) and
+:mod:`.paths` (``paths.cu``). All are
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
 
@@ -30,6 +31,7 @@ from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
 from . import bidir, classify, graph, labels, pages, search
+from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
@@ -77,7 +79,7 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-class CpuKernels:
+class CpuKernels(CpuPaths):
     """Kernels over NumPy arrays (see :class:`grail_duckdb.kernels.protocol.Kernels`).
 
     The only state is per-thread scratch for the search (handed back zeroed by every call),

@@ -118,17 +118,6 @@ CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, i
 
 -- One-to-all: the vertex ids a key reaches (forward) or that reach it, by one traversal;
 -- [-1] for a key that is not a vertex (it reaches only itself), NULL for NULL.
-CREATE OR REPLACE TEMP MACRO __grail_reach_ids(x, index_name, forward) AS
-    CASE __grail_kind(typeof(x))
-        WHEN 'str' THEN __grail_py_reach_ids_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
-        WHEN 'int' THEN
-            CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x)
-                     THEN [-1]
-                 ELSE __grail_py_reach_ids_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
-            END
-        WHEN 'null' THEN CAST(NULL AS INTEGER[])
-        ELSE __grail_type_error(typeof(x), typeof(x)) END;
-
 -- The same with the hops of a shortest path from (or to) the key, within max_hops (NULL: any):
 -- a list of (id, hops), [(-1, 0)] for a key that is not a vertex, [] for NULL or max_hops < 0
 -- (ids, not keys: every branch of the CASE has the one type).
@@ -136,8 +125,14 @@ CREATE OR REPLACE TEMP MACRO __grail_reach_hops(x, index_name, forward, max_hops
     CASE __grail_kind(typeof(x))
         WHEN 'str' THEN __grail_py_reach_hops_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR),
                                                   forward, CAST(max_hops AS BIGINT))
-        WHEN 'int' THEN __grail_py_reach_hops_int(CAST(x AS BIGINT), CAST(index_name AS VARCHAR),
-                                                  forward, CAST(max_hops AS BIGINT))
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x)
+                     THEN CASE WHEN max_hops < 0 THEN CAST([] AS STRUCT(id INTEGER, hops INTEGER)[])
+                               ELSE CAST([{'id': -1, 'hops': 0}] AS STRUCT(id INTEGER, hops INTEGER)[])
+                          END
+                 ELSE __grail_py_reach_hops_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR),
+                                                forward, CAST(max_hops AS BIGINT))
+            END
         WHEN 'null' THEN CAST([] AS STRUCT(id INTEGER, hops INTEGER)[])
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
@@ -194,15 +189,23 @@ CREATE OR REPLACE TEMP MACRO __grail_session() AS
 CREATE OR REPLACE TEMP MACRO hops(a, b) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_hops_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR), '')
-        WHEN 'int' THEN __grail_py_hops_int(CAST(a AS BIGINT), CAST(b AS BIGINT), '')
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CAST(CASE WHEN a = b THEN 0 END AS INTEGER)
+                 ELSE __grail_py_hops_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT), '')
+            END
         WHEN 'null' THEN CAST(NULL AS INTEGER)
         ELSE __grail_type_error(typeof(a), typeof(b)) END,
     (a, b, index_name) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_hops_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
                                             CAST(index_name AS VARCHAR))
-        WHEN 'int' THEN __grail_py_hops_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
-                                            CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CAST(CASE WHEN a = b THEN 0 END AS INTEGER)
+                 ELSE __grail_py_hops_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                          CAST(index_name AS VARCHAR))
+            END
         WHEN 'null' THEN CAST(NULL AS INTEGER)
         ELSE __grail_type_error(typeof(a), typeof(b)) END;
 
@@ -215,9 +218,15 @@ CREATE OR REPLACE TEMP MACRO __grail_path(a, b, index_name) AS
         WHEN 'str' THEN cast_to_type(__grail_py_path_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
                                                          CAST(index_name AS VARCHAR)),
                                      [coalesce(a, b)])
-        WHEN 'int' THEN cast_to_type(__grail_py_path_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
-                                                         CAST(index_name AS VARCHAR)),
-                                     [coalesce(a, b)])
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CASE WHEN a = b THEN [coalesce(a, b)]
+                               ELSE cast_to_type(NULL, [coalesce(a, b)]) END
+                 ELSE cast_to_type(__grail_py_path_int(TRY_CAST(a AS BIGINT),
+                                                       TRY_CAST(b AS BIGINT),
+                                                       CAST(index_name AS VARCHAR)),
+                                   [coalesce(a, b)])
+            END
         WHEN 'null' THEN cast_to_type(NULL, [coalesce(a, b)])
         ELSE __grail_type_error(typeof(a), typeof(b)) END;
 
@@ -230,16 +239,26 @@ CREATE OR REPLACE TEMP MACRO reaches_within(a, b, k) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_within_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
                                               CAST(k AS BIGINT), '')
-        WHEN 'int' THEN __grail_py_within_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
-                                              CAST(k AS BIGINT), '')
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CASE WHEN a IS NOT NULL AND b IS NOT NULL AND k IS NOT NULL
+                               THEN a = b AND CAST(k AS BIGINT) >= 0 END
+                 ELSE __grail_py_within_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                            CAST(k AS BIGINT), '')
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
         ELSE __grail_type_error(typeof(a), typeof(b)) END,
     (a, b, k, index_name) AS
     CASE __grail_pair_kind(typeof(a), typeof(b))
         WHEN 'str' THEN __grail_py_within_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
                                               CAST(k AS BIGINT), CAST(index_name AS VARCHAR))
-        WHEN 'int' THEN __grail_py_within_int(CAST(a AS BIGINT), CAST(b AS BIGINT),
-                                              CAST(k AS BIGINT), CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CASE WHEN a IS NOT NULL AND b IS NOT NULL AND k IS NOT NULL
+                               THEN a = b AND CAST(k AS BIGINT) >= 0 END
+                 ELSE __grail_py_within_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                            CAST(k AS BIGINT), CAST(index_name AS VARCHAR))
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN)
         ELSE __grail_type_error(typeof(a), typeof(b)) END;
 

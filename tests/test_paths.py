@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb.engine import reach_counts as rc
-from grail_duckdb.tools import datasets, workloads
+from benchmarks import datasets, workloads
 from oracle import hop_distances, smallest_shortest_path
 from strategies import KEY_KINDS, Graph, adversarial, graphs, keys_of
 

@@ -129,3 +129,21 @@ def test_an_index_with_cycles_loaded_from_its_file_reads_its_table(tmp_path):
     with pytest.raises(gd.StaleIndexError):
         con.execute("SELECT hops(1, 4)").fetchall()
     con.close()
+
+
+def test_ubigint_keys_beyond_bigint_are_no_vertices_for_paths():
+    """A UBIGINT key above 2**63 - 1 is never a vertex: 0 hops, the path [x] and within any
+    k >= 0 against itself; NULL, NULL and false against another key; on both paths."""
+    big = 2**64 - 1
+    con = _connection([(1, 2), (2, 3)])
+    con.execute(f"CREATE TABLE u AS SELECT * FROM (VALUES ({big}::UBIGINT, 1::UBIGINT), "
+                f"({big}, {big}), (1, 3), (NULL, {big})) t(x, y)")
+    q = ("SELECT x, y, hops(x, y), reaches_path(x, y), reaches_within(x, y, 2), "
+         "reaches_within(x, y, -1) FROM u ORDER BY ALL")
+    want = [(1, 3, 2, [1, 2, 3], True, False), (big, 1, None, None, False, False),
+            (big, big, 0, [big], True, False), (None, big, None, None, None, None)]
+    assert con.execute(q).fetchall() == want
+    with gd.per_chunk(con):
+        assert con.execute(q).fetchall() == want
+    assert con.execute(f"SELECT key, hops FROM descendants({big}::UBIGINT)").fetchall() == [
+        (big, 0)]

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import GrailError, StaleIndexError
+from ..errors import EdgeInputError, GrailError, StaleIndexError
 from ..kernels import to_host
 from ..kernels.protocol import CSR, PathGraph, edge_levels_of
 from .csr import forward_and_reverse
@@ -166,6 +166,9 @@ def _pairs(index, src, dst) -> _Pairs:
     same = np.zeros(len(src), np.bool_)
     if len(src) and not (pa.types.is_null(src.type) or pa.types.is_null(dst.type)):
         typ = index.ids.keys.type
+        if any(pa.types.is_uint64(c.type) for c in (src, dst)) and all(
+                pa.types.is_integer(c.type) for c in (src, dst)):
+            typ = pa.decimal128(20, 0)  # every int64 and uint64 key, compared exactly
         same = pc.equal(src.cast(typ), dst.cast(typ)).fill_null(False).to_numpy(
             zero_copy_only=False)
     search = np.flatnonzero(~null & ~same & (sid >= 0) & (tid >= 0))
@@ -336,7 +339,11 @@ def paths(index, src, dst, cancel=None) -> pa.ListArray:
         starts = np.repeat(offsets[rows[has]] - offs[:-1][has], lens[has])
         take[starts + np.arange(verts.shape[0])] = verts
     keys = index.ids.keys
-    own = p.src.cast(keys.type) if len(p.src) else pa.array([], keys.type)
+    try:
+        own = p.src.cast(keys.type) if len(p.src) else pa.array([], keys.type)
+    except (pa.ArrowInvalid, OverflowError):  # a uint64 key beyond the index's int64 keys
+        raise EdgeInputError(f"a source key does not fit the index's {keys.type} keys, so its "
+                             f"path [key] cannot be listed as them; cast the keys first") from None
     values = pa.concat_arrays([keys, own]).take(pa.array(take)) if take.shape[0] else \
         pa.array([], keys.type)
     valid = lengths > 0

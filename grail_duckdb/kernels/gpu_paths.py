@@ -19,9 +19,8 @@ import cupy as cp
 import numpy as np
 
 from ..resources import cuda_dir
-from .cpu.paths import _unit_words
 from .protocol import CSR, PathGraph
-from .shared import cuda_header
+from .shared import cuda_header, unit_words
 
 #: threads per block of every launch of the module (kernels/paths.cu: PW_WARPS warps)
 BLOCK = 256
@@ -150,7 +149,7 @@ class GpuPaths:
         by_pos = cp.asarray(sizes, cp.int64)[order]
         heavy = cp.zeros(nc + 64 * words, cp.int64)
         heavy[:nc] = by_pos
-        unit = cp.asarray(_unit_words(cp.asnumpy(by_pos == 1), nc + 64 * words))
+        unit = cp.asarray(unit_words(cp.asnumpy(by_pos == 1), nc + 64 * words))
         bits = cp.empty((nc, words), cp.uint64)
         offsets = np.asarray(offsets, np.int64)
         for start in range(0, nc, 64 * words):

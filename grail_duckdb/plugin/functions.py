@@ -115,19 +115,6 @@ def grail_indexes(reg):
         return [e.summary() for _, e in sorted(reg.entries.items())]
 
 
-def reach_ids(reg, keys, names, forwards):
-    """``descendants`` / ``ancestors``: the vertex ids reached from (or reaching) each key,
-    ``[-1]`` for a key that is not a vertex (it reaches only itself), NULL for NULL."""
-    out = []
-    for key, name, forward in zip(keys.to_pylist(), names.to_pylist(), forwards.to_pylist()):
-        if key is None:
-            out.append(None)
-            continue
-        rec = traversal.record(_index_for(reg, name or ""), key, bool(forward))
-        out.append(pa.array([-1] if rec["ids"] is None else rec["ids"], pa.int32()))
-    return pa.array([None if o is None else o.to_numpy() for o in out], pa.list_(pa.int32()))
-
-
 def reach_count(reg, keys, names, forwards):
     """``descendants_count`` / ``ancestors_count``: the size of each key's set."""
     return pa.array([traversal.set_count(_index_for(reg, n or ""), k, bool(f))
@@ -234,8 +221,6 @@ FUNCTIONS = [
       for k, t in _KEY.items()],
     *[(f"reaches_list_{k}", reaches_list, [f"{t}[]", f"{t}[]", "VARCHAR"], "BOOLEAN[]",
        "arrow", False) for k, t in _KEY.items()],
-    *[(f"reach_ids_{k}", reach_ids, [t, "VARCHAR", "BOOLEAN"], "INTEGER[]", "arrow", False)
-      for k, t in _KEY.items()],
     *[(f"reach_count_{k}", reach_count, [t, "VARCHAR", "BOOLEAN"], "BIGINT", "arrow", False)
       for k, t in _KEY.items()],
     *[(f"hops_{k}", hops, [t, t, "VARCHAR"], "INTEGER", "arrow", False)

@@ -42,7 +42,7 @@ from concurrent.futures import wait
 import numpy as np
 from numba import njit
 
-from ..shared import CHECK_EVERY, EDGE_LEVEL_CAP, mix64
+from ..shared import CHECK_EVERY, EDGE_LEVEL_CAP, mix64, unit_words
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -416,7 +416,7 @@ class CpuPaths:
         by_pos = np.asarray(sizes, np.int64)[order]
         heavy = np.zeros(nc + 64 * words, np.int64)
         heavy[:nc] = by_pos
-        unit = _unit_words(by_pos == 1, nc + 64 * words)
+        unit = unit_words(by_pos == 1, nc + 64 * words)
         starts = iter(range(0, nc, 64 * words))
         lock = threading.Lock()
         shares = []
@@ -453,14 +453,6 @@ class CpuPaths:
         rows = _slices(n_components, self.threads)
         _run_workers(self, len(rows), lambda i: sketch_sums(regs, precision, s1, zeros, *rows[i]))
         return s1, zeros
-
-
-def _unit_words(unit: np.ndarray, length: int) -> np.ndarray:
-    """A bool mask as uint64 words, padded with False to ``length`` bits (bit i of word k:
-    entry 64 k + i)."""
-    padded = np.zeros(-(-length // 64) * 64, np.bool_)
-    padded[:unit.shape[0]] = unit
-    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
 
 
 def _slices(total: int, parts: int) -> list:

@@ -127,10 +127,36 @@ class GrailIndex:
                 f"key_type={self.key_kind!r}, backend={self.backend!r})")
 
     def reaches(self, src, dst):
-        """Whole columns in, a pyarrow BooleanArray out (NULL where either key is NULL); two
-        single keys in, a bool (or None) out.
+        """Whether a directed path leads from each ``src`` key to its ``dst`` key.
 
-        Statistics of the call (how many queries each cut settled) are left in ``last_stats``.
+        Parameters
+        ----------
+        src, dst : column of keys or one key each
+            pyarrow arrays (chunked or not), NumPy arrays, pandas Series, lists; keys of the
+            index's kind (integers of any width, or strings).
+
+        Returns
+        -------
+        pyarrow.BooleanArray, or bool / None for two single keys
+            The contract: NULL where a key is NULL, true for equal keys, false where a key is
+            no vertex, else true iff a path exists. The call's statistics (how many pairs
+            each cut settled, how many were searched) are left in ``last_stats``.
+
+        Raises
+        ------
+        KeyTypeError
+            Keys of the other kind than the index's (say to cast them).
+        ValueError
+            Columns of different lengths.
+
+        Examples
+        --------
+        >>> import grail_duckdb as gd
+        >>> idx = gd.build_index([1, 2], [2, 3], backend="cpu")
+        >>> idx.reaches([1, 3, None], [3, 1, 2]).to_pylist()
+        [True, False, None]
+        >>> idx.reaches(2, 2), idx.last_stats.queries
+        (True, 1)
         """
         if _is_scalar(src) and _is_scalar(dst):
             return self.reaches([src], [dst])[0].as_py()
@@ -140,13 +166,29 @@ class GrailIndex:
 
     def reaches_with_stats(self, src, dst, *, use_cuts: bool = True, words: int | None = None,
                            budget: int = queries.PROBE_BUDGET, cancel=None):
-        """Like :meth:`reaches` but returns ``(answers, QueryStats)``; ``use_cuts=False``
-        answers with the plain multi-source bitmask BFS (no label pruning); ``budget``: edges
-        of the bounded search of each pair no cut settles; ``cancel``: an Event or a callable
-        that stops the call (see :mod:`grail_duckdb.engine.queries`).
+        """:meth:`reaches` for columns, with the call's statistics.
 
-        On a GPU index, calls of fewer than ``GpuSettings.host_below`` queries run on a host
-        copy of the index (the same answers: every kernel has an identical CPU twin)."""
+        Parameters
+        ----------
+        src, dst : columns of keys
+        use_cuts : bool
+            False answers with the plain multi-source bitmask BFS (GRAIL GPU paper,
+            Algorithm 7; no label pruning): the baseline.
+        words : int, optional
+            64-bit words per vertex of that search (64 pairs per word and pass).
+        budget : int
+            Edges the bounded search may cross per pair no cut settles.
+        cancel : threading.Event or callable, optional
+            Stops the call (:class:`~grail_duckdb.engine.queries.QueryCancelled`).
+
+        Returns
+        -------
+        (pyarrow.BooleanArray, QueryStats)
+
+        Notes
+        -----
+        On a GPU index, calls of fewer than ``GpuSettings.host_below`` pairs run on a host
+        copy of the index: the same answers (every kernel has an identical CPU twin)."""
         target = self.answering(len(src))
         return queries.reaches(target, src, dst, use_cuts=use_cuts,
                                words=words or queries.SEARCH_WORDS, budget=budget,
@@ -299,8 +341,16 @@ class GrailIndex:
         }
 
     def to_backend(self, backend) -> "GrailIndex":
-        """The same index with its arrays moved to another backend ('cpu', 'gpu' or a
-        :class:`~grail_duckdb.kernels.protocol.Kernels` instance)."""
+        """The same index with its arrays moved to another backend.
+
+        Parameters
+        ----------
+        backend : {'cpu', 'gpu', 'auto'} or Kernels
+
+        Returns
+        -------
+        GrailIndex
+            ``self`` when it is on that backend already."""
         k = kernels_for(backend)
         if k is self.kernels:
             return self
@@ -310,7 +360,37 @@ class GrailIndex:
                            build_seconds=dict(self.build_seconds), edge_source=self.edge_source)
 
     def save(self, path, **kw):
-        """Write the index as Parquet, atomically (see :func:`grail_duckdb.indexfile.save`)."""
+        """Write the index to ``path`` as one Parquet file, atomically.
+
+        Parameters
+        ----------
+        path : str or Path
+            Conventionally ``<name>.grail.parquet`` (docs/index-format.md describes it).
+        **kw
+            ``source`` (a dict recorded in the file), ``fsync``, ``timings``, ``settings``
+            (:class:`~grail_duckdb.indexfile.SaveSettings`): see
+            :func:`grail_duckdb.indexfile.save`.
+
+        Returns
+        -------
+        pathlib.Path
+
+        Raises
+        ------
+        IndexFileError
+            ``path`` holds something that is not an index of this project (refused before
+            any work).
+        OSError
+            The file cannot be written; the old file (if any) stays as it was.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib, grail_duckdb as gd
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "g.grail.parquet"
+        >>> _ = gd.build_index([1, 2], [2, 3], backend="cpu").save(path)
+        >>> gd.load_index(path, backend="cpu").reaches(1, 3)
+        True
+        """
         return indexfile.save(self, path, **kw)
 
 
@@ -323,8 +403,28 @@ def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
-    """Load a saved index onto a backend (see :func:`grail_duckdb.indexfile.load`:
-    read on every core, straight into the backend's arrays)."""
+    """Load an index file onto a backend, read on every core straight into its arrays.
+
+    Parameters
+    ----------
+    path : str or Path
+    expect_fingerprint : str, optional
+        Refuse an index built from other edges (the fingerprint of the current ones).
+    backend : {'cpu', 'gpu', 'auto'} or Kernels, optional
+        Default: ``GRAIL_DUCKDB_BACKEND``, then a GPU when CuPy sees one.
+
+    Returns
+    -------
+    GrailIndex
+
+    Raises
+    ------
+    IndexFileError
+        A missing, truncated, damaged (digest) or foreign file, or one of another format
+        version (the message names the version found and the one read).
+    StaleIndexError
+        ``expect_fingerprint`` differs from the file's.
+    """
     k = kernels_for(backend)
     data = indexfile.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
     return _on_backend(k, **vars(data))
@@ -380,39 +480,69 @@ def check_labels(labels) -> int:
 def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LABELS,
                 seed: int = DEFAULT_SEED, backend=None, progress=None,
                 save_to=None) -> GrailIndex:
-    """Build an index from an edge list.
+    """Build an exact reachability index of an edge list.
 
-    ``build_index(table, src="citing", dst="cited")``: ``edges`` is a pyarrow Table /
-    RecordBatch / RecordBatchReader, a DuckDB relation or the path of a Parquet file or of a
-    folder of them, and the strings ``src`` and ``dst`` name its endpoint columns (default
-    ``"src"``, ``"dst"``; the names SQL's ``grail_index(t, src := ..., dst := ...)`` and the
-    command line's ``--src``/``--dst`` use too). ``build_index(src_keys, dst_keys)``: two
-    columns of keys (pyarrow, NumPy, lists). ``labels`` is the number d of GRAIL label pairs
-    (1..MAX_LABELS), ``seed`` makes them reproducible, ``backend`` is 'cpu', 'gpu', 'auto'
-    (default: ``GRAIL_DUCKDB_BACKEND``, then auto) or a
-    :class:`~grail_duckdb.kernels.protocol.Kernels` instance. ``progress``: None (default)
-    shows a progress line on stderr for builds that run over 2 s
-    (:class:`grail_duckdb.progress.BuildProgress`; ``GRAIL_DUCKDB_PROGRESS=0`` silences it),
-    False shows nothing, a callable ``(phase, seconds)`` is called after each phase instead.
+    Parameters
+    ----------
+    edges : table, path, or a column of source keys
+        A pyarrow Table / RecordBatch / RecordBatchReader, a DuckDB relation, or the path of
+        a Parquet file or of a folder of them, whose columns ``src`` and ``dst`` hold the
+        edges; or, with ``dst`` a column too, the source keys (pyarrow, NumPy, lists). Keys:
+        integers of any width or strings; a NULL endpoint is an error.
+    dst : str or column of keys
+        The destination column's name (default ``"dst"``), or the destination keys.
+    src : str
+        The source column's name (default ``"src"``; SQL's ``grail_index(t, src := ...)``
+        and the command line's ``--src`` use the same names).
+    labels : int
+        GRAIL label pairs d, 1..64 (default 9).
+    seed : int
+        Makes the labels reproducible.
+    backend : {'cpu', 'gpu', 'auto'} or Kernels, optional
+        Default: ``GRAIL_DUCKDB_BACKEND``, then a GPU when CuPy sees one. Asking for a GPU
+        where there is none is an error, never a silent fallback.
+    progress : None, False or callable
+        None shows a progress line on stderr for builds over 2 s
+        (``GRAIL_DUCKDB_PROGRESS=0`` silences it); False shows nothing; a callable
+        ``(phase, seconds)`` is called after each phase instead.
+    save_to : str, Path or IndexWriter, optional
+        Also write the index file, as the build goes (the ETL path): its children while the
+        labels are computed, the rest after them, as one last phase, ``save``.
 
-    Phases (``build_seconds``): ``ingest`` (the input checked), ``read`` (the keys read, a
-    Parquet input decoded, and packed into the device's array: :mod:`.transfer`), ``ids``
-    (keys -> dense ids in that array), ``fingerprint``, ``csr``, ``scc``, the label passes.
+    Returns
+    -------
+    GrailIndex
+        Its ``build_seconds`` holds each phase's seconds (``ingest``, ``read``, ``ids``,
+        ``fingerprint``, ``csr``, ``scc``, the label passes, ``save``).
 
-    ``save_to``: a path the index is also saved to, as :meth:`GrailIndex.save` would (the
-    ETL path: the command line's ``build``), or a :class:`~grail_duckdb.indexfile.IndexWriter` (SQL's
-    ``grail_index``: it records the edge table's description). The file's children, 42% of
-    it at 2.5B edges, are written while the labels are computed, its levels, trees and
-    intervals while the hub bits are, and the rest after them, as one last phase, ``save``.
-    A build that fails leaves the old file (if any) as it was; a build whose file cannot be
-    written raises :class:`~grail_duckdb.errors.IndexNotSavedError` (an ``OSError``), whose
-    ``index`` is the built index.
+    Raises
+    ------
+    EdgeInputError
+        A missing column, a NULL endpoint, keys that are neither integers nor strings,
+        ``labels`` out of range.
+    IndexFileError
+        ``save_to`` names something that is not an index of this project (before any work).
+    IndexNotSavedError
+        The index was built but its file could not be written (an ``OSError``); its
+        ``index`` holds the built index. A failed build leaves the old file as it was.
+    BackendError
+        No GPU where one was asked for, or the device ran out of memory (with the bytes
+        that were needed).
 
-    Memory: the input stays on the host (Arrow chunks, or Parquet files read row
-    group by row group); the device holds one uint64 per edge (the packed ids), from which the
-    forward and reverse rows are made in place; once the rows exist the packed edges are
-    freed, and the input graph's rows are freed as soon as the condensed DAG no longer needs
-    them.
+    Notes
+    -----
+    Memory: the input stays on the host (Arrow chunks, or Parquet row groups read one by
+    one); the device holds one uint64 per edge (the packed ids), from which the forward and
+    reverse rows are made in place, and the input graph's rows go as soon as the condensed
+    DAG no longer needs them.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, grail_duckdb as gd
+    >>> cites = pa.table({"citing": [3, 2, 2], "cited": [2, 1, 1]})
+    >>> idx = gd.build_index(cites, src="citing", dst="cited", backend="cpu")
+    >>> idx.n_vertices, idx.edge_rows, idx.reaches(3, 1)
+    (3, 3, True)
     """
     with build_progress(progress, phases=BUILD_PHASES + (save_to is not None)) as report:
         return _build(edges, dst, src, labels, seed, backend, report, save_to)

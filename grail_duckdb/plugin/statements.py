@@ -47,7 +47,26 @@ class _Fallback(Exception):
 
 @contextlib.contextmanager
 def per_chunk(con):
-    """Within the block, ``con`` runs every statement as written (DuckDB's chunks)."""
+    """A context in which ``con`` runs every statement as written: DuckDB calls the index
+    once per chunk of at most 2,048 rows (for comparison with the whole-column path, which
+    gives the same rows).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        An installed connection.
+
+    Examples
+    --------
+    >>> import duckdb, grail_duckdb as gd
+    >>> con = gd.install(duckdb.connect())
+    >>> _ = con.execute("CREATE TABLE e AS SELECT 1 AS src, 2 AS dst")
+    >>> _ = con.execute("SELECT grail_index('e')").fetchall()
+    >>> with gd.per_chunk(con):
+    ...     con.execute("SELECT reaches(1, 2), reaches(2, 1)").fetchall()
+    [(True, False)]
+    >>> con.close()
+    """
     _PER_CHUNK.add(con)
     try:
         yield con
@@ -349,9 +368,29 @@ def _kind(typ) -> str:
 
 
 def explain(con, query: str, params=None) -> str:
-    """Which path a statement's ``reaches`` calls take on ``con``, as text: the statement as
-    it will run (``=> ...``; ``reaches`` calls still in it run per chunk) and what each marker
-    ``@n`` becomes (a one-to-all set, or a source's copy with whole-column answers)."""
+    """Which path a statement's calls of the plugin take on ``con``, as text (it runs nothing).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+    query : str
+    params : dict or sequence, optional
+
+    Returns
+    -------
+    str
+        ``per-chunk: ...`` with the reason, or the statement as it will run (``=> ...``; calls
+        still in it run per chunk) and what each marker ``@n`` becomes (a one-to-all set, or
+        a source's copy with whole-column answers). Print it.
+
+    Examples
+    --------
+    >>> import duckdb, grail_duckdb as gd
+    >>> con = gd.install(duckdb.connect())
+    >>> gd.explain(con, "CREATE VIEW v AS SELECT reaches(1, 2)").startswith("per-chunk")
+    True
+    >>> con.close()
+    """
     inst = connections.install_on(con)
     if not exactness.parsable(query):
         return "per-chunk (not a query): " + query.strip()

@@ -144,6 +144,50 @@ class VertexIds:
             return cls(keys, "int", _offset=lo, _table=table)
         return cls(keys, "int", _sorted=sorted_keys)
 
+    def appended(self, new_keys: pa.Array) -> tuple["VertexIds", np.ndarray | None]:
+        """These keys and ``new_keys`` (distinct, none of them a key here; integers sorted):
+        ``(ids, moved)``. Integer ids stay the sorted order of the keys: when every new key
+        sorts after the old ones they take ids ``n ..`` and ``moved`` is None; else the
+        merged keys are numbered afresh and ``moved`` is the int64 array ``[old id -> id,
+        then new key i -> id]``. String keys are looked up through a table, not by their
+        order: new key i always takes id ``n + i`` (the table is shared with this
+        ``VertexIds``, which treats ids from ``n`` on as unknown keys).
+
+        >>> ids, moved = VertexIds.of_range(0, 3).appended(pa.array([3, 4]))
+        >>> ids.key_range(), moved
+        ((0, 5), None)
+        >>> ids, moved = VertexIds.of_range(0, 3).appended(pa.array([-1, 7]))
+        >>> ids.keys.to_pylist(), moved.tolist()
+        ([-1, 0, 1, 2, 7], [1, 2, 3, 0, 4])
+        """
+        k = len(new_keys)
+        if k == 0:
+            return self, None
+        if self.kind == "str":
+            new = as_large_string(new_keys)
+            keys = pa.concat_arrays([as_large_string(self.keys), new]) if self.n else new
+            out = VertexIds(keys, "str", _map=self._map)
+            if self._map is not None:
+                n = self.n
+                for i, key in enumerate(new.to_pylist()):
+                    self._map[key] = n + i
+            return out, None
+        new = as_int64(new_keys)
+        if self.n == 0:
+            return VertexIds.from_sorted_keys(pa.array(new, pa.int64())), None
+        rng = self.key_range()
+        if rng is not None and int(new[0]) == rng[0] + rng[1] and int(new[-1]) - int(new[0]) == k - 1:
+            return VertexIds.of_range(rng[0], rng[1] + k), None
+        old = as_int64(self.keys)
+        if int(new[0]) > int(old[-1]):
+            return VertexIds._for_ints(np.concatenate([old, new]), self.n + k), None
+        at_old = np.arange(self.n, dtype=np.int64) + np.searchsorted(new, old)
+        at_new = np.arange(k, dtype=np.int64) + np.searchsorted(old, new)
+        merged = np.empty(self.n + k, np.int64)
+        merged[at_old] = old
+        merged[at_new] = new
+        return VertexIds._for_ints(merged, self.n + k), np.concatenate([at_old, at_new])
+
     def encode(self, arr: pa.Array, xp=np):
         """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph
         (an array of ``xp``, NumPy by default)."""
@@ -226,10 +270,11 @@ class VertexIds:
         if self._map is None:
             self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
         get = self._map.get
+        n = self.n  # the table may be shared with an appended index: its ids from n on
         out = np.empty(len(arr), np.int64)
         for i, x in enumerate(arr.to_pylist()):
             code = get(x)
-            if code is None:
+            if code is None or code >= n:
                 code = unknown.setdefault(x, -2 - len(unknown))
             out[i] = code
         return out

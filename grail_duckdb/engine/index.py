@@ -96,9 +96,21 @@ class GrailIndex:
     #: the steps of the save a build made (``build_index(..., save_to=...)``), in seconds
     save_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
+    #: the lowest level of any component (0 after a build; appended ones lie below it)
+    level_floor: int = 0
+    #: whether component i is vertex i (None: when there are as many components as vertices,
+    #: as after a build; an append that renumbers the vertices says False)
+    comp_identity: bool | None = None
+    #: the batches absorbed since the index file was written (:mod:`.append`), in order
+    appended: tuple = ()
+    #: the index file this index was loaded from or saved to (its parts lie beside it)
+    base_path: object = None
+    #: how many of ``appended`` are written beside ``base_path`` as parts
+    persisted: int = 0
     _host_copy: "GrailIndex | None" = None
     _query_index: QueryIndex | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _rooms: dict = field(default_factory=dict)  # the arrays' free rows (:mod:`.growth`)
 
     @property
     def backend(self) -> str:
@@ -115,6 +127,44 @@ class GrailIndex:
     @property
     def key_kind(self) -> str:
         return self.ids.kind
+
+    @property
+    def identity(self) -> bool:
+        """Whether component i is vertex i (the query kernels then skip the lookup)."""
+        if self.comp_identity is not None:
+            return self.comp_identity
+        return self.n_components == self.n_vertices
+
+    def append(self, edges, dst="dst", *, src: str = "src") -> "GrailIndex":
+        """A new index with a batch of edges out of new vertices absorbed, without a rebuild
+        (:mod:`grail_duckdb.engine.append`); this index answers as before.
+
+        ``idx.append(src_keys, dst_keys)`` or ``idx.append(table, src="citing",
+        dst="cited")``, as :func:`build_index` takes its edges. The new vertices (sources the
+        index does not hold, and targets new to it) get labels that extend the built ones,
+        cycles among them are condensed; an edge out of a vertex the index holds is absorbed
+        only when it adds no path (a duplicate). :meth:`save` to the index's own file writes
+        the batches as parts beside it (``load_index`` reads them back).
+
+        Raises
+        ------
+        NotAppendableError
+            An edge leaves a held vertex and adds a path, or the appended levels run out:
+            build the index again from the grown edge list.
+
+        Examples
+        --------
+        >>> import grail_duckdb as gd
+        >>> idx = gd.build_index([1, 2], [2, 3], backend="cpu")
+        >>> grown = idx.append([4, 5, 5], [1, 4, 2])
+        >>> grown.reaches([5, 4, 1], [3, 3, 4]).to_pylist()
+        [True, True, False]
+        >>> idx.reaches(5, 3), grown.n_vertices
+        (False, 5)
+        """
+        from .append import absorb
+
+        return absorb(self, edges, dst, src=src)
 
     def __repr__(self) -> str:
         return (f"GrailIndex(vertices={self.n_vertices}, edges={self.edge_rows}, "
@@ -158,7 +208,7 @@ class GrailIndex:
         with self._lock:
             if self._query_index is None:
                 mode, offset, size, table = self.ids.lookup(self.kernels.xp)
-                comp = None if self.n_components == self.n_vertices else self.comp
+                comp = None if self.identity else self.comp
                 self._query_index = QueryIndex(mode, offset, size, table, comp, self.dag,
                                                self.labels)
                 self.kernels.synchronize()  # uploads done before other streams read them
@@ -202,7 +252,10 @@ class GrailIndex:
         return _on_backend(k, ids=self.ids, comp=self.comp, n_components=self.n_components,
                            dag=self.dag, labels=self.labels, seed=self.seed,
                            edge_rows=self.edge_rows, fingerprint=self.fingerprint,
-                           build_seconds=dict(self.build_seconds))
+                           build_seconds=dict(self.build_seconds),
+                           level_floor=self.level_floor, comp_identity=self.comp_identity,
+                           appended=self.appended, base_path=self.base_path,
+                           persisted=self.persisted)
 
     def save(self, path, **kw):
         """Write the index as Parquet, atomically (see :func:`grail_duckdb.indexfile.save`)."""

@@ -14,7 +14,7 @@ Arrays live on one backend (NumPy, or CuPy on a GPU).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,7 @@ from .errors import EdgeInputError, KeyTypeError
 from .kernels.protocol import CSR, TopoOrder
 from .kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 
-__all__ = ["CSR", "DENSE_FACTOR", "IndexData", "Labels", "TopoOrder", "VertexIds",
+__all__ = ["AppendBatch", "CSR", "DENSE_FACTOR", "IndexData", "Labels", "TopoOrder", "VertexIds",
            "as_int64", "as_large_string", "key_kind"]
 
 
@@ -328,3 +328,46 @@ class IndexData:
     seed: int
     edge_rows: int  # rows of the source edge list, duplicates and self-loops included
     fingerprint: str  # content hash of the source edges
+
+
+@dataclass
+class AppendBatch:
+    """One batch absorbed by an index (:mod:`grail_duckdb.engine.append`): what its part file
+    holds (:mod:`grail_duckdb.indexfile.appends`) and what applying it adds to an index.
+
+    ``keys``: the new vertices' keys (sorted; their ids follow :meth:`VertexIds.appended`);
+    ``comp``: their components (ids from the index's count of components on); ``dag``: the
+    new components' rows of children (component ids of the grown index); ``labels``: their
+    labels (no window table); ``rows``: the batch's edge rows; ``before`` /
+    ``fingerprint``: the index's fingerprint before and after it. A batch that is written
+    (or was read) keeps its counts alone (:meth:`slim`)."""
+
+    keys: object
+    comp: object
+    dag: object
+    labels: object
+    rows: int
+    before: str
+    fingerprint: str
+    vertices: int = -1
+    components: int = -1
+    dag_edges: int = -1
+
+    def __post_init__(self):
+        if self.keys is not None:
+            self.vertices, self.components, self.dag_edges = (len(self.keys), self.dag.n,
+                                                              self.dag.m)
+
+    def slim(self) -> "AppendBatch":
+        """The batch's counts and fingerprints, without its arrays."""
+        return replace(self, keys=None, comp=None, dag=None, labels=None)
+
+    def on(self, xp) -> "AppendBatch":
+        """The same batch with its arrays in ``xp`` (NumPy or CuPy)."""
+        from .kernels import to_host
+
+        move = to_host if xp is np else xp.asarray
+        lab = Labels(**{name: move(a) for name, a in self.labels.arrays().items()
+                        if a is not None})
+        return replace(self, comp=move(self.comp),
+                       dag=CSR(move(self.dag.indptr), move(self.dag.indices)), labels=lab)

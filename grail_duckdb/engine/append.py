@@ -52,67 +52,25 @@ or below ``-EDGE_LEVEL_CAP`` (tens of thousands of appended levels) is refused: 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import KeyTypeError, NotAppendableError
-from ..kernels import to_host
 from ..kernels.records import label_record, with_record
 from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs
-from ..model import CSR, Labels, as_int64, as_large_string
+from ..model import CSR, AppendBatch, Labels, as_int64, as_large_string
 from .condensation import condense
 from .csr import forward_and_reverse
 from .growth import grow
 from .ingest import edge_stream
 from .labels import tree_of_children
 
-__all__ = ["AppendBatch", "absorb", "apply_batch", "compute_batch"]
+__all__ = ["absorb", "apply_batch", "compute_batch"]
 
 #: the label arrays of a component, in ``Labels``'s order (the windows where there are some)
 _LABEL_ROWS = ("level", "inner", "outer", "tree", "hub_down", "hub_up", "win_down", "win_up")
-
-
-@dataclass
-class AppendBatch:
-    """One absorbed batch: what its part file holds and what applying it adds to an index.
-
-    ``keys``: the new vertices' keys (sorted; their ids follow :meth:`VertexIds.appended`);
-    ``comp``: their components (ids from the index's count on); ``dag``: the new components'
-    rows of children (ids of the grown index); ``labels``: their labels (no window table);
-    ``rows``: the batch's edge rows; ``before`` / ``fingerprint``: the index's fingerprint
-    before and after it."""
-
-    keys: pa.Array
-    comp: object
-    dag: CSR
-    labels: Labels
-    rows: int
-    before: str
-    fingerprint: str
-
-    @property
-    def n_vertices(self) -> int:
-        return len(self.keys)
-
-    @property
-    def n_components(self) -> int:
-        return self.dag.n
-
-    @property
-    def dag_edges(self) -> int:
-        return self.dag.m
-
-    def on(self, xp) -> "AppendBatch":
-        """The same batch with its arrays in ``xp`` (NumPy or CuPy)."""
-        move = to_host if xp is np else xp.asarray
-        lab = Labels(**{name: move(a) for name, a in self.labels.arrays().items()
-                        if a is not None})
-        return replace(self, comp=move(self.comp), dag=CSR(move(self.dag.indptr),
-                                                           move(self.dag.indices)),
-                       labels=lab)
 
 
 def absorb(index, edges, dst="dst", *, src: str = "src"):
@@ -307,7 +265,7 @@ def apply_batch(index, batch: AppendBatch):
     xp = kern.xp
     batch = batch.on(xp)
     c0, n0 = index.n_components, index.n_vertices
-    n_new, k = batch.n_components, batch.n_vertices
+    n_new, k = batch.components, batch.vertices
     rooms = dict(index._rooms)
     ids, moved = index.ids.appended(batch.keys)
     if moved is None:
@@ -331,7 +289,8 @@ def apply_batch(index, batch: AppendBatch):
         seed=index.seed, edge_rows=index.edge_rows + batch.rows,
         fingerprint=batch.fingerprint, kernels=kern, level_floor=floor,
         comp_identity=index.identity and moved is None and n_new == k,
-        appended=index.appended + (batch,), base_path=index.base_path, _rooms=rooms)
+        appended=index.appended + (batch,), base_path=index.base_path,
+        persisted=index.persisted, _rooms=rooms)
     host = index._host_copy
     if host is not None and host is not index:
         out._host_copy = apply_batch(host, batch.on(np))

@@ -17,15 +17,17 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex, search_edge_levels
-from ..errors import IndexNotSavedError
+from ..errors import IndexNotSavedError, StaleIndexError
 from ..model import Labels, VertexIds
 from ..progress import BUILD_PHASES, build_progress
 from .. import indexfile
+from ..indexfile import appends as _appends  # noqa: F401  (indexfile.appends)
 from . import queries
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
@@ -258,8 +260,42 @@ class GrailIndex:
                            persisted=self.persisted)
 
     def save(self, path, **kw):
-        """Write the index as Parquet, atomically (see :func:`grail_duckdb.indexfile.save`)."""
-        return indexfile.save(self, path, **kw)
+        """Write the index as Parquet, atomically (see :func:`grail_duckdb.indexfile.save`).
+
+        An index with appended batches (:meth:`append`) saved to its own file (the one it
+        was loaded from or built into) writes each batch not written yet as a part beside it
+        (:mod:`grail_duckdb.indexfile.appends`); ``source`` (str -> str) is kept with the
+        last part. Saving such an index anywhere else is refused: rebuild it there."""
+        if not self.appended:
+            out = indexfile.save(self, path, **kw)
+            self.base_path, self.persisted = Path(out).resolve(), 0
+            return out
+        if self.base_path is None or Path(path).resolve() != Path(self.base_path):
+            raise IndexNotSavedError(
+                f"this index holds {len(self.appended)} appended batches; they are saved as "
+                f"parts beside the index file they extend ({self.base_path}), not as a file of "
+                f"their own at {path}: save to that file, or build the index from the grown "
+                "edge list to write it elsewhere", self)
+        self.save_parts(**kw)
+        return Path(self.base_path)
+
+    def save_parts(self, *, source: dict | None = None, fsync: bool = True) -> list:
+        """Write the appended batches not written yet as parts beside :attr:`base_path`
+        (each atomic; parts of another history numbered from the first one written are
+        removed first); ``source`` goes with the last. Returns their paths."""
+        if self.persisted == len(self.appended):
+            return []
+        indexfile.appends.remove_parts(self.base_path, after=self.persisted)
+        out = []
+        for i in range(self.persisted, len(self.appended)):
+            batch = self.appended[i]
+            last = i == len(self.appended) - 1
+            out.append(indexfile.appends.write_part(
+                self.base_path, i + 1, batch.on(np), self.ids.kind,
+                source=source if last else None, fsync=fsync))
+        self.appended = tuple(b.slim() for b in self.appended)
+        self.persisted = len(self.appended)
+        return out
 
 
 def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
@@ -272,10 +308,29 @@ def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
     """Load a saved index onto a backend (see :func:`grail_duckdb.indexfile.load`:
-    read on every core, straight into the backend's arrays)."""
+    read on every core, straight into the backend's arrays), with the batches appended to it
+    since it was written (its parts, :mod:`grail_duckdb.indexfile.appends`): no rebuild.
+    ``expect_fingerprint``: refuse (:class:`~grail_duckdb.errors.StaleIndexError`) an index
+    whose fingerprint, its parts applied, is another."""
     k = kernels_for(backend)
-    data = indexfile.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
-    return _on_backend(k, **vars(data))
+    path = Path(path)
+    meta = indexfile.read_metadata(path)
+    parts = indexfile.appends.read_parts(path, meta.fingerprint)
+    final = parts[-1][0].after if parts else meta.fingerprint
+    if expect_fingerprint is not None and final != expect_fingerprint:
+        raise StaleIndexError(f"the index at {path} was built from different edges than the "
+                              "current ones; rebuild it (grail_index(..., rebuild := true) in "
+                              "SQL or grail_duckdb.build_index(...).save(path))")
+    data = indexfile.load(path, xp=k.xp)
+    index = _on_backend(k, **vars(data), base_path=path.resolve())
+    if parts:
+        from .append import apply_batch
+
+        for _, batch in parts:
+            index = apply_batch(index, batch)
+        index.appended = tuple(b.slim() for b in index.appended)
+        index.persisted = len(index.appended)
+    return index
 
 
 def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
@@ -404,7 +459,7 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
     index.build_seconds = dict(timer.phases)
     if writer is not None:
         try:
-            writer.finish(index, timings=index.save_seconds)
+            index.base_path = writer.finish(index, timings=index.save_seconds).resolve()
         except OSError as exc:
             raise IndexNotSavedError(f"the index was built but not saved to {writer.path}: "
                                      f"{exc.strerror or exc}; the exception's index holds it "

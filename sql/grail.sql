@@ -133,12 +133,12 @@ CREATE OR REPLACE TEMP MACRO ancestors_count(x, index_name := '') AS
 -- As a scalar: SELECT grail_index('cites'); as a table: SELECT * FROM grail_index('cites').
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
-                                         auto_rebuild := false) AS
+                                         auto_rebuild := NULL) AS
     __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild);
 
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
-                                         auto_rebuild := false) AS TABLE
+                                         auto_rebuild := NULL) AS TABLE
     WITH built AS MATERIALIZED (
         SELECT __grail_py_index(table_name, src, dst, labels, name, path, rebuild,
                                 auto_rebuild) AS s)

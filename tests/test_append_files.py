@@ -124,3 +124,25 @@ def test_a_writer_killed_in_a_part_leaves_the_previous_state(tmp_path):
     loaded.append([7], [5]).save(path)  # the next part clears the dead writer's temporary
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert gd.load_index(path, backend="cpu").reaches([7], [2]).to_pylist() == [True]
+
+
+def test_the_command_line_appends_a_file(tmp_path, capsys):
+    from grail_duckdb.tools import cli
+
+    edges = tmp_path / "cites.parquet"
+    pa_parquet = pytest.importorskip("pyarrow.parquet")
+    pa_parquet.write_table(pa.table({"src": [1, 2, 3], "dst": [2, 3, 4]}), edges)
+    new = tmp_path / "new.parquet"
+    pa_parquet.write_table(pa.table({"src": [10, 11, 11], "dst": [1, 10, 3]}), new)
+    assert cli.main(["build", str(edges), "--backend", "cpu"]) == 0
+    assert cli.main(["build", str(edges), "--append", str(new), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "appended" in out and "+2 vertices, +3 edges" in out
+    index = gd.load_index(tmp_path / "cites.grail.parquet", backend="cpu")
+    assert index.reaches([11, 10, 1], [4, 4, 10]).to_pylist() == [True, True, False]
+    bad = tmp_path / "bad.parquet"
+    pa_parquet.write_table(pa.table({"src": [4], "dst": [1]}), bad)
+    assert cli.main(["build", str(edges), "--append", str(bad)]) == 2
+    assert "cannot be appended" in capsys.readouterr().err
+    assert cli.main(["build", str(edges), "--backend", "cpu"]) == 0  # a rebuild: no parts
+    assert parts_of(tmp_path / "cites.grail.parquet") == []

@@ -67,7 +67,12 @@ from .growth import grow
 from .ingest import edge_stream
 from .labels import tree_of_children
 
-__all__ = ["absorb", "apply_batch", "compute_batch"]
+__all__ = ["COMPACT_SHARE", "absorb", "apply_batch", "compute_batch", "parts_share"]
+
+#: the appended batches of an index (the edge rows of its parts) may reach this share of the
+#: edge rows of its file before a build should fold them in (a rebuild: fresh labels; the
+#: appended components' labels settle fewer pairs, so the exact search works more)
+COMPACT_SHARE = 0.25
 
 #: the label arrays of a component, in ``Labels``'s order (the windows where there are some)
 _LABEL_ROWS = ("level", "inner", "outer", "tree", "hub_down", "hub_up", "win_down", "win_up")
@@ -313,3 +318,9 @@ def _grown_labels(xp, lab: Labels, new: Labels, rooms: dict) -> Labels:
         grown[name], rooms[name] = grow(xp, getattr(lab, name), getattr(new, name),
                                         rooms.get(name))
     return Labels(**grown, win_first=lab.win_first)
+
+
+def parts_share(index) -> float:
+    """The edge rows of ``index``'s appended batches over those of its file."""
+    added = sum(b.rows for b in index.appended)
+    return added / max(index.edge_rows - added, 1)

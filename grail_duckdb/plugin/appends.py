@@ -51,16 +51,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from ..engine.append import COMPACT_SHARE, parts_share
 from ..errors import GrailError, NotAppendableError
 from .names import sql_string
 
 __all__ = ["COMPACT_SHARE", "Change", "Tracker", "absorb", "baseline", "changes",
            "current_source", "log_mark", "snapshot", "tracker_of", "verify"]
-
-#: the parts of an index (the edge rows of its appended batches) may reach this share of the
-#: edge rows of its file before the next build folds them in (a rebuild: fresh labels; the
-#: appended components' labels settle fewer pairs, and the exact search then works more)
-COMPACT_SHARE = 0.25
 
 # DuckDB 2.0.1's log: an entry is [uint64 size][uint64 checksum][payload of size bytes]; the
 # payload starts with field 100 (0x0064, little-endian) holding the entry type as a varint
@@ -427,12 +423,6 @@ def persisted_source(entry) -> dict:
     if entry.tracker is not None:
         doc["rowid_end"] = str(entry.tracker.end)
     return doc
-
-
-def parts_share(index) -> float:
-    """The appended batches' edge rows over the edge rows of the index file."""
-    added = sum(b.rows for b in index.appended)
-    return added / max(index.edge_rows - added, 1)
 
 
 def maybe_compact(reg, entry) -> None:

@@ -105,6 +105,8 @@ class VertexIds:
         if self._keys is None:
             self._keys = pa.array(np.arange(self._offset, self._offset + self._count,
                                             dtype=np.int64))
+        elif isinstance(self._keys, pa.ChunkedArray):  # an append's: joined on first use
+            self._keys = self._keys.combine_chunks()
         return self._keys
 
     @property
@@ -119,6 +121,8 @@ class VertexIds:
         """The same keys with lookups of their own (for an index on another device)."""
         if self._count is not None:
             return VertexIds.of_range(self._offset, self._count)
+        if self._table is not None:  # (its keys need not be sorted: an appended index's)
+            return VertexIds(self._keys, self.kind, _offset=self._offset, _table=self._table)
         return VertexIds.from_sorted_keys(self._keys)
 
     @classmethod
@@ -146,19 +150,24 @@ class VertexIds:
 
     def appended(self, new_keys: pa.Array) -> tuple["VertexIds", np.ndarray | None]:
         """These keys and ``new_keys`` (distinct, none of them a key here; integers sorted):
-        ``(ids, moved)``. Integer ids stay the sorted order of the keys: when every new key
-        sorts after the old ones they take ids ``n ..`` and ``moved`` is None; else the
-        merged keys are numbered afresh and ``moved`` is the int64 array ``[old id -> id,
-        then new key i -> id]``. String keys are looked up through a table, not by their
-        order: new key i always takes id ``n + i`` (the table is shared with this
-        ``VertexIds``, which treats ids from ``n`` on as unknown keys).
+        ``(ids, moved)``. New key i takes id ``n + i`` (``moved`` None) unless the keys are
+        integers held as sorted keys (sparse ones: the lookup is a search in their order)
+        and a new one sorts before an old one: then the merged keys are numbered afresh and
+        ``moved`` is the int64 array ``[old id -> id, then new key i -> id]``. Integer keys
+        of a small range keep a lookup table (made anew, the old one unchanged); string keys
+        share their lookup dict with this ``VertexIds``, which treats ids from ``n`` on as
+        unknown keys. The keys of ids from ``n`` on follow the old ones unsorted.
 
         >>> ids, moved = VertexIds.of_range(0, 3).appended(pa.array([3, 4]))
         >>> ids.key_range(), moved
         ((0, 5), None)
         >>> ids, moved = VertexIds.of_range(0, 3).appended(pa.array([-1, 7]))
+        >>> ids.keys.to_pylist(), moved, ids.encode(pa.array([7, -1, 0])).tolist()
+        ([0, 1, 2, -1, 7], None, [4, 3, 0])
+        >>> far = VertexIds.from_sorted_keys(pa.array([0, 10**12]))
+        >>> ids, moved = far.appended(pa.array([-5]))
         >>> ids.keys.to_pylist(), moved.tolist()
-        ([-1, 0, 1, 2, 7], [1, 2, 3, 0, 4])
+        ([-5, 0, 1000000000000], [1, 2, 0])
         """
         k = len(new_keys)
         if k == 0:
@@ -178,15 +187,41 @@ class VertexIds:
         rng = self.key_range()
         if rng is not None and int(new[0]) == rng[0] + rng[1] and int(new[-1]) - int(new[0]) == k - 1:
             return VertexIds.of_range(rng[0], rng[1] + k), None
+        old_lo, old_hi = self._bounds()
+        lo, hi = min(old_lo, int(new[0])), max(old_hi, int(new[-1]))
+        if hi - lo + 1 <= DENSE_FACTOR * (self.n + k) + 1024:
+            return self._with_table(new, lo, hi), None
         old = as_int64(self.keys)
-        if int(new[0]) > int(old[-1]):
+        if self._sorted is not None and int(new[0]) > int(old[-1]):
             return VertexIds._for_ints(np.concatenate([old, new]), self.n + k), None
-        at_old = np.arange(self.n, dtype=np.int64) + np.searchsorted(new, old)
-        at_new = np.arange(k, dtype=np.int64) + np.searchsorted(old, new)
-        merged = np.empty(self.n + k, np.int64)
-        merged[at_old] = old
-        merged[at_new] = new
-        return VertexIds._for_ints(merged, self.n + k), np.concatenate([at_old, at_new])
+        every = np.concatenate([old, new])  # sparse keys: numbered afresh in their order
+        order = np.argsort(every, kind="stable")
+        moved = np.empty(self.n + k, np.int64)
+        moved[order] = np.arange(self.n + k, dtype=np.int64)
+        return VertexIds._for_ints(every[order], self.n + k), moved
+
+    def _bounds(self) -> tuple[int, int]:
+        """The smallest and the largest integer key."""
+        if self._count is not None:
+            return self._offset, self._offset + self._count - 1
+        if self._table is not None:
+            return self._offset, self._offset + self._table.shape[0] - 1
+        return int(self._sorted[0]), int(self._sorted[-1])
+
+    def _with_table(self, new: np.ndarray, lo: int, hi: int) -> "VertexIds":
+        """These keys and ``new`` (ids from n on) through a lookup table of keys lo..hi."""
+        table = np.full(hi - lo + 1, -1, np.int32)
+        if self._table is not None:
+            table[self._offset - lo:self._offset - lo + self._table.shape[0]] = self._table
+        else:
+            old = np.arange(self._offset, self._offset + self._count, dtype=np.int64) \
+                if self._count is not None else self._sorted
+            table[old - lo] = np.arange(self.n, dtype=np.int32)
+        table[new - lo] = np.arange(self.n, self.n + new.shape[0], dtype=np.int32)
+        held = self._keys if self._keys is not None else self.keys
+        chunks = held.chunks if isinstance(held, pa.ChunkedArray) else [held]
+        keys = pa.chunked_array(chunks + [pa.array(new, pa.int64())], pa.int64())
+        return VertexIds(keys, "int", _offset=lo, _table=table)
 
     def encode(self, arr: pa.Array, xp=np):
         """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph

@@ -145,9 +145,20 @@ def _plain(arr: pa.Array) -> pa.Array:
 def _sorted_unique(keys: pa.Array, kind: str) -> pa.Array:
     """The distinct keys, sorted (int64 or large strings)."""
     if kind == "int":
-        return pa.array(np.unique(as_int64(keys)), pa.int64())
+        return pa.array(_unique(np, as_int64(keys)), pa.int64())
     keys = pc.unique(as_large_string(keys))
     return keys.take(pc.sort_indices(keys))
+
+
+def _unique(xp, a):
+    """The distinct values of ``a``, sorted (a sort and a comparison of neighbours)."""
+    a = xp.sort(a)
+    if a.shape[0] < 2:
+        return a
+    keep = xp.empty(a.shape[0], dtype=bool)
+    keep[0] = True
+    xp.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def _positions(keys: pa.Array, of: pa.Array, kind: str) -> np.ndarray:
@@ -194,7 +205,7 @@ def _new_components(index, k: int, sl, dl, d_old):
     if (~nn).any():
         target[xp.asarray(~nn)] = index.comp[xp.asarray(d_old[~nn])].astype(xp.int64)
     src_c = local[xp.asarray(sl)]
-    pairs = xp.unique(pack_pairs(xp, src_c, target))
+    pairs = _unique(xp, pack_pairs(xp, src_c, target))
     s = (pairs >> xp.uint64(32)).astype(xp.int32)
     t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
     keep = t != c0 + s
@@ -234,21 +245,21 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     tree[:, 3] = c0 + rpost
     # local ids of the fold: the new components, then the built ones they point to
     is_new = dag.indices >= c0
-    old = xp.unique(dag.indices[~is_new])
+    old = _unique(xp, dag.indices[~is_new])
     m = int(old.shape[0])
     local = xp.where(is_new, dag.indices - c0, n + xp.searchsorted(old, dag.indices))
     inner = xp.empty((n + m, d), xp.int32)
     outer = xp.empty((n + m, d), xp.int32)
     inner[:n] = c0 + post
     outer[:n] = c0 + post
-    inner[n:] = lab.inner[old]
-    outer[n:] = lab.outer[old]
+    xp.take(lab.inner, old, axis=0, out=inner[n:])  # (take: a row gather several times
+    xp.take(lab.outer, old, axis=0, out=outer[n:])  # faster than fancy indexing on NumPy)
     down = xp.zeros((n + m, words), xp.uint64)
-    down[n:] = lab.hub_down[old]
+    xp.take(lab.hub_down, old, axis=0, out=down[n:])
     wdown = xp.zeros((n + m, wwords), xp.uint64)
     base = xp.zeros(n + m, xp.int32)
     if wwords:
-        wdown[n:] = lab.win_down[old]
+        xp.take(lab.win_down, old, axis=0, out=wdown[n:])
         first = xp.asarray(lab.win_first, xp.int32)
         top = int(first.shape[0]) - 1
         base[:n] = first[0]

@@ -4,6 +4,8 @@ backend, with keys of every kind; the index before an append answers as before; 
 index cannot absorb are refused."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -73,8 +75,13 @@ def _check(index, src, dst, n: int, kind: str) -> None:
     assert nulls.to_pylist() == [None, None]
 
 
+#: examples per backend and key kind (GRAIL_DUCKDB_APPEND_EXAMPLES: fewer where every GPU
+#: configuration runs them)
+EXAMPLES = int(os.environ.get("GRAIL_DUCKDB_APPEND_EXAMPLES", "25"))
+
+
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=25)
+@settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_appends_match_the_oracle(backend, kind, data):
     g = data.draw(graphs(max_n=16, max_m=40))

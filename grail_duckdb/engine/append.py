@@ -58,12 +58,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import KeyTypeError, NotAppendableError
+from ..kernels import to_host
 from ..kernels.records import label_record, with_record
 from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs
 from ..model import CSR, AppendBatch, Labels, as_int64, as_large_string
 from .condensation import condense
 from .csr import forward_and_reverse
-from .growth import grow
+from ..growth import grow
 from .ingest import edge_stream
 from .labels import tree_of_children
 
@@ -105,14 +106,24 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
     if held.any():
         _check_held(index, s_keys, d_keys, held, d_id)
     fresh = ~held
-    s_new, d_sel, d_old = s_keys.filter(pa.array(fresh)), d_keys.filter(pa.array(fresh)), d_id[fresh]
+    kind, xp = index.ids.kind, index.kernels.xp
+    s_new, d_sel = s_keys.filter(pa.array(fresh)), d_keys.filter(pa.array(fresh))
+    d_old = xp.asarray(d_id[fresh])
     new_dst = d_old < 0
-    keys = _sorted_unique(pa.concat_arrays([_plain(s_new), _plain(d_sel.filter(pa.array(new_dst)))]),
-                          index.ids.kind)
-    sl = _positions(keys, s_new, index.ids.kind)
-    dl = np.full(len(d_sel), -1, np.int64)
-    if new_dst.any():
-        dl[new_dst] = _positions(keys, d_sel.filter(pa.array(new_dst)), index.ids.kind)
+    if kind == "int":  # the keys' sort and searches where the index lives
+        s_dev, d_dev = xp.asarray(as_int64(s_new)), xp.asarray(as_int64(d_sel))
+        sorted_keys = _unique(xp, xp.concatenate([s_dev, d_dev[new_dst]]))
+        sl = xp.searchsorted(sorted_keys, s_dev).astype(xp.int64)
+        dl = xp.where(new_dst, xp.searchsorted(sorted_keys, d_dev), -1).astype(xp.int64)
+        keys = pa.array(to_host(sorted_keys), pa.int64())
+    else:
+        mask = pa.array(to_host(new_dst))
+        keys = _sorted_strings(pa.concat_arrays([_plain(s_new), _plain(d_sel.filter(mask))]))
+        sl = xp.asarray(_string_positions(keys, s_new))
+        dl = np.full(len(d_sel), -1, np.int64)
+        if mask.true_count:
+            dl[to_host(new_dst)] = _string_positions(keys, d_sel.filter(mask))
+        dl = xp.asarray(dl)
     fp = _fingerprint(index, keys, sl, dl, d_old, s_id[held], d_id[held], table.num_rows)
     comp, dag, lab = _new_components(index, len(keys), sl, dl, d_old)
     return AppendBatch(keys, comp, dag, lab, table.num_rows, index.fingerprint, fp)
@@ -142,10 +153,8 @@ def _plain(arr: pa.Array) -> pa.Array:
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
 
 
-def _sorted_unique(keys: pa.Array, kind: str) -> pa.Array:
-    """The distinct keys, sorted (int64 or large strings)."""
-    if kind == "int":
-        return pa.array(_unique(np, as_int64(keys)), pa.int64())
+def _sorted_strings(keys: pa.Array) -> pa.Array:
+    """The distinct string keys, sorted, as large strings."""
     keys = pc.unique(as_large_string(keys))
     return keys.take(pc.sort_indices(keys))
 
@@ -161,29 +170,29 @@ def _unique(xp, a):
     return a[keep]
 
 
-def _positions(keys: pa.Array, of: pa.Array, kind: str) -> np.ndarray:
-    """The position of each key of ``of`` among the sorted distinct ``keys`` (all present)."""
-    if kind == "int":
-        return np.searchsorted(as_int64(keys), as_int64(of)).astype(np.int64)
+def _string_positions(keys: pa.Array, of: pa.Array) -> np.ndarray:
+    """The position of each string of ``of`` among the sorted distinct ``keys``."""
     return pc.index_in(as_large_string(_plain(of)), value_set=keys).to_numpy(
         zero_copy_only=False).astype(np.int64)
 
 
 def _fingerprint(index, keys, sl, dl, d_old, held_s, held_d, rows) -> str:
     """The index's fingerprint after the batch: the one before, the new keys, the batch's
-    edges (new vertex i as ``n + i``, a held one by its id; sorted, duplicates kept) and its
-    rows. It names the index's history: a rebuild of the same edges has a fingerprint of
-    its own (:func:`~grail_duckdb.engine.index.fingerprint_of`)."""
+    edges (new vertex i as ``n + i``, a held one by its id; an order-independent sum, as in
+    :func:`~grail_duckdb.engine.index.fingerprint_of`, duplicates counted) and its rows. It
+    names the index's history: a rebuild of the same edges has a fingerprint of its own."""
+    kern, xp = index.kernels, index.kernels.xp
     n = index.n_vertices
     h = hashlib.blake2b(digest_size=16)
     h.update(b"grail_duckdb append\0" + index.fingerprint.encode())
     for buf in _plain(keys).buffers():
         if buf is not None:
             h.update(memoryview(buf))
-    target = np.where(dl >= 0, n + dl, d_old)
-    pairs = np.sort(pack_pairs(np, n + sl, target))
-    held = np.sort(pack_pairs(np, held_s, held_d))
-    h.update(pairs.tobytes() + b"\0" + held.tobytes())
+    target = xp.where(dl >= 0, n + dl, d_old.astype(xp.int64))
+    edges = kern.edge_hash_sum(pack_pairs(xp, n + sl, target)) if sl.shape[0] else 0
+    h.update(edges.to_bytes(8, "little"))
+    held = kern.edge_hash_sum(xp.asarray(pack_pairs(np, held_s, held_d))) if len(held_s) else 0
+    h.update(held.to_bytes(8, "little"))
     h.update(int(rows).to_bytes(8, "little"))
     return h.hexdigest()
 
@@ -195,16 +204,18 @@ def _new_components(index, k: int, sl, dl, d_old):
     xp = kern.xp
     c0 = index.n_components
     nn = dl >= 0
-    fwd, rev = forward_and_reverse(kern, pack_pairs(xp, xp.asarray(sl[nn]), xp.asarray(dl[nn])), k)
+    fwd, rev = forward_and_reverse(kern, pack_pairs(xp, sl[nn], dl[nn]), k)
     cond = condense(kern, [fwd, rev])
     local = cond.comp
     n = cond.n_components
-    target = xp.empty(sl.shape[0], xp.int64)
-    if nn.any():
-        target[xp.asarray(nn)] = c0 + local[xp.asarray(dl[nn])].astype(xp.int64)
-    if (~nn).any():
-        target[xp.asarray(~nn)] = index.comp[xp.asarray(d_old[~nn])].astype(xp.int64)
-    src_c = local[xp.asarray(sl)]
+    if bool(nn.all()):
+        target = c0 + local[dl].astype(xp.int64)
+    elif not bool(nn.any()):
+        target = index.comp[d_old].astype(xp.int64)
+    else:  # (the gathers read a valid row where the other side is taken)
+        target = xp.where(nn, c0 + local[xp.where(nn, dl, 0)].astype(xp.int64),
+                          index.comp[xp.where(nn, 0, d_old)].astype(xp.int64))
+    src_c = local[sl]
     pairs = _unique(xp, pack_pairs(xp, src_c, target))
     s = (pairs >> xp.uint64(32)).astype(xp.int32)
     t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)

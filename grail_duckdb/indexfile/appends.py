@@ -38,6 +38,8 @@ __all__ = ["Part", "part_path", "parts_of", "read_parts", "remove_parts", "write
 _PART = re.compile(r"\.append-(\d{6})\.parquet$")
 #: the label matrices of a part, one list column each (the level is a plain column)
 _MATRICES = ("inner", "outer", "tree", "hub_down", "hub_up", "win_down", "win_up")
+#: matrices left out of a part when all zero, and made again as zeros of their twin's shape
+_ZERO = {"hub_up": "hub_down", "win_up": "win_down"}
 
 
 def part_path(index_path, number: int) -> Path:
@@ -107,7 +109,8 @@ def write_part(index_path, number: int, batch: AppendBatch, key_kind: str,
     target = part_path(index_path, number)
     out = Replacement(target, APPEND_FORMAT_NAME)
     try:
-        pq.write_table(table, out.tmp, compression="lz4")
+        pq.write_table(table, out.tmp, compression="lz4", use_dictionary=False,
+                       write_statistics=False)
         return out.commit(fsync=fsync)
     except BaseException:
         out.discard()
@@ -155,8 +158,8 @@ def _table(batch: AppendBatch) -> pa.Table:
             "level": pa.array(rows(lab.level, np.int32))}
     for name in _MATRICES:
         a = getattr(lab, name)
-        if a is None:
-            continue
+        if a is None or (name in _ZERO and not np.asarray(a).any()):
+            continue  # (the hubs reaching appended components: none, made again on load)
         a = rows(a, np.uint64 if name.startswith(("hub", "win")) else np.int32)
         cols[name] = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), a.shape[1])
     ptr = np.concatenate([np.asarray(batch.dag.indptr, np.int64),
@@ -201,6 +204,9 @@ def _batch(part: Part) -> AppendBatch:
                 a = col[name]
                 lab[name] = np.ascontiguousarray(
                     a.flatten().to_numpy().reshape(len(a), a.type.list_size)[:n])
+        for name, twin in _ZERO.items():
+            if name not in lab and twin in lab:
+                lab[name] = np.zeros_like(lab[twin])
         children = col["dag_children"]
         ptr = children.offsets.to_numpy()[: n + 1].astype(np.int64)
         idx = children.flatten().to_numpy().astype(np.int32)

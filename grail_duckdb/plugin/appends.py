@@ -271,24 +271,41 @@ CHECK_VERSIONS = 3
 
 
 def changes(cur, entry, tracker: Tracker) -> Change:
-    """What changed in ``entry``'s edge table since ``tracker``'s snapshot (see the module)."""
-    mark = log_mark(cur, entry.where, tracker)  # before the check's snapshot: for a scan
-    with _checking(cur, entry.table, entry.src) as guarded:
-        sig = _signature(cur, entry.where)
-        if sig is None:
-            return Change("stale", reason="the table was dropped or renamed")
-        if tracker.sig is not None and sig != tracker.sig:
-            return Change("stale", reason="the table was replaced or altered (CREATE OR "
-                                          "REPLACE, ALTER)")
-        if guarded and tracker.wal is not None and tracker.iteration is not None:
-            if checkpoint_iteration(tracker.db_file) == tracker.iteration:
+    """What changed in ``entry``'s edge table since ``tracker``'s snapshot (see the module):
+    the cheap proof first; where it does not hold, the scan in a transaction of its own,
+    the log's mark read before it (the next check's starting point)."""
+    if tracker.wal is not None and tracker.iteration is not None:
+        with _checking(cur, entry.table, entry.src) as guarded:
+            found = _table_replaced(cur, entry, tracker)
+            if found is not None:
+                return found
+            if guarded and checkpoint_iteration(tracker.db_file) == tracker.iteration:
                 what, end = read_log(tracker.wal, tracker.pos, tracker.table)
                 if what == "appends":
                     nxt = Tracker(tracker.end, tracker.table, tracker.wal, tracker.db_file, end,
-                                  tracker.iteration, sig)
+                                  tracker.iteration, tracker.sig)
                     return _appended(cur, entry, tracker, nxt)
-        nxt = Tracker(tracker.end, tracker.table, *mark, sig=sig)
-        return _scanned(cur, entry, tracker, nxt)
+    mark = log_mark(cur, entry.where, tracker)
+    with _checking(cur, entry.table, entry.src):
+        found = _table_replaced(cur, entry, tracker)
+        if found is not None:
+            return found
+        return _scanned(cur, entry, tracker, Tracker(tracker.end, tracker.table, *mark,
+                                                     sig=tracker.sig))
+
+
+def _table_replaced(cur, entry, tracker: Tracker) -> Change | None:
+    """A stale change when the table is gone or is another one (its object id or
+    definition changed), else None."""
+    sig = _signature(cur, entry.where)
+    if sig is None:
+        return Change("stale", reason="the table was dropped or renamed")
+    if tracker.sig is not None and sig != tracker.sig:
+        return Change("stale", reason="the table was replaced or altered (CREATE OR REPLACE, "
+                                      "ALTER)")
+    if tracker.sig is None:
+        tracker.sig = sig
+    return None
 
 
 def _appended(cur, entry, tracker: Tracker, nxt: Tracker) -> Change:

@@ -82,6 +82,7 @@ def test_inserted_papers_are_absorbed(tmp_path_factory, monkeypatch, batches):
         con.executemany("INSERT INTO e VALUES (?, ?)", rows)
         _check(con)
         assert _summary(con)[0] == "appended"
+    appends.wait_for_parts()
     assert len(parts_of(f"{path}.e.grail.parquet")) == len(batches)
     con.close()
     con = _connect(path)  # a reopened database: the file and its parts, no rebuild

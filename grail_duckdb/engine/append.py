@@ -105,10 +105,13 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
     held = s_id >= 0
     if held.any():
         _check_held(index, s_keys, d_keys, held, d_id)
-    fresh = ~held
     kind, xp = index.ids.kind, index.kernels.xp
-    s_new, d_sel = s_keys.filter(pa.array(fresh)), d_keys.filter(pa.array(fresh))
-    d_old = xp.asarray(d_id[fresh])
+    if held.any():
+        fresh = pa.array(~held)
+        s_new, d_sel, d_old = s_keys.filter(fresh), d_keys.filter(fresh), d_id[~held]
+    else:  # new papers only: no copies
+        s_new, d_sel, d_old = s_keys, d_keys, d_id
+    d_old = xp.asarray(d_old)
     new_dst = d_old < 0
     if kind == "int":  # the keys' sort and searches where the index lives
         s_dev, d_dev = xp.asarray(as_int64(s_new)), xp.asarray(as_int64(d_sel))

@@ -145,7 +145,8 @@ def remove_parts(index_path, after: int = 0) -> None:
 
 def _table(batch: AppendBatch) -> pa.Table:
     """The part's columns: per new vertex its key and component, per new component (the
-    first rows, zeros after them) its level, label matrices and children."""
+    first rows, zeros after them) its level, each column of its label matrices
+    (``inner.0`` .. ``inner.<d-1>``, ...) and its children."""
     k, n = batch.vertices, batch.components
     lab = batch.labels
     pad = k - n
@@ -161,12 +162,22 @@ def _table(batch: AppendBatch) -> pa.Table:
         if a is None or (name in _ZERO and not np.asarray(a).any()):
             continue  # (the hubs reaching appended components: none, made again on load)
         a = rows(a, np.uint64 if name.startswith(("hub", "win")) else np.int32)
-        cols[name] = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), a.shape[1])
+        for j in range(a.shape[1]):  # a column per matrix column: plain pages, fast to write
+            cols[f"{name}.{j}"] = pa.array(np.ascontiguousarray(a[:, j]))
     ptr = np.concatenate([np.asarray(batch.dag.indptr, np.int64),
                           np.full(pad, int(batch.dag.m), np.int64)])
     cols["dag_children"] = pa.LargeListArray.from_arrays(
         pa.array(ptr), pa.array(np.asarray(batch.dag.indices, np.int32)))
     return pa.table(cols)
+
+
+def _columns_of(name: str, col: dict) -> list[str]:
+    """The file columns of label matrix ``name`` (``name.0``, ``name.1``, ...), in order."""
+    out, j = [], 0
+    while f"{name}.{j}" in col:
+        out.append(f"{name}.{j}")
+        j += 1
+    return out
 
 
 def _digest(table: pa.Table) -> str:
@@ -200,10 +211,10 @@ def _batch(part: Part) -> AppendBatch:
         col = {name: table.column(name).combine_chunks() for name in table.column_names}
         lab = {"level": col["level"].to_numpy()[:n].astype(np.int32)}
         for name in _MATRICES:
-            if name in col:
-                a = col[name]
+            parts = [col[c] for c in _columns_of(name, col)]
+            if parts:
                 lab[name] = np.ascontiguousarray(
-                    a.flatten().to_numpy().reshape(len(a), a.type.list_size)[:n])
+                    np.stack([c.to_numpy()[:n] for c in parts], axis=1))
         for name, twin in _ZERO.items():
             if name not in lab and twin in lab:
                 lab[name] = np.zeros_like(lab[twin])

@@ -45,6 +45,8 @@ from __future__ import annotations
 import contextlib
 import struct
 import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +58,7 @@ from ..errors import GrailError, NotAppendableError
 from .names import sql_string
 
 __all__ = ["COMPACT_SHARE", "Change", "Tracker", "absorb", "baseline", "changes",
-           "current_source", "log_mark", "snapshot", "tracker_of", "verify"]
+           "current_source", "log_mark", "snapshot", "tracker_of", "verify", "wait_for_parts"]
 
 # DuckDB 2.0.1's log: an entry is [uint64 size][uint64 checksum][payload of size bytes]; the
 # payload starts with field 100 (0x0064, little-endian) holding the entry type as a varint
@@ -415,15 +417,15 @@ def verify(reg, entry, version: int) -> None:
 
 
 def absorb(reg, entry, change: Change) -> None:
-    """Append ``change``'s rows to ``entry``'s index, write the batch as a part beside its
-    file (with the table's check after it) and start a compaction when the parts have grown
-    past :data:`COMPACT_SHARE` of the file."""
+    """Append ``change``'s rows to ``entry``'s index, have the batch written as a part beside
+    its file (with the table's check after it; on the entry's writer thread) and start a
+    compaction when the parts have grown past :data:`COMPACT_SHARE` of the file."""
     grown = entry.index.append(change.rows)
     entry.tracker = change.tracker
     entry.check = change.check
-    if entry.path is not None and grown.base_path is not None and grown.appended:
-        grown.save_parts(source=persisted_source(entry))
     entry.index = grown
+    if entry.path is not None and grown.base_path is not None and grown.appended:
+        _write_later(entry, grown, persisted_source(entry))
     entry.action = "appended"
     batches = grown.appended
     entry.note = (f"{len(batches)} appended batches since the index file: "
@@ -431,6 +433,57 @@ def absorb(reg, entry, change: Change) -> None:
                   f"+{sum(b.rows for b in batches):,} edges (no rebuild)")
     entry.cache.clear()
     maybe_compact(reg, entry)
+
+
+class _Parts:
+    """The part writer of one index: a thread that writes its batches in order, after the
+    statement that absorbed them has its answer (a process that ends first loses none of
+    them: its next load finds the rows past the last written part's row id end and absorbs
+    them again)."""
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="grail-duckdb-parts")
+        self.written = 0  # batches of the entry's chain on disk
+        self.pending = []
+
+    def submit(self, entry, index, source) -> None:
+        def run():
+            index.persisted = max(index.persisted, self.written)
+            try:
+                index.save_parts(source=source)
+            except OSError as exc:
+                entry.note += f"; batches kept in memory only, not written ({exc})"
+                return
+            self.written = len(index.appended)
+
+        self.pending = [f for f in self.pending if not f.done()] + [self.pool.submit(run)]
+
+    def wait(self) -> None:
+        for f in list(self.pending):
+            f.result()
+
+
+_WRITERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_WRITERS_LOCK = threading.Lock()
+
+
+def _write_later(entry, index, source) -> None:
+    """Write ``index``'s batches not on disk yet as parts, on ``entry``'s writer thread."""
+    with _WRITERS_LOCK:
+        parts = _WRITERS.get(entry)
+        if parts is None:
+            parts = _WRITERS[entry] = _Parts()
+            parts.written = index.persisted
+    parts.submit(entry, index, source)
+
+
+def wait_for_parts(entry=None) -> None:
+    """Wait until the batches absorbed so far (of ``entry``, or of every index) are written."""
+    with _WRITERS_LOCK:
+        writers = [_WRITERS[entry]] if entry is not None and entry in _WRITERS else (
+            [] if entry is not None else list(_WRITERS.values()))
+    for parts in writers:
+        parts.wait()
 
 
 def persisted_source(entry) -> dict:
@@ -454,6 +507,7 @@ def maybe_compact(reg, entry) -> None:
 
     def run():
         try:
+            wait_for_parts(entry)
             reg.replace(entry)
         except Exception:  # the appended index stays; the next append tries again
             entry.cache.pop("compacting", None)
@@ -489,8 +543,9 @@ def record_settings(entry) -> None:
                                                           xp.empty(0, xp.int32)),
                         empty, 0, index.fingerprint, index.fingerprint)
     grown = apply_batch(index, batch)
-    grown.save_parts(source=persisted_source(entry))
     entry.index = grown
+    _write_later(entry, grown, persisted_source(entry))
+    wait_for_parts(entry)
 
 
 def stale_message(entry, reason: str) -> str:

@@ -15,10 +15,12 @@ labels stay exact. Let ``C0`` be the components before the batch and ``N`` the n
 ids ``C0 .. C0 + N - 1``; ranks of every label are at most ``C0`` before the batch.
 
 * **Level** (``level_u >= level_t`` excludes u -> t): a new component's level is
-  ``floor - 1 - h``, ``floor`` the lowest level so far (0 after a build) and ``h`` its longest
-  path down to a sink of the new components' DAG. Every edge still leads strictly down:
-  new -> old goes from below ``floor`` to at least ``floor``, new -> new from height h to a
-  smaller one. Old -> new pairs are then always excluded, which is true.
+  ``floor - H + h``, ``floor`` the lowest level so far (0 after a build), ``h`` its longest
+  path from a root of the new components' DAG and ``H - 1`` the longest of those: the new
+  components take the ``H`` levels just above every old one, in the order a build would give
+  them (its roots at the top). Every edge still leads strictly down: new -> old goes from
+  below ``floor`` to at least ``floor``, new -> new from depth h to a larger one. Old -> new
+  pairs are then always excluded, which is true.
 * **GRAIL intervals** (t's interval not inside u's excludes u -> t): a new component with
   children takes the smallest inner and the largest outer bound of its children, so each
   child's interval lies inside its parent's and, by induction, every descendant's inside
@@ -66,7 +68,7 @@ from .condensation import condense
 from .csr import forward_and_reverse
 from ..growth import grow
 from .ingest import edge_stream
-from .labels import tree_of_children
+from .labels import reversed_levels, tree_of_children
 
 __all__ = ["COMPACT_SHARE", "absorb", "apply_batch", "compute_batch", "parts_share"]
 
@@ -240,13 +242,12 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     d, words = lab.d, int(lab.hub_down.shape[1])
     wwords = 0 if lab.win_down is None else int(lab.win_down.shape[1])
     topo = kern.topological_levels(cond.dag, cond.dag_rev)
-    heights = kern.topological_levels(cond.dag_rev, cond.dag)
-    floor = index.level_floor - heights.levels  # the lowest new level
+    floor = index.level_floor - topo.levels  # the lowest new level
     if n and floor <= -EDGE_LEVEL_CAP:
         raise NotAppendableError(
             f"this append would put a level at {floor}, below the {-EDGE_LEVEL_CAP + 1} an "
             "index keeps (the levels of many appends add up): rebuild the index")
-    level = (index.level_floor - 1 - heights.level).astype(xp.int32)
+    level = (floor + topo.level).astype(xp.int32)
     parent = kern.tree_parents(cond.dag_rev, topo.level)
     size = kern.subtree_sizes(parent, topo)
     post = kern.post_orders(parent, topo, size, d, index.seed)
@@ -278,8 +279,8 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
         top = int(first.shape[0]) - 1
         base[:n] = first[0]
         base[n:] = first[xp.clip(lab.level[old], 0, top)]
-    kern.append_fold(CSR(dag.indptr, local.astype(xp.int32)), heights, inner, outer, down,
-                     wdown, base, 64 * wwords)
+    kern.append_fold(CSR(dag.indptr, local.astype(xp.int32)), reversed_levels(xp, topo),
+                     inner, outer, down, wdown, base, 64 * wwords)
     windows = {} if not wwords else dict(win_down=wdown[:n].copy(),
                                          win_up=xp.zeros((n, wwords), xp.uint64))
     return Labels(level=level, inner=inner[:n].copy(), outer=outer[:n].copy(), tree=tree,

@@ -276,15 +276,16 @@ CREATE OR REPLACE TEMP MACRO grail_reach_counts(name, mode := 'auto', precision 
 -- grail_index(table [, src, dst, labels, name, path, rebuild, auto_rebuild]): build the index
 -- of an edge table (or load the persisted one while it is fresh) and return a one-row summary.
 -- As a scalar: SELECT grail_index('cites'); as a table: SELECT * FROM grail_index('cites').
+-- auto_rebuild NULL keeps the index's own setting (recorded with its file; false when new).
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
-                                         auto_rebuild := false) AS
+                                         auto_rebuild := NULL) AS
     __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild,
                      __grail_session());
 
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
-                                         auto_rebuild := false) AS TABLE
+                                         auto_rebuild := NULL) AS TABLE
     WITH built AS MATERIALIZED (
         SELECT __grail_py_index(table_name, src, dst, labels, name, path, rebuild,
                                 auto_rebuild, __grail_session()) AS s)

@@ -17,15 +17,17 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ..kernels import Kernels, kernels_for, to_host
 from ..kernels.protocol import QueryIndex, search_edge_levels
-from ..errors import EdgeInputError, IndexNotSavedError
+from ..errors import EdgeInputError, IndexNotSavedError, StaleIndexError
 from ..model import Labels, VertexIds
 from ..progress import BUILD_PHASES, build_progress
 from .. import indexfile
+from ..indexfile import appends as _appends  # noqa: F401  (indexfile.appends)
 from . import paths, queries, reach_counts
 from .condensation import Condensation, condense
 from .csr import CSR, forward_and_reverse
@@ -99,11 +101,23 @@ class GrailIndex:
     save_seconds: dict = field(default_factory=dict)
     last_stats: queries.QueryStats | None = None
     edge_source: paths.EdgeSource | None = None
+    #: the lowest level of any component (0 after a build; appended ones lie below it)
+    level_floor: int = 0
+    #: whether component i is vertex i (None: when there are as many components as vertices,
+    #: as after a build; an append that renumbers the vertices says False)
+    comp_identity: bool | None = None
+    #: the batches absorbed since the index file was written (:mod:`.append`), in order
+    appended: tuple = ()
+    #: the index file this index was loaded from or saved to (its parts lie beside it)
+    base_path: object = None
+    #: how many of ``appended`` are written beside ``base_path`` as parts
+    persisted: int = 0
     _host_copy: "GrailIndex | None" = None
     _path_graph: paths.PathGraph | None = None
     _path_lock: threading.Lock = field(default_factory=threading.Lock)
     _query_index: QueryIndex | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _rooms: dict = field(default_factory=dict)  # the arrays' free rows (:mod:`.growth`)
 
     @property
     def backend(self) -> str:
@@ -120,6 +134,44 @@ class GrailIndex:
     @property
     def key_kind(self) -> str:
         return self.ids.kind
+
+    @property
+    def identity(self) -> bool:
+        """Whether component i is vertex i (the query kernels then skip the lookup)."""
+        if self.comp_identity is not None:
+            return self.comp_identity
+        return self.n_components == self.n_vertices
+
+    def append(self, edges, dst="dst", *, src: str = "src") -> "GrailIndex":
+        """A new index with a batch of edges out of new vertices absorbed, without a rebuild
+        (:mod:`grail_duckdb.engine.append`); this index answers as before.
+
+        ``idx.append(src_keys, dst_keys)`` or ``idx.append(table, src="citing",
+        dst="cited")``, as :func:`build_index` takes its edges. The new vertices (sources the
+        index does not hold, and targets new to it) get labels that extend the built ones,
+        cycles among them are condensed; an edge out of a vertex the index holds is absorbed
+        only when it adds no path (a duplicate). :meth:`save` to the index's own file writes
+        the batches as parts beside it (``load_index`` reads them back).
+
+        Raises
+        ------
+        NotAppendableError
+            An edge leaves a held vertex and adds a path, or the appended levels run out:
+            build the index again from the grown edge list.
+
+        Examples
+        --------
+        >>> import grail_duckdb as gd
+        >>> idx = gd.build_index([1, 2], [2, 3], backend="cpu")
+        >>> grown = idx.append([4, 5, 5], [1, 4, 2])
+        >>> grown.reaches([5, 4, 1], [3, 3, 4]).to_pylist()
+        [True, True, False]
+        >>> idx.reaches(5, 3), grown.n_vertices
+        (False, 5)
+        """
+        from .append import absorb
+
+        return absorb(self, edges, dst, src=src)
 
     def __repr__(self) -> str:
         return (f"GrailIndex(vertices={self.n_vertices}, edges={self.edge_rows}, "
@@ -297,7 +349,7 @@ class GrailIndex:
         with self._lock:
             if self._query_index is None:
                 mode, offset, size, table = self.ids.lookup(self.kernels.xp)
-                comp = None if self.n_components == self.n_vertices else self.comp
+                comp = None if self.identity else self.comp
                 self._query_index = QueryIndex(mode, offset, size, table, comp, self.dag,
                                                self.labels)
                 self.kernels.synchronize()  # uploads done before other streams read them
@@ -357,10 +409,17 @@ class GrailIndex:
         return _on_backend(k, ids=self.ids, comp=self.comp, n_components=self.n_components,
                            dag=self.dag, labels=self.labels, seed=self.seed,
                            edge_rows=self.edge_rows, fingerprint=self.fingerprint,
-                           build_seconds=dict(self.build_seconds), edge_source=self.edge_source)
+                           build_seconds=dict(self.build_seconds), edge_source=self.edge_source,
+                           level_floor=self.level_floor, comp_identity=self.comp_identity,
+                           appended=self.appended, base_path=self.base_path,
+                           persisted=self.persisted)
 
     def save(self, path, **kw):
         """Write the index to ``path`` as one Parquet file, atomically.
+
+        An index with appended batches (:meth:`append`) saved to its own file (the one it
+        was loaded from or built into) writes each batch not written yet as a part beside it
+        (:mod:`grail_duckdb.indexfile.appends`); ``source`` is kept with the last part.
 
         Parameters
         ----------
@@ -380,6 +439,9 @@ class GrailIndex:
         IndexFileError
             ``path`` holds something that is not an index of this project (refused before
             any work).
+        IndexNotSavedError
+            An index with appended batches saved anywhere but its own file (rebuild it
+            there instead).
         OSError
             The file cannot be written; the old file (if any) stays as it was.
 
@@ -391,7 +453,36 @@ class GrailIndex:
         >>> gd.load_index(path, backend="cpu").reaches(1, 3)
         True
         """
-        return indexfile.save(self, path, **kw)
+        if not self.appended:
+            out = indexfile.save(self, path, **kw)
+            self.base_path, self.persisted = Path(out).resolve(), 0
+            return out
+        if self.base_path is None or Path(path).resolve() != Path(self.base_path):
+            raise IndexNotSavedError(
+                f"this index holds {len(self.appended)} appended batches; they are saved as "
+                f"parts beside the index file they extend ({self.base_path}), not as a file of "
+                f"their own at {path}: save to that file, or build the index from the grown "
+                "edge list to write it elsewhere", self)
+        self.save_parts(**kw)
+        return Path(self.base_path)
+
+    def save_parts(self, *, source: dict | None = None, fsync: bool = True) -> list:
+        """Write the appended batches not written yet as parts beside :attr:`base_path`
+        (each atomic; parts of another history numbered from the first one written are
+        removed first); ``source`` goes with the last. Returns their paths."""
+        if self.persisted == len(self.appended):
+            return []
+        indexfile.appends.remove_parts(self.base_path, after=self.persisted)
+        out = []
+        for i in range(self.persisted, len(self.appended)):
+            batch = self.appended[i]
+            last = i == len(self.appended) - 1
+            out.append(indexfile.appends.write_part(
+                self.base_path, i + 1, batch.on(np), self.ids.kind,
+                source=source if last else None, fsync=fsync))
+        self.appended = tuple(b.slim() for b in self.appended)
+        self.persisted = len(self.appended)
+        return out
 
 
 def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
@@ -403,13 +494,15 @@ def _on_backend(k: Kernels, *, comp, dag, labels, **fields) -> GrailIndex:
 
 
 def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> GrailIndex:
-    """Load an index file onto a backend, read on every core straight into its arrays.
+    """Load an index file onto a backend, read on every core straight into its arrays, with
+    the batches appended to it since it was written (its parts: no rebuild).
 
     Parameters
     ----------
     path : str or Path
     expect_fingerprint : str, optional
-        Refuse an index built from other edges (the fingerprint of the current ones).
+        Refuse an index whose fingerprint, its parts applied, is another (the fingerprint of
+        the current edges).
     backend : {'cpu', 'gpu', 'auto'} or Kernels, optional
         Default: ``GRAIL_DUCKDB_BACKEND``, then a GPU when CuPy sees one.
 
@@ -420,14 +513,30 @@ def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> 
     Raises
     ------
     IndexFileError
-        A missing, truncated, damaged (digest) or foreign file, or one of another format
-        version (the message names the version found and the one read).
+        A missing, truncated, damaged (digest) or foreign file or part, or one of another
+        format version (the message names the version found and the one read).
     StaleIndexError
-        ``expect_fingerprint`` differs from the file's.
+        ``expect_fingerprint`` differs.
     """
     k = kernels_for(backend)
-    data = indexfile.load(path, expect_fingerprint=expect_fingerprint, xp=k.xp)
-    return _on_backend(k, **vars(data))
+    path = Path(path)
+    meta = indexfile.read_metadata(path)
+    parts = indexfile.appends.read_parts(path, meta.fingerprint)
+    final = parts[-1][0].after if parts else meta.fingerprint
+    if expect_fingerprint is not None and final != expect_fingerprint:
+        raise StaleIndexError(f"the index at {path} was built from different edges than the "
+                              "current ones; rebuild it (grail_index(..., rebuild := true) in "
+                              "SQL or grail_duckdb.build_index(...).save(path))")
+    data = indexfile.load(path, xp=k.xp)
+    index = _on_backend(k, **vars(data), base_path=path.resolve())
+    if parts:
+        from .append import apply_batch
+
+        for _, batch in parts:
+            index = apply_batch(index, batch)
+        index.appended = tuple(b.slim() for b in index.appended)
+        index.persisted = len(index.appended)
+    return index
 
 
 def fingerprint_of(kernels: Kernels, ids: VertexIds, pairs) -> str:
@@ -590,7 +699,7 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
     index.build_seconds = dict(timer.phases)
     if writer is not None:
         try:
-            writer.finish(index, timings=index.save_seconds)
+            index.base_path = writer.finish(index, timings=index.save_seconds).resolve()
         except OSError as exc:
             raise IndexNotSavedError(f"the index was built but not saved to {writer.path}: "
                                      f"{exc.strerror or exc}; the exception's index holds it "

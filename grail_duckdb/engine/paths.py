@@ -61,6 +61,10 @@ class EdgeSource:
     src: str = "src"
     dst: object = "dst"
     what: str = "the edges it was built from"
+    #: the reader's edges are the index's by construction (SQL's registry checks the table
+    #: before every statement): they are read through the index's own key lookup, which an
+    #: index grown by appends needs (its fingerprint names its history, not its edges)
+    trusted: bool = False
 
     @classmethod
     def of_input(cls, edges, dst, src) -> "EdgeSource | None":
@@ -132,12 +136,35 @@ def _original_rows(index) -> tuple[CSR, CSR]:
             "which an index loaded from a file does not hold: attach them with "
             "index.attach_edges(edges, src=..., dst=...) (the table it was built from)")
     k = index.kernels
+    if index.appended:
+        if not source.trusted:
+            raise GrailError(
+                "this index has cycles and appended batches, so hop counts and paths need its "
+                "grown edge list, which only its SQL table holds: build the index from the "
+                "grown edges (or query it through SQL)")
+        return _rows_by_lookup(index, source)
     stream = edge_stream(source.read(), source.dst, src=source.src)
     ids, pairs = assign_read(read_edges(stream, k.xp), k.xp)
     if fingerprint_of(k, ids, pairs) != index.fingerprint:
         raise StaleIndexError(f"{source.what} are not the edges this index was built from "
                               "(they changed since); rebuild the index or attach its own edges")
     return forward_and_reverse(k, pairs, ids.n)
+
+
+def _rows_by_lookup(index, source: EdgeSource) -> tuple[CSR, CSR]:
+    """Both CSRs of a trusted source's edges, their keys looked up by the index itself (an
+    index grown by appends numbers its new vertices after the old ones); every key must be a
+    vertex and every row there, or the source is not the index's."""
+    from ..kernels.shared import pack_pairs
+
+    k = index.kernels
+    table = edge_stream(source.read(), source.dst, src=source.src).table
+    s = to_host(index.ids.encode(table.column("src").combine_chunks()))
+    d = to_host(index.ids.encode(table.column("dst").combine_chunks()))
+    if table.num_rows != index.edge_rows or (s < 0).any() or (d < 0).any():
+        raise StaleIndexError(f"{source.what} are not the edges this index holds (they changed "
+                              "since); rebuild the index")
+    return forward_and_reverse(k, k.xp.asarray(pack_pairs(np, s, d)), index.n_vertices)
 
 
 @dataclass

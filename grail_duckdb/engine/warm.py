@@ -4,7 +4,8 @@ The first build after an install compiles the CPU kernels (~9 s for all of them,
 stderr); a later process loads them from Numba's cache (~0.5 s). Either cost lands in whatever
 call comes first, so a benchmark or a demo that times its first query would time the compiler: they call
 ``warm_up()`` first. It builds and queries small graphs that reach every kernel, with every
-argument type the pipeline uses (dense, sparse and text keys; cycles; searched queries).
+argument type the pipeline uses (dense, sparse and text keys; cycles; searched queries; an
+append of new vertices).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..kernels import resolve
 from ..indexfile.digest import hash_bytes
@@ -63,4 +65,14 @@ def warm_up(backend=None) -> float:
             idx.reaches_with_stats(qs, qd, use_cuts=False)
             idx.reaches_with_stats(qs, qd, words=4)
             idx.reaches(keys[0].as_py(), keys[1].as_py())
+            cited = keys.take(pa.array(rng.integers(0, len(keys), 50)))
+            idx.append(_new_keys(keys, 50), cited)           # an append's fold and growth
     return time.perf_counter() - t0
+
+
+def _new_keys(keys: pa.Array, count: int) -> pa.Array:
+    """``count`` keys of the type of ``keys`` that are none of them."""
+    if pa.types.is_integer(keys.type):
+        top = pc.max(keys).as_py()
+        return pa.array(np.arange(top + 1, top + 1 + count), pa.int64())
+    return pa.array([f"~new{i}" for i in range(count)], pa.large_string())

@@ -33,13 +33,15 @@ from ..errors import BackendError
 from ..resources import cuda_dir
 from .gpu_paths import GpuPaths
 from .gpu_queries import BLOCK as _BLOCK
+from .gpu_append import GpuAppend
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
 from .shared import WINDOW as _ENCODE_WARP
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
-_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")
+_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu",
+            "append.cu")
 #: the source of the module launched plainly (not cooperatively): the load's page decoding
 _PLAIN_SOURCE = "pages.cu"
 
@@ -138,7 +140,7 @@ def _out_of_memory(fn):
     return wrapper
 
 
-class GpuKernels(GpuQueries, GpuPaths):
+class GpuKernels(GpuQueries, GpuPaths, GpuAppend):
     """Kernels over CuPy arrays; same methods, same results as ``CpuKernels``."""
 
     name = "gpu"

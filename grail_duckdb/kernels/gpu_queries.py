@@ -100,9 +100,9 @@ class GpuQueries:
         the labels as one record per component (:mod:`.records`), the levels alone (the
         classification's first cut), the record's stride in ints, the offsets of its trees
         and of its hub words, d and the hub words per side, then the window hubs' rows, their
-        table of levels and words per side (null pointers and 0 when there are none). An
-        index's labels carry their record (:meth:`query_labels`); others, a direct caller's,
-        are packed for the call."""
+        table of levels, words per side and the table's last index (null pointers and 0 when
+        there are none). An index's labels carry their record (:meth:`query_labels`); others,
+        a direct caller's, are packed for the call."""
         lab = self.query_labels(lab)
         hw = int(lab.hub_down.shape[1])
         tree_at, hub_at, stride = record_layout(lab.d, hw)
@@ -110,7 +110,8 @@ class GpuQueries:
         return (lab.record, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at),
                 np.int32(lab.d), np.int32(hw), *((np.uint64(0),) * 3 if none else (
                     lab.win_down, lab.win_up, lab.win_first)),
-                np.int32(0 if none else lab.win_down.shape[1]))
+                np.int32(0 if none else lab.win_down.shape[1]),
+                np.int32(0 if none else lab.win_first.shape[0] - 1))
 
     def release_buffers(self) -> None:
         """Drop this thread's query buffers (its next call makes them anew)."""

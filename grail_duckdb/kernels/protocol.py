@@ -237,6 +237,20 @@ class Kernels(Protocol):
         ``first`` (int32[levels + 1], hubs above each level), each vertex's window of them
         (cpu/labels.hub_bits)."""
 
+    # --- appends (:mod:`grail_duckdb.engine.append`) ------------------------------------------
+    def append_fold(self, rows: CSR, topo: TopoOrder, inner: Array, outer: Array, down: Array,
+                    wdown: Array, base: Array, span: int) -> None:
+        """Fold the labels of appended components from their children's, in place.
+
+        ``rows``: the appended components' children in local ids (the appended ones first,
+        then the built components they point to, whose rows of ``inner``/``outer`` (int32
+        [., d]), ``down`` (uint64 [., hub words]) and ``wdown`` (uint64 [., window words])
+        hold their labels); ``topo``: the appended ones, every child at a lower level. A
+        component with children gets the smallest inner, the largest outer, the OR of the hub
+        words and of the window words rebased by ``base`` (each row's first window hub,
+        ``span`` 64 window words) of its children; one without keeps its row
+        (cpu/append.append_fold)."""
+
     # --- queries (Section 5) -------------------------------------------------------------------
     def query_labels(self, lab: LabelArrays) -> LabelArrays:
         """The labels as this backend's query kernels read them, the same values: on the GPU

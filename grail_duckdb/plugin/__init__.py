@@ -98,7 +98,7 @@ def registry_of(con) -> Registry:
 
 def build(con, table: str, *, src: str = "src", dst: str = "dst",
           labels: int = DEFAULT_LABELS, name: str | None = None, path=None, rebuild: bool = False,
-          auto_rebuild: bool = False, progress=None) -> dict:
+          auto_rebuild: bool | None = None, progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""
     reg = registry_of(con)

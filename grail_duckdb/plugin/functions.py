@@ -104,7 +104,7 @@ def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos, 
                               labels=DEFAULT_LABELS if label is None else label,
                               name=names[i].as_py() or None, path=paths[i].as_py() or None,
                               rebuild=bool(rebuilds[i].as_py()),
-                              auto_rebuild=bool(autos[i].as_py()),
+                              auto_rebuild=autos[i].as_py(),
                               session=sessions[i].as_py()))
     return pa.array(rows, SUMMARY_TYPE)
 

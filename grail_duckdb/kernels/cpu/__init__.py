@@ -3,7 +3,7 @@
 The Numba twins of the CUDA sources live beside it, one module per source file:
 :mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``), :mod:`.search`
 (``search.cu``), :mod:`.classify` (``classify.cu``), :mod:`.bidir` (``bidir.cu``) and
-:mod:`.paths` (``paths.cu``). All are
+:mod:`.paths` (``paths.cu``) and :mod:`.append` (``append.cu``). All are
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
 
@@ -30,7 +30,7 @@ from ..host import PARALLEL_LOCK
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
-from . import bidir, classify, graph, labels, pages, search
+from . import append, bidir, classify, graph, labels, pages, search
 from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
@@ -190,6 +190,10 @@ class CpuKernels(CpuPaths):
                                np.asarray(hub_of, np.int32), words, topo.level, first)
 
     # --- queries ---------------------------------------------------------------------------
+    def append_fold(self, rows: CSR, topo: TopoOrder, inner, outer, down, wdown, base, span):
+        append.append_fold(rows.indptr, rows.indices, topo.order, inner, outer, down, wdown,
+                           base, int(span))
+
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
         nq = ks.shape[0]
         table = qi.lookup_table

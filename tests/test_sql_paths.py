@@ -125,9 +125,11 @@ def test_an_index_with_cycles_loaded_from_its_file_reads_its_table(tmp_path):
     con.close()
     con = gd.install(duckdb.connect(path))
     assert con.execute("SELECT hops(1, 4), reaches_path(3, 2)").fetchall() == [(3, [3, 1, 2])]
-    con.execute("INSERT INTO cites VALUES (1, 4)")
+    con.execute("INSERT INTO cites VALUES (1, 4)")  # no new path: absorbed, a hop shorter
+    assert con.execute("SELECT hops(1, 4), reaches_path(1, 4)").fetchall() == [(1, [1, 4])]
+    con.execute("INSERT INTO cites VALUES (4, 1)")  # a new path out of a held vertex: stale
     with pytest.raises(gd.StaleIndexError):
-        con.execute("SELECT hops(1, 4)").fetchall()
+        con.execute("SELECT hops(4, 1)").fetchall()
     con.close()
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb.indexfile.appends import parts_of
-from grail_duckdb.plugin import appends
+from grail_duckdb.plugin import appends, duckdb_api
 from oracle import bfs_pairs
 
 BASE = [(i, i + 1) for i in range(20)] + [(3, 10), (15, 2)]
@@ -263,9 +263,9 @@ def test_the_log_names_what_a_commit_did(tmp_path, sql, what):
     con.execute("CREATE TABLE f AS SELECT 1 AS x")
     con.execute("CHECKPOINT")
     wal = tmp_path / "g.duckdb.wal"
-    _, start = appends.read_log(wal, 0, ("main", "e"))
+    _, start = duckdb_api.read_log(wal, 0, ("main", "e"))
     con.execute(sql)
-    assert appends.read_log(wal, start, ("main", "e"))[0] == what
+    assert duckdb_api.read_log(wal, start, ("main", "e"))[0] == what
     con.close()
 
 

@@ -37,13 +37,12 @@ Why the proof is exact on DuckDB 2.0.1 (each fact is checked by ``tests/test_sql
    ``DELETE_TUPLE`` after a ``USE_TABLE`` naming it; an INSERT as ``INSERT_TUPLE`` or
    ``ROW_GROUP_DATA``; a replaced or altered table changes its object id or its definition.
 
-The log's format is DuckDB's own (``wal_type.hpp``, entries framed by their size and checksum);
-a byte this module does not read as it expects sends the check to the scan.
+The file's header and the log are read by :mod:`.duckdb_api` (DuckDB's own formats); a byte
+it does not read as it expects sends the check to the scan.
 """
 from __future__ import annotations
 
 import contextlib
-import struct
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -55,23 +54,11 @@ import pyarrow as pa
 
 from ..engine.append import COMPACT_SHARE, parts_share
 from ..errors import GrailError, NotAppendableError
+from .duckdb_api import checkpoint_iteration, read_log
 from .names import sql_string
 
 __all__ = ["COMPACT_SHARE", "Change", "Tracker", "absorb", "baseline", "changes",
            "current_source", "log_mark", "snapshot", "tracker_of", "verify", "wait_for_parts"]
-
-# DuckDB 2.0.1's log: an entry is [uint64 size][uint64 checksum][payload of size bytes]; the
-# payload starts with field 100 (0x0064, little-endian) holding the entry type as a varint
-_USE_TABLE, _INSERT, _DELETE, _UPDATE, _ROW_GROUP = 25, 26, 27, 28, 29
-_ALTER, _VERSION, _CHECKPOINT, _FLUSH = 20, 98, 99, 100
-#: entries that change no row of an existing table (catalog creations and drops: a dropped or
-#: re-created edge table has another object id)
-_HARMLESS = frozenset({1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 21, 22, 23, 24})
-#: the file header: DuckDB's two database headers, at these offsets, each a checksum then the
-#: iteration (the count of checkpoints that wrote something)
-_HEADERS = (4096, 8192)
-_MAGIC = b"DUCK"
-
 
 @dataclass
 class Tracker:
@@ -101,101 +88,6 @@ class Change:
     tracker: Tracker | None = None
     reason: str = ""
     proof: str = "scan"
-
-
-# --- the file's checkpoint count and the log ------------------------------------------------
-def checkpoint_iteration(db_file: Path) -> int | None:
-    """The number of checkpoints that wrote the database file (the larger iteration of its two
-    headers), or None when the file cannot be read as DuckDB's."""
-    try:
-        with open(db_file, "rb") as fh:
-            head = fh.read(_HEADERS[-1] + 16)
-    except OSError:
-        return None
-    if len(head) < _HEADERS[-1] + 16 or head[8:12] != _MAGIC:
-        return None
-    return max(struct.unpack_from("<Q", head, at + 8)[0] for at in _HEADERS)
-
-
-def _varint(buf: bytes, at: int) -> tuple[int, int]:
-    """An unsigned LEB128 varint at ``at``: (value, the position after it)."""
-    value = shift = 0
-    while True:
-        if at >= len(buf) or shift > 63:
-            raise ValueError("truncated varint")
-        b = buf[at]
-        at += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, at
-        shift += 7
-
-
-def _names(payload: bytes, at: int) -> tuple[str, ...] | None:
-    """The (schema, table) a USE_TABLE entry names, its payload read from ``at`` (after the
-    type): field 103, an object whose field 100 is a list of strings; None if not so."""
-    try:
-        if payload[at:at + 4] != b"\x67\x00\x64\x00":
-            return None
-        count, at = _varint(payload, at + 4)
-        out = []
-        for _ in range(count):
-            n, at = _varint(payload, at)
-            out.append(payload[at:at + n].decode())
-            at += n
-        return tuple(out) if payload[at:at + 4] == b"\xff\xff\xff\xff" else None
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-def read_log(wal: Path, pos: int, table: tuple[str, str]) -> tuple[str, int]:
-    """Read the log from byte ``pos`` (0: its start, or where an earlier read stopped) to the
-    end of its last committed transaction: ``(what, end)``. ``what``: 'appends' when no entry
-    changes a row of ``table`` otherwise than by appending (nor alters or checkpoints
-    anything), else a word for the first that does; ``end``: the byte after the last
-    ``WAL_FLUSH`` entry read (each commit's last: a commit's entries all lie after the
-    previous commit's flush, and one whose flush is not there yet is read next time)."""
-    try:
-        with open(wal, "rb") as fh:
-            fh.seek(pos)
-            buf = fh.read()
-    except FileNotFoundError:
-        return ("appends" if pos == 0 else "log replaced"), 0
-    except OSError:
-        return "log unreadable", pos
-    at = 0
-    if pos == 0 and buf[:3] == b"\x64\x00\x62":  # the log's version header
-        end = buf.find(b"\xff\xff", 3)
-        if end < 0:
-            return "appends", 0
-        at = end + 2
-    current = None
-    what, done, seen = "appends", at, "appends"
-    while at + 16 <= len(buf):
-        size = struct.unpack_from("<Q", buf, at)[0]
-        if at + 16 + size > len(buf):
-            break  # an entry still being written
-        payload = buf[at + 16:at + 16 + size]
-        try:
-            if payload[:2] != b"\x64\x00":
-                raise ValueError("no entry type")
-            kind, body = _varint(payload, 2)
-        except ValueError:
-            return "log not understood", pos + done
-        at += 16 + size
-        if kind == _FLUSH:
-            what, done = seen, at  # a whole commit read
-        elif kind == _USE_TABLE:
-            current = _names(payload, body)
-        elif kind in (_DELETE, _UPDATE):
-            if seen == "appends" and (current is None or tuple(current[-2:]) == tuple(table)):
-                seen = "rows deleted" if kind == _DELETE else "rows updated"
-        elif kind in (_ALTER, _CHECKPOINT):
-            if seen == "appends":
-                seen = "table altered" if kind == _ALTER else "checkpoint"
-        elif kind not in (_INSERT, _ROW_GROUP, _VERSION) and kind not in _HARMLESS:
-            return "log not understood", pos + done
-    return what, pos + done
 
 
 def log_mark(cur, where, since: Tracker | None = None) -> tuple:

@@ -2,8 +2,9 @@
 oracle (the full reachability matrix of the graph, one SciPy BFS per vertex):
 
 * eight Python threads, each making calls of mixed sizes on both sides of
-  ``GpuSettings.host_below`` (a GPU index classifies the small ones on the host, from a copy of its labels made once under a lock, and the large
-  ones on the device), with and without the cuts;
+  ``GpuSettings.host_below`` (a GPU index classifies the small ones on the host, from a copy
+  of its labels made once under a lock, and the large ones on the device), with and without
+  the cuts;
 * four DuckDB cursors on a database with ``threads=4``, each running the scalar ``reaches`` and
   the whole-column ``reaches_pairs`` over a table of 200,000 pairs (a GPU backend answers every
   2,048-row chunk on the device: the fixtures set ``host_below`` to 0).

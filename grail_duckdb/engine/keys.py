@@ -6,8 +6,7 @@ Python list. :func:`key_column` reads integer keys where they lie, without a cop
 array as it is, an Arrow column as the values buffer of each chunk (``pieces``), its NULLs as
 one byte per row. The kernels read int32, int64, uint32 and uint64 keys, contiguous or strided
 (:mod:`grail_duckdb.kernels.host.keys`); 8- and 16-bit keys are widened to int32 here (a copy
-at most twice their own size). String keys are looked up on the host
-(:meth:`grail_duckdb.model.VertexIds.query_keys`).
+at most twice their own size). String keys are looked up on the host (:func:`kernel_keys`).
 
 :func:`pair_pieces` lines two columns up for a batch of rows: pieces of equal length on both
 sides, each pair of one type and layout, so that the kernels compile one specialization per
@@ -39,7 +38,7 @@ class KeyColumn:
     n: int
     pieces: tuple
     valid: np.ndarray | None
-    type: object = None  # the Arrow or NumPy type of the keys (for messages)
+    type: object = None  # the Arrow type of the keys (the index checks their kind)
 
     def __len__(self) -> int:
         return self.n

@@ -68,7 +68,8 @@ def or_bits(bits: np.ndarray, at: int, part: np.ndarray, n: int) -> None:
     ``n`` in its last byte 0) into the bitmap ``bits`` at row ``at``.
 
     >>> bits = np.zeros(2, np.uint8)
-    >>> or_bits(bits, 3, np.array([0b11111], np.uint8), 5); or_bits(bits, 8, np.array([1], np.uint8), 1)
+    >>> or_bits(bits, 3, np.array([0b11111], np.uint8), 5)
+    >>> or_bits(bits, 8, np.array([1], np.uint8), 1)
     >>> [format(int(b), "08b") for b in bits]
     ['11111000', '00000001']
     """

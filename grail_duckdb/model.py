@@ -241,7 +241,7 @@ class VertexIds:
     def encode(self, arr: pa.Array, xp=np):
         """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph
         (an array of ``xp``, NumPy by default)."""
-        keys, valid = self.query_keys(arr)
+        keys, valid = self._host_keys(arr)
         if self.kind == "str":
             ids = np.maximum(keys, -1)
         else:
@@ -258,34 +258,32 @@ class VertexIds:
             ids = np.where(valid.view(np.bool_), ids, -1).astype(np.int32)
         return xp.asarray(ids)
 
-    def query_keys(self, arr: pa.Array, unknown: dict | None = None
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The query kernels' view of a key column: ``(keys int64, valid)``.
+    def check_kind(self, typ) -> None:
+        """Refuse query keys of another kind than the index's (``typ``: their Arrow type)."""
+        if key_kind(typ) != self.kind:
+            want = "integer" if self.kind == "int" else "string (VARCHAR)"
+            raise KeyTypeError(
+                f"this index has {want} vertex keys but the query keys are {typ}; "
+                f"cast the query columns to the edge table's key type"
+            )
 
-        Integer keys are handed over as they are (no copy for int64 without NULLs) and looked
-        up by the kernels (:meth:`lookup`); string keys are looked up here, into ids, with
-        ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in ``unknown``
-        (pass one dict for both columns of a call, so equal unknown keys get equal codes).
-        ``valid`` is None, or one byte per row, 0 where the key is NULL."""
+    def _host_keys(self, arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(keys int64, valid)`` of a key column for :meth:`encode`: integer keys (those
+        above 2**63 - 1 as NULL: never vertices), or the string keys' ids with ``-2 - k`` for
+        the k-th distinct unknown one; ``valid`` None or one byte per row, 0 for NULL."""
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         if pa.types.is_null(arr.type):
             return np.full(len(arr), -1, np.int64), np.zeros(len(arr), np.uint8)
-        kind = key_kind(arr.type)
-        if kind != self.kind:
-            want = "integer" if self.kind == "int" else "string (VARCHAR)"
-            raise KeyTypeError(
-                f"this index has {want} vertex keys but the query keys are {arr.type}; "
-                f"cast the query columns to the edge table's key type"
-            )
-        big = beyond_int64(arr) if kind == "int" else None
-        if big is not None:  # not vertices: looked up as NULL (the caller answers x = y)
+        self.check_kind(arr.type)
+        big = beyond_int64(arr) if self.kind == "int" else None
+        if big is not None:
             arr = pc.if_else(pa.array(big), pa.scalar(None, arr.type), arr)
         valid = None
         if arr.null_count:
             valid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
-            arr = arr.fill_null("" if kind == "str" else 0)
-        if kind == "str":
-            return self._codes_of_strings(arr, {} if unknown is None else unknown), valid
+            arr = arr.fill_null("" if self.kind == "str" else 0)
+        if self.kind == "str":
+            return self.codes_of_strings([arr], {}), valid
         return as_int64(arr), valid
 
     def lookup(self, xp=np) -> tuple[int, int, int, object]:
@@ -317,19 +315,24 @@ class VertexIds:
         hit = (pos < s.shape[0]) & (s[pos_c] == k) if s.shape[0] else np.zeros(k.shape[0], bool)
         return np.where(hit, pos, -1).astype(np.int32)
 
-    def _codes_of_strings(self, arr: pa.Array, unknown: dict) -> np.ndarray:
-        """Ids of string keys, ``-2 - k`` for the k-th distinct unknown key (see
-        :meth:`query_keys`)."""
+    def codes_of_strings(self, arrays, unknown: dict) -> np.ndarray:
+        """The query kernels' view of string keys (Arrow string arrays, in row order): each
+        key's id, or ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in
+        ``unknown`` (one dict for both columns of a call: equal unknown keys get equal codes).
+        A NULL gets any code (its row is NULL)."""
         if self._map is None:
             self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
         get = self._map.get
         n = self.n  # the table may be shared with an appended index: its ids from n on
-        out = np.empty(len(arr), np.int64)
-        for i, x in enumerate(arr.to_pylist()):
-            code = get(x)
-            if code is None or code >= n:
-                code = unknown.setdefault(x, -2 - len(unknown))
-            out[i] = code
+        out = np.empty(sum(len(a) for a in arrays), np.int64)
+        i = 0
+        for arr in arrays:
+            for x in arr.to_pylist():
+                code = get(x)
+                if code is None or code >= n:
+                    code = unknown.setdefault(x, -2 - len(unknown))
+                out[i] = code
+                i += 1
         return out
 
     def decode(self, ids: np.ndarray) -> pa.Array:

@@ -42,6 +42,8 @@ from .labels import grail_labels
 #: 3%); they cost 32 bytes more per component on the host and 22% more file
 DEFAULT_LABELS = 9
 DEFAULT_SEED = 0
+#: the DAG of :meth:`GrailIndex.host_labels`: no rows (the host copy classifies, never searches)
+_NO_DAG = CSR(np.zeros(1, np.int64), np.zeros(0, np.int32))
 #: the largest number of label pairs a build accepts: each pair costs 8 bytes per component and
 #: a pass of the build, and beyond a few dozen they settle no more queries
 MAX_LABELS = 64
@@ -115,6 +117,7 @@ class GrailIndex:
     _host_copy: "GrailIndex | None" = None
     _path_graph: paths.PathGraph | None = None
     _path_lock: threading.Lock = field(default_factory=threading.Lock)
+    _host_labels: QueryIndex | None = None
     _query_index: QueryIndex | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _rooms: dict = field(default_factory=dict)  # the arrays' free rows (:mod:`.growth`)
@@ -239,10 +242,10 @@ class GrailIndex:
 
         Notes
         -----
-        On a GPU index, calls of fewer than ``GpuSettings.host_below`` pairs run on a host
-        copy of the index: the same answers (every kernel has an identical CPU twin)."""
-        target = self.answering(len(src))
-        return queries.reaches(target, src, dst, use_cuts=use_cuts,
+        On a GPU index, calls of fewer than ``GpuSettings.host_below`` pairs are classified
+        on the host (:meth:`classifier`), the pairs no cut settles searched on the device:
+        the same answers (every kernel has an identical CPU twin)."""
+        return queries.reaches(self, src, dst, use_cuts=use_cuts,
                                words=words or queries.SEARCH_WORDS, budget=budget,
                                cancel=cancel)
 
@@ -339,6 +342,32 @@ class GrailIndex:
         index."""
         self.edge_source = paths.EdgeSource(lambda: edges, src, dst, "the attached edges")
         return self
+
+    def classifier(self, pairs: int):
+        """``(kernels, query index, probe)`` that classify a call of ``pairs`` pairs: the
+        index's own, with the bounded search (``probe``). On a GPU index, a call of fewer
+        than ``GpuSettings.host_below`` pairs is classified on the host, from
+        :meth:`host_labels` (a launch and two copies cost more than the CPU kernels spend on
+        a DuckDB chunk of 2,048 rows); there is no DAG there (``probe`` False): the pairs
+        the cuts leave go to the device's search, the only device work such a call does."""
+        if self.backend == "gpu" and pairs < self.kernels.settings.host_below:
+            return kernels_for("cpu"), self.host_labels(), False
+        return self.kernels, self.query_index(), True
+
+    def host_labels(self) -> QueryIndex:
+        """What the host classifies a small call of a GPU index from (made once, then kept):
+        the key lookup, the components and the labels (levels, GRAIL intervals, tree
+        intervals, hub bits) as host arrays, without the DAG (the device searches)."""
+        qi = self._host_labels
+        if qi is not None:
+            return qi
+        with self._lock:
+            if self._host_labels is None:
+                mode, offset, size, table = self.ids.lookup(np)
+                comp = None if self.n_components == self.n_vertices else to_host(self.comp)
+                lab = Labels(**{name: to_host(a) for name, a in self.labels.arrays().items()})
+                self._host_labels = QueryIndex(mode, offset, size, table, comp, _NO_DAG, lab)
+            return self._host_labels
 
     def query_index(self, need_reverse: bool = False) -> QueryIndex:
         """What the query kernels read (made once; the reverse DAG and the levels beside the

@@ -259,10 +259,12 @@ class Kernels(Protocol):
 
     def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
                      budget: int = 256) -> PairAnswers:
-        """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte
-        per pair, 0 for NULL) in one fused pass: key lookup, component, every cut, the bounded
-        search of at most ``budget`` edges per undecided pair (with ``prune``); the pairs left
-        over come back as ``deferred``."""
+        """One batch of key pairs in one fused pass: key lookup, component, every cut, the
+        bounded search of at most ``budget`` edges per undecided pair (with ``prune``; 0: none,
+        and the DAG is not read); the pairs left over come back as ``deferred``. ``ks``, ``kt``:
+        host arrays of one key type and layout each, or tuples of such pieces (piece i of both
+        covering the same rows; :mod:`.host.keys`), read where they lie; ``valid``: None or one
+        byte per pair, 0 for NULL."""
 
     def search_pairs(self, qi: QueryIndex, u: Array, t: Array, prune: bool = True,
                      words: int = 1, checkpoint=None) -> Any:

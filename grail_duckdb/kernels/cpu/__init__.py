@@ -24,9 +24,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import numba
 import numpy as np
 
 from ..host import PARALLEL_LOCK
+from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
@@ -37,6 +39,8 @@ _EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
 _EMPTY_I32 = np.empty(0, np.int32)
 _EMPTY_U8 = np.empty(0, np.uint8)
+_NO_WINDOWS = (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
+               np.zeros(0, np.int32))
 #: batches of fewer pairs are classified on the calling thread alone
 SERIAL_MAX = 16_384
 #: rows per chunk of a parallel classification (a multiple of 8: chunks never share a byte)
@@ -195,6 +199,19 @@ class CpuKernels(CpuPaths):
                            base, int(span))
 
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
+        ks, kt = pieces_of(ks), pieces_of(kt)
+        if len(ks) == 1:
+            return self._answer_piece(qi, ks[0], kt[0], valid, prune, budget)
+        parts, at = [], 0
+        for a, b in zip(ks, kt):
+            n = a.shape[0]
+            parts.append((at, n, self._answer_piece(qi, a, b, None if valid is None else
+                                                    valid[at:at + n], prune, budget)))
+            at += n
+        return _joined(parts, at)
+
+    def _answer_piece(self, qi, ks, kt, valid, prune, budget):
+        """:meth:`answer_pairs` of one piece of keys (arrays of one key type and layout)."""
         nq = ks.shape[0]
         table = qi.lookup_table
         args = (ks, kt, _EMPTY_U8 if valid is None else valid.view(np.uint8), qi.lookup_mode,
@@ -207,7 +224,8 @@ class CpuKernels(CpuPaths):
         codes = np.empty(nq, np.int8)
         with IN_FLIGHT as alone:
             large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
-            spread = large or (alone and nq >= ALONE_MIN and self.threads > 1)
+            spread = large or (alone and nq >= ALONE_MIN and self.threads > 1
+                               and numba.get_num_threads() > 1)
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = classify.answer_parallel(*args, bits, codes,
@@ -285,6 +303,26 @@ def _chunk_rows(nq: int, threads: int) -> int:
     return min(CHUNK, max(SMALL_CHUNK, (per + 7) & ~7))
 
 
+def _joined(parts, nq: int) -> PairAnswers:
+    """The answers of consecutive pieces ``(first row, rows, PairAnswers)`` of one batch of
+    ``nq`` pairs as one."""
+    bits = np.zeros((nq + 7) >> 3, np.uint8)
+    counts = np.zeros(N_STATUS, np.int64)
+    rows, us, ts = [], [], []
+    for at, n, part in parts:
+        or_bits(bits, at, part.bits, n)
+        counts += part.counts
+        r, u, t = part.deferred
+        if r.shape[0]:
+            rows.append(r + np.int32(at))
+            us.append(u)
+            ts.append(t)
+    if not rows:
+        return PairAnswers(bits, counts, (_EMPTY_I32, _EMPTY_I32, _EMPTY_I32))
+    return PairAnswers(bits, counts, (np.concatenate(rows), np.concatenate(us),
+                                      np.concatenate(ts)))
+
+
 def _label_args(lab):
     """The label arrays in the order the query kernels take them."""
     return (lab.level, lab.inner, lab.outer, lab.tree, lab.hub_down, lab.hub_up)
@@ -293,8 +331,7 @@ def _label_args(lab):
 def _window_args(lab):
     """The window hubs' arrays, which only the classification reads (empty: none)."""
     if lab.win_down is None:
-        return (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
-                np.zeros(0, np.int32))
+        return _NO_WINDOWS
     return (lab.win_down, lab.win_up, np.asarray(lab.win_first, np.int32))
 
 

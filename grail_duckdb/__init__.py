@@ -14,7 +14,8 @@ Python:
     [True, False]
 """
 from . import _numba_cache  # noqa: F401  (before any kernel: see the module)
-from .engine.index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index, load_index
+from .engine.build import DEFAULT_LABELS, DEFAULT_SEED, build_index
+from .engine.index import GrailIndex, load_index
 from .engine.queries import QueryStats
 from .engine.warm import warm_up
 from .errors import (BackendError, EdgeInputError, GrailError, IndexFileError,

@@ -84,7 +84,7 @@ _LABEL_ROWS = ("level", "inner", "outer", "tree", "hub_down", "hub_up", "win_dow
 def absorb(index, edges, dst="dst", *, src: str = "src"):
     """``index`` with a batch of edges absorbed (see the module): a new
     :class:`~grail_duckdb.engine.index.GrailIndex`; ``index`` itself answers as before.
-    ``edges``, ``src``, ``dst`` as for :func:`~grail_duckdb.engine.index.build_index`."""
+    ``edges``, ``src``, ``dst`` as for :func:`~grail_duckdb.engine.build.build_index`."""
     batch = compute_batch(index, edges, dst, src=src)
     return index if batch is None else apply_batch(index, batch)
 
@@ -184,7 +184,7 @@ def _string_positions(keys: pa.Array, of: pa.Array) -> np.ndarray:
 def _fingerprint(index, keys, sl, dl, d_old, held_s, held_d, rows) -> str:
     """The index's fingerprint after the batch: the one before, the new keys, the batch's
     edges (new vertex i as ``n + i``, a held one by its id; an order-independent sum, as in
-    :func:`~grail_duckdb.engine.index.fingerprint_of`, duplicates counted) and its rows. It
+    :func:`~grail_duckdb.engine.build.fingerprint_of`, duplicates counted) and its rows. It
     names the index's history: a rebuild of the same edges has a fingerprint of its own."""
     kern, xp = index.kernels, index.kernels.xp
     n = index.n_vertices

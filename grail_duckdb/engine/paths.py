@@ -126,7 +126,7 @@ def _keep(index, rows) -> None:
 
 def _original_rows(index) -> tuple[CSR, CSR]:
     """Both CSRs of the index's original edges, read from its edge source and checked."""
-    from .index import fingerprint_of  # the index module imports this one
+    from .build import fingerprint_of  # the build module imports this one
 
     source = index.edge_source
     if source is None:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ..kernels import resolve
 from ..indexfile.digest import hash_bytes
-from .index import build_index
+from .build import build_index
 
 __all__ = ["warm_up"]
 

@@ -172,7 +172,7 @@ class _Early(_Timed):
 
 class IndexWriter:
     """An index file under way (one :func:`save`; or a build's, started as soon as the
-    condensation is done: :func:`~grail_duckdb.engine.index.build_index` with ``save_to``).
+    condensation is done: :func:`~grail_duckdb.engine.build.build_index` with ``save_to``).
 
     The file is the index's row groups behind two regions: one that holds every group's
     children (their BLOBs' chunk, 42% of the file at 2.5B edges), known from the

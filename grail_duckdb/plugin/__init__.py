@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import duckdb
 
-from ..engine.index import DEFAULT_LABELS
+from ..engine.build import DEFAULT_LABELS
 from . import connections, duckdb_api, hooks, statements
 from .registry import Registry
 from .sqlerrors import grail_error

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine import paths
-from ..engine.index import DEFAULT_LABELS
+from ..engine.build import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import chunks, duckdb_api, names, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE

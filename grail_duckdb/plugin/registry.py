@@ -18,7 +18,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ..engine.index import DEFAULT_LABELS, build_index, check_labels, load_index
+from ..engine.build import DEFAULT_LABELS, build_index, check_labels
+from ..engine.index import load_index
 from ..engine.paths import EdgeSource
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
 from . import appends, duckdb_api, files, hooks, names

@@ -32,7 +32,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .. import plugin
-from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
+from ..engine.build import DEFAULT_LABELS, MAX_LABELS, build_index
+from ..engine.index import load_index
 from ..indexfile import IndexWriter, read_metadata
 from ..engine.warm import warm_up
 from ..engine.append import COMPACT_SHARE, parts_share

@@ -1,10 +1,10 @@
-"""``python -m benchmarks run|scale|sql|docs``: see :mod:`benchmarks`."""
+"""``python -m benchmarks run|scale|sql|layouts|docs``: see :mod:`benchmarks`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import bench, docs, scale, sql_paths
+from . import bench, docs, layouts, scale, sql_paths
 
 PROG = "python -m benchmarks"
 
@@ -20,6 +20,9 @@ def parser() -> argparse.ArgumentParser:
     scale.add_arguments(p).set_defaults(func=scale.run)
     p = sub.add_parser("sql", help="the SQL paths at any number of pairs")
     sql_paths.add_arguments(p).set_defaults(func=sql_paths.run)
+    p = sub.add_parser("layouts", help="query key layouts against int64, and the per-chunk "
+                                       "path against the identity UDF")
+    layouts.add_arguments(p).set_defaults(func=layouts.run)
     p = sub.add_parser("docs", help="write docs/benchmarks.md from benchmarks/results/")
     docs.add_arguments(p).set_defaults(func=docs.run)
     return top

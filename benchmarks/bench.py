@@ -50,7 +50,8 @@ import numpy as np
 import pyarrow as pa
 
 from grail_duckdb.indexfile import atomic_write
-from grail_duckdb.engine.index import DEFAULT_LABELS, build_index, load_index
+from grail_duckdb.engine.build import DEFAULT_LABELS, build_index
+from grail_duckdb.engine.index import load_index
 from grail_duckdb.engine.ingest import as_column
 from grail_duckdb.errors import GrailError
 from grail_duckdb.kernels import gpu_available, resolve

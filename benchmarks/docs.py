@@ -94,7 +94,9 @@ def section(name: str, report) -> str:
 
 def _renderers() -> dict:
     """Markdown renderers of the measurements that are not the bench's main run, by kind."""
-    return {}
+    from . import layouts
+
+    return {"layouts": layouts.render}
 
 
 def render(runs: list[tuple[str, object]]) -> str:

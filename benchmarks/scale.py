@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from grail_duckdb.engine.index import DEFAULT_LABELS, build_index, load_index
+from grail_duckdb.engine.build import DEFAULT_LABELS, build_index
+from grail_duckdb.engine.index import load_index
 from grail_duckdb.kernels import resolve
 from grail_duckdb.tools.generators import write_citation_parquet
 

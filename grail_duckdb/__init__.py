@@ -13,11 +13,13 @@ Python:
     >>> idx.reaches([1, 3], [3, 1]).to_pylist()
     [True, False]
 """
-from .engine.index import DEFAULT_LABELS, DEFAULT_SEED, GrailIndex, build_index, load_index
+from . import _numba_cache  # noqa: F401  (before any kernel: see the module)
+from .engine.build import DEFAULT_LABELS, DEFAULT_SEED, build_index
+from .engine.index import GrailIndex, load_index
 from .engine.queries import QueryStats
 from .engine.warm import warm_up
 from .errors import (BackendError, EdgeInputError, GrailError, IndexFileError,
-                     IndexNotSavedError, KeyTypeError, StaleIndexError)
+                     IndexNotSavedError, KeyTypeError, NotAppendableError, StaleIndexError)
 from .plugin import explain, install, per_chunk, sql
 from .tools.readers import read_edges
 
@@ -25,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError", "EdgeInputError", "GrailError", "IndexFileError", "IndexNotSavedError",
-    "KeyTypeError", "StaleIndexError", "DEFAULT_LABELS", "DEFAULT_SEED",
+    "KeyTypeError", "NotAppendableError", "StaleIndexError", "DEFAULT_LABELS", "DEFAULT_SEED",
     "GrailIndex", "QueryStats", "build_index", "load_index", "install", "sql", "explain",
     "per_chunk", "read_edges", "warm_up",
 ]

@@ -37,9 +37,44 @@ _LOCK = threading.Lock()
 
 def reaches(df, index_path, *, src: str = "src", dst: str = "dst", column: str = "reaches",
             backend: str | None = None):
-    """A lazy Dask DataFrame: ``df`` with a nullable boolean column ``column``, the answers of
-    its ``(src, dst)`` key columns against the index at ``index_path``. ``backend``: 'cpu',
-    'gpu' or None (each worker's default: its GPU when it has one)."""
+    """Answer a Dask DataFrame of pairs against an index file, partition by partition.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame
+        Holds the key columns ``src`` and ``dst``.
+    index_path : str or Path
+        An index file (``build_index(...).save(path)``, the command line's ``build``, SQL's
+        ``grail_index`` on a file database); each worker loads it once and keeps it (on its
+        GPU under dask-cuda's ``LocalCUDACluster``), and again when the file changes.
+    src, dst : str
+        The key columns.
+    column : str
+        The name of the answers' column.
+    backend : {'cpu', 'gpu'}, optional
+        Default: each worker's own (its GPU when it has one).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        ``df`` with a nullable boolean column ``column``, lazily (nothing runs until it is
+        computed or written).
+
+    Raises
+    ------
+    ValueError
+        ``df`` lacks ``src`` or ``dst`` (the message lists its columns).
+
+    Examples
+    --------
+    >>> import dask.dataframe as dd, pandas as pd, tempfile, pathlib, grail_duckdb as gd
+    >>> import grail_duckdb.dask as gdd
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "g.grail.parquet"
+    >>> _ = gd.build_index([1, 2], [2, 3], backend="cpu").save(path)
+    >>> pairs = dd.from_pandas(pd.DataFrame({"src": [1, 3], "dst": [3, 1]}), npartitions=1)
+    >>> gdd.reaches(pairs, path, backend="cpu").compute()["reaches"].tolist()
+    [True, False]
+    """
     import pandas as pd
 
     missing = [c for c in (src, dst) if c not in df.columns]

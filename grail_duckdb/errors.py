@@ -30,5 +30,11 @@ class StaleIndexError(GrailError):
     """The edge table changed since the index was built."""
 
 
+class NotAppendableError(GrailError, ValueError):
+    """A batch of edges that an index cannot absorb without a rebuild (an edge out of a vertex
+    it already holds that adds a path, or more appended levels than an index keeps): rebuild
+    the index from the grown edge list."""
+
+
 class BackendError(GrailError):
     """The requested backend cannot run here (no GPU, out of device memory)."""

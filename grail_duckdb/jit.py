@@ -210,6 +210,8 @@ FAMILIES = {
               "grail_duckdb.kernels.shared", "grail_duckdb.model"),
     "query": ("grail_duckdb.kernels.cpu.classify", "grail_duckdb.kernels.cpu.search",
               "grail_duckdb.kernels.cpu.bidir"),
+    "append": ("grail_duckdb.kernels.cpu.append",),
+    "paths": ("grail_duckdb.kernels.cpu.paths",),
     "file": ("grail_duckdb.kernels.cpu.pages", "grail_duckdb.indexfile.digest",
              "grail_duckdb.indexfile.page_headers", "grail_duckdb.indexfile.parts"),
 }

@@ -14,7 +14,7 @@ Arrays live on one backend (NumPy, or CuPy on a GPU).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +25,8 @@ from .jit import njit
 from .kernels.protocol import CSR, TopoOrder
 from .kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 
-__all__ = ["CSR", "DENSE_FACTOR", "IndexData", "Labels", "TopoOrder", "VertexIds",
-           "as_int64", "as_large_string", "beyond_int64", "key_kind"]
+__all__ = ["AppendBatch", "CSR", "DENSE_FACTOR", "IndexData", "Labels", "TopoOrder",
+           "VertexIds", "as_int64", "as_large_string", "beyond_int64", "key_kind"]
 
 
 def key_kind(typ: pa.DataType) -> str:
@@ -120,6 +120,8 @@ class VertexIds:
         if self._keys is None:
             self._keys = pa.array(np.arange(self._offset, self._offset + self._count,
                                             dtype=np.int64))
+        elif isinstance(self._keys, pa.ChunkedArray):  # an append's: joined on first use
+            self._keys = self._keys.combine_chunks()
         return self._keys
 
     @property
@@ -134,6 +136,8 @@ class VertexIds:
         """The same keys with lookups of their own (for an index on another device)."""
         if self._count is not None:
             return VertexIds.of_range(self._offset, self._count)
+        if self._table is not None:  # (its keys need not be sorted: an appended index's)
+            return VertexIds(self._keys, self.kind, _offset=self._offset, _table=self._table)
         return VertexIds.from_sorted_keys(self._keys)
 
     @classmethod
@@ -159,10 +163,85 @@ class VertexIds:
             return cls(keys, "int", _offset=lo, _table=table)
         return cls(keys, "int", _sorted=sorted_keys)
 
+    def appended(self, new_keys: pa.Array) -> tuple["VertexIds", np.ndarray | None]:
+        """These keys and ``new_keys`` (distinct, none of them a key here; integers sorted):
+        ``(ids, moved)``. New key i takes id ``n + i`` (``moved`` None) unless the keys are
+        integers held as sorted keys (sparse ones: the lookup is a search in their order)
+        and a new one sorts before an old one: then the merged keys are numbered afresh and
+        ``moved`` is the int64 array ``[old id -> id, then new key i -> id]``. Integer keys
+        of a small range keep a lookup table (made anew, the old one unchanged); string keys
+        share their lookup dict with this ``VertexIds``, which treats ids from ``n`` on as
+        unknown keys. The keys of ids from ``n`` on follow the old ones unsorted.
+
+        >>> ids, moved = VertexIds.of_range(0, 3).appended(pa.array([3, 4]))
+        >>> ids.key_range(), moved
+        ((0, 5), None)
+        >>> ids, moved = VertexIds.of_range(0, 3).appended(pa.array([-1, 7]))
+        >>> ids.keys.to_pylist(), moved, ids.encode(pa.array([7, -1, 0])).tolist()
+        ([0, 1, 2, -1, 7], None, [4, 3, 0])
+        >>> far = VertexIds.from_sorted_keys(pa.array([0, 10**12]))
+        >>> ids, moved = far.appended(pa.array([-5]))
+        >>> ids.keys.to_pylist(), moved.tolist()
+        ([-5, 0, 1000000000000], [1, 2, 0])
+        """
+        k = len(new_keys)
+        if k == 0:
+            return self, None
+        if self.kind == "str":
+            new = as_large_string(new_keys)
+            keys = pa.concat_arrays([as_large_string(self.keys), new]) if self.n else new
+            out = VertexIds(keys, "str", _map=self._map)
+            if self._map is not None:
+                n = self.n
+                for i, key in enumerate(new.to_pylist()):
+                    self._map[key] = n + i
+            return out, None
+        new = as_int64(new_keys)
+        if self.n == 0:
+            return VertexIds.from_sorted_keys(pa.array(new, pa.int64())), None
+        rng = self.key_range()
+        if rng is not None and int(new[0]) == rng[0] + rng[1] and int(new[-1]) - int(new[0]) == k - 1:
+            return VertexIds.of_range(rng[0], rng[1] + k), None
+        old_lo, old_hi = self._bounds()
+        lo, hi = min(old_lo, int(new[0])), max(old_hi, int(new[-1]))
+        if hi - lo + 1 <= DENSE_FACTOR * (self.n + k) + 1024:
+            return self._with_table(new, lo, hi), None
+        old = as_int64(self.keys)
+        if self._sorted is not None and int(new[0]) > int(old[-1]):
+            return VertexIds._for_ints(np.concatenate([old, new]), self.n + k), None
+        every = np.concatenate([old, new])  # sparse keys: numbered afresh in their order
+        order = np.argsort(every, kind="stable")
+        moved = np.empty(self.n + k, np.int64)
+        moved[order] = np.arange(self.n + k, dtype=np.int64)
+        return VertexIds._for_ints(every[order], self.n + k), moved
+
+    def _bounds(self) -> tuple[int, int]:
+        """The smallest and the largest integer key."""
+        if self._count is not None:
+            return self._offset, self._offset + self._count - 1
+        if self._table is not None:
+            return self._offset, self._offset + self._table.shape[0] - 1
+        return int(self._sorted[0]), int(self._sorted[-1])
+
+    def _with_table(self, new: np.ndarray, lo: int, hi: int) -> "VertexIds":
+        """These keys and ``new`` (ids from n on) through a lookup table of keys lo..hi."""
+        table = np.full(hi - lo + 1, -1, np.int32)
+        if self._table is not None:
+            table[self._offset - lo:self._offset - lo + self._table.shape[0]] = self._table
+        else:
+            old = np.arange(self._offset, self._offset + self._count, dtype=np.int64) \
+                if self._count is not None else self._sorted
+            table[old - lo] = np.arange(self.n, dtype=np.int32)
+        table[new - lo] = np.arange(self.n, self.n + new.shape[0], dtype=np.int32)
+        held = self._keys if self._keys is not None else self.keys
+        chunks = held.chunks if isinstance(held, pa.ChunkedArray) else [held]
+        keys = pa.chunked_array(chunks + [pa.array(new, pa.int64())], pa.int64())
+        return VertexIds(keys, "int", _offset=lo, _table=table)
+
     def encode(self, arr: pa.Array, xp=np):
         """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph
         (an array of ``xp``, NumPy by default)."""
-        keys, valid = self.query_keys(arr)
+        keys, valid = self._host_keys(arr)
         if self.kind == "str":
             ids = np.maximum(keys, -1)
         else:
@@ -179,34 +258,32 @@ class VertexIds:
             ids = np.where(valid.view(np.bool_), ids, -1).astype(np.int32)
         return xp.asarray(ids)
 
-    def query_keys(self, arr: pa.Array, unknown: dict | None = None
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The query kernels' view of a key column: ``(keys int64, valid)``.
+    def check_kind(self, typ) -> None:
+        """Refuse query keys of another kind than the index's (``typ``: their Arrow type)."""
+        if key_kind(typ) != self.kind:
+            want = "integer" if self.kind == "int" else "string (VARCHAR)"
+            raise KeyTypeError(
+                f"this index has {want} vertex keys but the query keys are {typ}; "
+                f"cast the query columns to the edge table's key type"
+            )
 
-        Integer keys are handed over as they are (no copy for int64 without NULLs) and looked
-        up by the kernels (:meth:`lookup`); string keys are looked up here, into ids, with
-        ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in ``unknown``
-        (pass one dict for both columns of a call, so equal unknown keys get equal codes).
-        ``valid`` is None, or one byte per row, 0 where the key is NULL."""
+    def _host_keys(self, arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(keys int64, valid)`` of a key column for :meth:`encode`: integer keys (those
+        above 2**63 - 1 as NULL: never vertices), or the string keys' ids with ``-2 - k`` for
+        the k-th distinct unknown one; ``valid`` None or one byte per row, 0 for NULL."""
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         if pa.types.is_null(arr.type):
             return np.full(len(arr), -1, np.int64), np.zeros(len(arr), np.uint8)
-        kind = key_kind(arr.type)
-        if kind != self.kind:
-            want = "integer" if self.kind == "int" else "string (VARCHAR)"
-            raise KeyTypeError(
-                f"this index has {want} vertex keys but the query keys are {arr.type}; "
-                f"cast the query columns to the edge table's key type"
-            )
-        big = beyond_int64(arr) if kind == "int" else None
-        if big is not None:  # not vertices: looked up as NULL (the caller answers x = y)
+        self.check_kind(arr.type)
+        big = beyond_int64(arr) if self.kind == "int" else None
+        if big is not None:
             arr = pc.if_else(pa.array(big), pa.scalar(None, arr.type), arr)
         valid = None
         if arr.null_count:
             valid = arr.is_valid().to_numpy(zero_copy_only=False).view(np.uint8)
-            arr = arr.fill_null("" if kind == "str" else 0)
-        if kind == "str":
-            return self._codes_of_strings(arr, {} if unknown is None else unknown), valid
+            arr = arr.fill_null("" if self.kind == "str" else 0)
+        if self.kind == "str":
+            return self.codes_of_strings([arr], {}), valid
         return as_int64(arr), valid
 
     def lookup(self, xp=np) -> tuple[int, int, int, object]:
@@ -238,18 +315,24 @@ class VertexIds:
         hit = (pos < s.shape[0]) & (s[pos_c] == k) if s.shape[0] else np.zeros(k.shape[0], bool)
         return np.where(hit, pos, -1).astype(np.int32)
 
-    def _codes_of_strings(self, arr: pa.Array, unknown: dict) -> np.ndarray:
-        """Ids of string keys, ``-2 - k`` for the k-th distinct unknown key (see
-        :meth:`query_keys`)."""
+    def codes_of_strings(self, arrays, unknown: dict) -> np.ndarray:
+        """The query kernels' view of string keys (Arrow string arrays, in row order): each
+        key's id, or ``-2 - k`` for the k-th distinct key that is not a vertex, numbered in
+        ``unknown`` (one dict for both columns of a call: equal unknown keys get equal codes).
+        A NULL gets any code (its row is NULL)."""
         if self._map is None:
             self._map = {k: i for i, k in enumerate(self.keys.to_pylist())}
         get = self._map.get
-        out = np.empty(len(arr), np.int64)
-        for i, x in enumerate(arr.to_pylist()):
-            code = get(x)
-            if code is None:
-                code = unknown.setdefault(x, -2 - len(unknown))
-            out[i] = code
+        n = self.n  # the table may be shared with an appended index: its ids from n on
+        out = np.empty(sum(len(a) for a in arrays), np.int64)
+        i = 0
+        for arr in arrays:
+            for x in arr.to_pylist():
+                code = get(x)
+                if code is None or code >= n:
+                    code = unknown.setdefault(x, -2 - len(unknown))
+                out[i] = code
+                i += 1
         return out
 
     def decode(self, ids: np.ndarray) -> pa.Array:
@@ -301,3 +384,46 @@ class IndexData:
     seed: int
     edge_rows: int  # rows of the source edge list, duplicates and self-loops included
     fingerprint: str  # content hash of the source edges
+
+
+@dataclass
+class AppendBatch:
+    """One batch absorbed by an index (:mod:`grail_duckdb.engine.append`): what its part file
+    holds (:mod:`grail_duckdb.indexfile.appends`) and what applying it adds to an index.
+
+    ``keys``: the new vertices' keys (sorted; their ids follow :meth:`VertexIds.appended`);
+    ``comp``: their components (ids from the index's count of components on); ``dag``: the
+    new components' rows of children (component ids of the grown index); ``labels``: their
+    labels (no window table); ``rows``: the batch's edge rows; ``before`` /
+    ``fingerprint``: the index's fingerprint before and after it. A batch that is written
+    (or was read) keeps its counts alone (:meth:`slim`)."""
+
+    keys: object
+    comp: object
+    dag: object
+    labels: object
+    rows: int
+    before: str
+    fingerprint: str
+    vertices: int = -1
+    components: int = -1
+    dag_edges: int = -1
+
+    def __post_init__(self):
+        if self.keys is not None:
+            self.vertices, self.components, self.dag_edges = (len(self.keys), self.dag.n,
+                                                              self.dag.m)
+
+    def slim(self) -> "AppendBatch":
+        """The batch's counts and fingerprints, without its arrays."""
+        return replace(self, keys=None, comp=None, dag=None, labels=None)
+
+    def on(self, xp) -> "AppendBatch":
+        """The same batch with its arrays in ``xp`` (NumPy or CuPy)."""
+        from .kernels import to_host
+
+        move = to_host if xp is np else xp.asarray
+        lab = Labels(**{name: move(a) for name, a in self.labels.arrays().items()
+                        if a is not None})
+        return replace(self, comp=move(self.comp),
+                       dag=CSR(move(self.dag.indptr), move(self.dag.indices)), labels=lab)

@@ -36,14 +36,18 @@ __device__ __forceinline__ u64 shifted_word(const u64* bits, int W, int w, int k
 // The window of hubs a vertex keeps (cpu/labels.window_base): the hub number of its bit 0, for
 // the hubs it reaches (from the first hub of its own level on) or, `up`, those reaching it (up
 // to the last hub of its level). No table (`first` nullptr: the global hubs): 0.
+// A level outside the table (an appended component's, below every built one) reads the table's
+// nearest end: no hubs lie above a level under 0.
 struct Window {
     const int* level;
     const int* first;  // nullptr: global hubs
     int span;          // 64 W
     bool up;
+    int top;           // the table's last index (its levels)
     __device__ __forceinline__ int base(int v) const {
         if (!first) return 0;
-        return up ? first[level[v] + 1] - span : first[level[v]];
+        const int at = min(max(up ? level[v] + 1 : level[v], 0), top);
+        return up ? first[at] - span : first[at];
     }
 };
 

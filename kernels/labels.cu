@@ -237,7 +237,8 @@ extern "C" __global__ void hubs_kernel(int n, int levels, int W, const i64* fptr
                                        u64* down, u64* up, int* huge, int* ctr) {
     cg::grid_group g = cg::this_grid();
     const int warp = thread_rank() >> 5, nwarps = thread_count() >> 5;
-    const Window wdown{level, first, 64 * W, false}, wup{level, first, 64 * W, true};
+    const Window wdown{level, first, 64 * W, false, levels},
+        wup{level, first, 64 * W, true, levels};
     for (int v = thread_rank(); v < n; v += thread_count()) {
         const int h = hub_of[v];
         if (h < 0) continue;

@@ -26,6 +26,7 @@ struct LabelView {
     const u64* wup;
     const int* wfirst;
     int ww;
+    int wtop;  // wfirst's last index (its levels)
 
     __device__ __forceinline__ const int* at(int v) const { return rec + (i64)v * stride; }
     __device__ __forceinline__ const u64* hubs(const int* r) const {
@@ -76,8 +77,8 @@ struct LabelView {
     __device__ __forceinline__ bool window_reaches(int u, int t) const {
         if (!wfirst) return false;
         const int span = 64 * ww;
-        const int sh = Window{levels, wfirst, span, false}.base(u) -
-                       Window{levels, wfirst, span, true}.base(t);
+        const int sh = Window{levels, wfirst, span, false, wtop}.base(u) -
+                       Window{levels, wfirst, span, true, wtop}.base(t);
         if (sh <= -span || sh >= span) return false;
         for (int k = 0; k < ww; ++k)
             if (shifted_word(wdown, ww, u, k, sh) & wup[(i64)t * ww + k]) return true;
@@ -99,8 +100,9 @@ struct LabelView {
 // The label arguments of every query kernel, and the view made of them.
 #define LABEL_PARAMS \
     const int *rec, const int *levels, int stride, int tree_at, int hub_at, int d, int hw, \
-    const u64 *wdown, const u64 *wup, const int *wfirst, int ww
-#define LABEL_VIEW LabelView{rec, levels, stride, tree_at, hub_at, d, hw, wdown, wup, wfirst, ww}
+    const u64 *wdown, const u64 *wup, const int *wfirst, int ww, int wtop
+#define LABEL_VIEW \
+    LabelView{rec, levels, stride, tree_at, hub_at, d, hw, wdown, wup, wfirst, ww, wtop}
 
 // All passes of one call: pass b answers queries [b * 64W, (b + 1) * 64W) with one bit each in
 // W words per vertex. seen[v]: bits that reached v; pend0 / pend1[v]: bits v expands at the

@@ -118,15 +118,22 @@ CREATE OR REPLACE TEMP MACRO reaches_pairs(table_name, src_column, dst_column, i
 
 -- One-to-all: the vertex ids a key reaches (forward) or that reach it, by one traversal;
 -- [-1] for a key that is not a vertex (it reaches only itself), NULL for NULL.
-CREATE OR REPLACE TEMP MACRO __grail_reach_ids(x, index_name, forward) AS
+-- The same with the hops of a shortest path from (or to) the key, within max_hops (NULL: any):
+-- a list of (id, hops), [(-1, 0)] for a key that is not a vertex, [] for NULL or max_hops < 0
+-- (ids, not keys: every branch of the CASE has the one type).
+CREATE OR REPLACE TEMP MACRO __grail_reach_hops(x, index_name, forward, max_hops) AS
     CASE __grail_kind(typeof(x))
-        WHEN 'str' THEN __grail_py_reach_ids_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR), forward)
+        WHEN 'str' THEN __grail_py_reach_hops_str(CAST(x AS VARCHAR), CAST(index_name AS VARCHAR),
+                                                  forward, CAST(max_hops AS BIGINT))
         WHEN 'int' THEN
             CASE WHEN __grail_wide(typeof(x), typeof(x)) AND __grail_outside(x, x)
-                     THEN [-1]
-                 ELSE __grail_py_reach_ids_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR), forward)
+                     THEN CASE WHEN max_hops < 0 THEN CAST([] AS STRUCT(id INTEGER, hops INTEGER)[])
+                               ELSE CAST([{'id': -1, 'hops': 0}] AS STRUCT(id INTEGER, hops INTEGER)[])
+                          END
+                 ELSE __grail_py_reach_hops_int(TRY_CAST(x AS BIGINT), CAST(index_name AS VARCHAR),
+                                                forward, CAST(max_hops AS BIGINT))
             END
-        WHEN 'null' THEN CAST(NULL AS INTEGER[])
+        WHEN 'null' THEN CAST([] AS STRUCT(id INTEGER, hops INTEGER)[])
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
 CREATE OR REPLACE TEMP MACRO __grail_reach_count(x, index_name, forward) AS
@@ -139,20 +146,24 @@ CREATE OR REPLACE TEMP MACRO __grail_reach_count(x, index_name, forward) AS
         WHEN 'null' THEN CAST(NULL AS BIGINT)
         ELSE __grail_type_error(typeof(x), typeof(x)) END;
 
--- descendants(x [, index_name]): the keys x reaches, x itself included (reaches(x, x) is true);
--- ancestors(x [, index_name]): the keys that reach x, x included. A key that is not a vertex
--- gives itself only, NULL gives no rows. One column, key; no particular order.
-CREATE OR REPLACE TEMP MACRO descendants(x, index_name := '') AS TABLE
-    WITH r AS MATERIALIZED (SELECT __grail_reach_ids(x, index_name, true) AS ids)
-    SELECT k.key FROM query_table(__grail_py_keys_source(CAST(index_name AS VARCHAR))) AS k
-    WHERE k.id IN (SELECT unnest(ids) FROM r)
-    UNION ALL SELECT x FROM r WHERE ids = [-1];
+-- descendants(x [, index_name, max_hops]): the keys x reaches within max_hops edges (NULL, the
+-- default: any number), x itself included (reaches(x, x) is true), with hops, the edges of a
+-- shortest path from x (0 for x); ancestors(x [, ...]): the keys that reach x, with the hops of
+-- a shortest path to x. A key that is not a vertex gives itself only, NULL (or a negative
+-- max_hops) gives no rows. Columns key, hops; no particular order.
+CREATE OR REPLACE TEMP MACRO descendants(x, index_name := '', max_hops := NULL) AS TABLE
+    WITH r AS MATERIALIZED (SELECT __grail_reach_hops(x, index_name, true, max_hops) AS l),
+         h AS (SELECT unnest(l, recursive := true) FROM r)
+    SELECT k.key, h.hops FROM query_table(__grail_py_keys_source(CAST(index_name AS VARCHAR))) AS k
+    JOIN h ON k.id = h.id
+    UNION ALL SELECT x, 0 FROM r WHERE len(l) = 1 AND l[1].id = -1;
 
-CREATE OR REPLACE TEMP MACRO ancestors(x, index_name := '') AS TABLE
-    WITH r AS MATERIALIZED (SELECT __grail_reach_ids(x, index_name, false) AS ids)
-    SELECT k.key FROM query_table(__grail_py_keys_source(CAST(index_name AS VARCHAR))) AS k
-    WHERE k.id IN (SELECT unnest(ids) FROM r)
-    UNION ALL SELECT x FROM r WHERE ids = [-1];
+CREATE OR REPLACE TEMP MACRO ancestors(x, index_name := '', max_hops := NULL) AS TABLE
+    WITH r AS MATERIALIZED (SELECT __grail_reach_hops(x, index_name, false, max_hops) AS l),
+         h AS (SELECT unnest(l, recursive := true) FROM r)
+    SELECT k.key, h.hops FROM query_table(__grail_py_keys_source(CAST(index_name AS VARCHAR))) AS k
+    JOIN h ON k.id = h.id
+    UNION ALL SELECT x, 0 FROM r WHERE len(l) = 1 AND l[1].id = -1;
 
 -- The counting forms: how many rows descendants(x) / ancestors(x) would return (NULL for NULL).
 CREATE OR REPLACE TEMP MACRO descendants_count(x, index_name := '') AS
@@ -173,18 +184,108 @@ CREATE OR REPLACE TEMP MACRO __grail_session() AS
                       SELECT v.view_name FROM duckdb_views() AS v
                       WHERE v.temporary AND NOT v.internal) AS o)};
 
+-- hops(src, dst [, index_name]): the edges of a shortest path src -> dst (hops inside a strongly
+-- connected component count); NULL when there is none or a key is NULL, 0 for x -> x.
+CREATE OR REPLACE TEMP MACRO hops(a, b) AS
+    CASE __grail_pair_kind(typeof(a), typeof(b))
+        WHEN 'str' THEN __grail_py_hops_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR), '')
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CAST(CASE WHEN a = b THEN 0 END AS INTEGER)
+                 ELSE __grail_py_hops_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT), '')
+            END
+        WHEN 'null' THEN CAST(NULL AS INTEGER)
+        ELSE __grail_type_error(typeof(a), typeof(b)) END,
+    (a, b, index_name) AS
+    CASE __grail_pair_kind(typeof(a), typeof(b))
+        WHEN 'str' THEN __grail_py_hops_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
+                                            CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CAST(CASE WHEN a = b THEN 0 END AS INTEGER)
+                 ELSE __grail_py_hops_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                          CAST(index_name AS VARCHAR))
+            END
+        WHEN 'null' THEN CAST(NULL AS INTEGER)
+        ELSE __grail_type_error(typeof(a), typeof(b)) END;
+
+-- reaches_path(src, dst [, index_name]): one shortest path src -> dst as a list of keys, src
+-- first and dst last, every consecutive pair an edge of the table (the smallest such list, key
+-- by key); NULL when there is none or a key is NULL, [x] for x -> x. The list holds keys of the
+-- arguments' type (cast_to_type: each branch of the CASE must have the one type).
+CREATE OR REPLACE TEMP MACRO __grail_path(a, b, index_name) AS
+    CASE __grail_pair_kind(typeof(a), typeof(b))
+        WHEN 'str' THEN cast_to_type(__grail_py_path_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
+                                                         CAST(index_name AS VARCHAR)),
+                                     [coalesce(a, b)])
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CASE WHEN a = b THEN [coalesce(a, b)]
+                               ELSE cast_to_type(NULL, [coalesce(a, b)]) END
+                 ELSE cast_to_type(__grail_py_path_int(TRY_CAST(a AS BIGINT),
+                                                       TRY_CAST(b AS BIGINT),
+                                                       CAST(index_name AS VARCHAR)),
+                                   [coalesce(a, b)])
+            END
+        WHEN 'null' THEN cast_to_type(NULL, [coalesce(a, b)])
+        ELSE __grail_type_error(typeof(a), typeof(b)) END;
+
+CREATE OR REPLACE TEMP MACRO reaches_path(a, b) AS __grail_path(a, b, ''),
+    (a, b, index_name) AS __grail_path(a, b, index_name);
+
+-- reaches_within(src, dst, k [, index_name]): is there a directed path src -> dst of at most k
+-- edges? NULL when a key or k is NULL; x -> x is true for k >= 0; a negative k is false.
+CREATE OR REPLACE TEMP MACRO reaches_within(a, b, k) AS
+    CASE __grail_pair_kind(typeof(a), typeof(b))
+        WHEN 'str' THEN __grail_py_within_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
+                                              CAST(k AS BIGINT), '')
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CASE WHEN a IS NOT NULL AND b IS NOT NULL AND k IS NOT NULL
+                               THEN a = b AND CAST(k AS BIGINT) >= 0 END
+                 ELSE __grail_py_within_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                            CAST(k AS BIGINT), '')
+            END
+        WHEN 'null' THEN CAST(NULL AS BOOLEAN)
+        ELSE __grail_type_error(typeof(a), typeof(b)) END,
+    (a, b, k, index_name) AS
+    CASE __grail_pair_kind(typeof(a), typeof(b))
+        WHEN 'str' THEN __grail_py_within_str(CAST(a AS VARCHAR), CAST(b AS VARCHAR),
+                                              CAST(k AS BIGINT), CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN __grail_wide(typeof(a), typeof(b)) AND __grail_outside(a, b)
+                     THEN CASE WHEN a IS NOT NULL AND b IS NOT NULL AND k IS NOT NULL
+                               THEN a = b AND CAST(k AS BIGINT) >= 0 END
+                 ELSE __grail_py_within_int(TRY_CAST(a AS BIGINT), TRY_CAST(b AS BIGINT),
+                                            CAST(k AS BIGINT), CAST(index_name AS VARCHAR))
+            END
+        WHEN 'null' THEN CAST(NULL AS BOOLEAN)
+        ELSE __grail_type_error(typeof(a), typeof(b)) END;
+
+-- grail_reach_counts(name [, mode, precision]): for every vertex of the index named name (or of
+-- the index of the table name), how many vertices it reaches and how many reach it, itself
+-- excluded (a vertex of a strongly connected component of k vertices counts its k - 1 others):
+-- key, reaches, reached_by, mode ('exact' or 'approximate': which ran; mode := 'auto' counts
+-- exactly where the work allows), rel_error (0 when exact, else the HyperLogLog sketches'
+-- relative standard error, 1.04 / sqrt(2^precision)).
+CREATE OR REPLACE TEMP MACRO grail_reach_counts(name, mode := 'auto', precision := 8) AS TABLE
+    SELECT * FROM query_table(__grail_py_reach_counts_source(CAST(name AS VARCHAR),
+                                                              CAST(mode AS VARCHAR),
+                                                              CAST(precision AS BIGINT)));
+
 -- grail_index(table [, src, dst, labels, name, path, rebuild, auto_rebuild]): build the index
 -- of an edge table (or load the persisted one while it is fresh) and return a one-row summary.
 -- As a scalar: SELECT grail_index('cites'); as a table: SELECT * FROM grail_index('cites').
+-- auto_rebuild NULL keeps the index's own setting (recorded with its file; false when new).
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
-                                         auto_rebuild := false) AS
+                                         auto_rebuild := NULL) AS
     __grail_py_index(table_name, src, dst, labels, name, path, rebuild, auto_rebuild,
                      __grail_session());
 
 CREATE OR REPLACE TEMP MACRO grail_index(table_name, src := 'src', dst := 'dst', labels := NULL,
                                          name := '', path := '', rebuild := false,
-                                         auto_rebuild := false) AS TABLE
+                                         auto_rebuild := NULL) AS TABLE
     WITH built AS MATERIALIZED (
         SELECT __grail_py_index(table_name, src, dst, labels, name, path, rebuild,
                                 auto_rebuild, __grail_session()) AS s)

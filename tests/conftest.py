@@ -39,15 +39,16 @@ settings.load_profile("grail")
 #: one answers small calls on the device too, ``host_below=0``); the tiny search rounds hand pairs on from round
 #: to round, down to the dense last one, on every group size of kernels/bidir.cu; one search
 #: reads every edge's record (no levels beside the edges), one tests the edges the level cut
-#: leaves where they lie (no packing)
+#: leaves where they lie (no packing); tiny rounds of the pair search hand pairs on from
+#: round to round, and the last round's to the CPU twin
 GPU_CONFIGS = {
     "gpu": {},
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
                    "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False,
-                   "pack_survivors": False},
+                   "pack_survivors": False, "path_rounds": (4, 6, 9)},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
                   "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False,
-                  "edge_levels": False},
+                  "edge_levels": False, "path_rounds": (5,)},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
 

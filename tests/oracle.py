@@ -101,3 +101,29 @@ def reaches_by_dfs(src, dst, n, qs, qd):
     np.add.at(ptr, src + 1, 1)
     ptr = np.cumsum(ptr)
     return _pairs(ptr, dst[order], np.asarray(qs, np.int64), np.asarray(qd, np.int64))
+
+
+def hop_distances(src, dst, n: int, sources) -> np.ndarray:
+    """``out[i, v]``: edges of a shortest path ``sources[i]`` -> v over the edges src -> dst
+    (ids 0..n-1), -1 where there is none (0 from a vertex to itself): plain BFS per source."""
+    from scipy.sparse.csgraph import shortest_path
+
+    graph = _graph(src, dst, n)
+    d = shortest_path(graph, directed=True, unweighted=True, indices=np.asarray(sources, np.int64))
+    return np.where(np.isinf(d), -1, d).astype(np.int64).reshape(len(sources), n)
+
+
+def smallest_shortest_path(src, dst, to_t, s: int, t: int, rank) -> list | None:
+    """The shortest path s -> t whose vertex sequence is smallest by ``rank`` (each step
+    takes the smallest-ranked out-neighbour one hop nearer t); ``to_t[v]``: hops v -> t (-1:
+    none, from :func:`hop_distances` over the reversed edges). None when t is unreachable."""
+    if to_t[s] < 0:
+        return None
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    path = [s]
+    while path[-1] != t:
+        v = path[-1]
+        nxt = {int(w) for w in dst[src == v] if to_t[w] == to_t[v] - 1 and w != v}
+        path.append(min(nxt, key=lambda w: rank[w]))
+    return path

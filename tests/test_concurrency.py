@@ -2,8 +2,9 @@
 oracle (the full reachability matrix of the graph, one SciPy BFS per vertex):
 
 * eight Python threads, each making calls of mixed sizes on both sides of
-  ``GpuSettings.host_below`` (a GPU index answers the small ones from its host copy, made once under a lock, and the large
-  ones on the device), with and without the cuts;
+  ``GpuSettings.host_below`` (a GPU index classifies the small ones on the host, from a copy
+  of its labels made once under a lock, and the large ones on the device), with and without
+  the cuts;
 * four DuckDB cursors on a database with ``threads=4``, each running the scalar ``reaches`` and
   the whole-column ``reaches_pairs`` over a table of 200,000 pairs (a GPU backend answers every
   2,048-row chunk on the device: the fixtures set ``host_below`` to 0).
@@ -68,7 +69,7 @@ def run_threads(count, work):
 
 
 def test_threads_share_one_index(backend):
-    if backend.name == "gpu":  # small calls on the host copy, as shipped, large on the device
+    if backend.name == "gpu":  # small calls classified on the host, as shipped, large on the device
         from dataclasses import replace
 
         from grail_duckdb.kernels.gpu import GpuKernels
@@ -93,7 +94,7 @@ def test_threads_share_one_index(backend):
     run_threads(THREADS, work)
     assert len(done) == THREADS * len(sizes)
     if backend.name != "cpu":
-        assert idx._host_copy is not None and idx._host_copy.backend == "cpu"
+        assert idx._host_labels is not None and idx._host_labels.dag.m == 0
 
 
 def test_duckdb_cursors_query_one_index_concurrently(backend, monkeypatch):

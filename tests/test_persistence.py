@@ -242,7 +242,7 @@ def test_a_build_that_fails_during_the_labels_leaves_the_old_index(saved, monkey
     the old index stays as it was, loadable."""
     idx, path = saved
     before = path.read_bytes()
-    from grail_duckdb.engine import index as index_module
+    from grail_duckdb.engine import build as index_module
 
     def fail(*args, **kwargs):
         raise MemoryError("simulated: the labels do not fit")
@@ -262,7 +262,7 @@ def test_a_build_that_fails_does_not_write_the_rest_of_its_region(tmp_path, monk
     import threading
     import time
 
-    from grail_duckdb.engine import index as index_module
+    from grail_duckdb.engine import build as index_module
     from grail_duckdb.indexfile import parts as pp
 
     written, real = [], pp.write_blob_page

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grail_duckdb as gd
+from grail_duckdb.kernels import to_host
 from harness import all_pairs, assert_same_index, check_answers, expected
 from strategies import (ADVERSARIAL, CUT_DEFEATING_PAIRS, KEY_KINDS, Graph, adversarial,
                         graphs, keys_of)
@@ -76,9 +77,10 @@ def test_pairs_that_pass_every_cut_are_searched(backend):
     assert stats.searched == 2 and stats.search_reachable == 1
 
 
-def test_small_calls_use_the_host_copy_with_the_same_answers(backend):
-    """Below ``GpuSettings.host_below`` a GPU index answers from its CPU copy (made once);
-    above, on the device; the answers are the oracle's either way."""
+def test_small_calls_are_classified_on_the_host_with_the_same_answers(backend):
+    """Below ``GpuSettings.host_below`` a GPU index classifies a call on the host, from a copy
+    of its labels (made once, without the DAG), and searches what the cuts leave on the
+    device; above, everything runs on the device; the answers are the oracle's either way."""
     if backend.name == "gpu":
         from dataclasses import replace
 
@@ -90,15 +92,48 @@ def test_small_calls_use_the_host_copy_with_the_same_answers(backend):
     rng = np.random.default_rng(2)
     for count in (999, 1000, 5000, 1):
         qs, qd = rng.integers(0, g.n + 2, count), rng.integers(0, g.n + 2, count)
-        np.testing.assert_array_equal(idx.reaches(qs, qd).to_numpy(zero_copy_only=False),
-                                      expected(g, qs, qd))
+        got, stats = idx.reaches_with_stats(qs, qd)
+        np.testing.assert_array_equal(got.to_numpy(zero_copy_only=False), expected(g, qs, qd))
+        assert stats.searched == stats.bounded_search + stats.deep_search
     on_gpu = backend.name != "cpu"
-    assert (idx._host_copy is not None) == on_gpu  # made by the small calls, on a GPU only
+    assert (idx._host_labels is not None) == on_gpu  # made by the small calls, on a GPU only
+    if on_gpu:
+        host = idx.host_labels()
+        assert host is idx.host_labels() and host.dag.m == 0
+        assert isinstance(host.labels.level, np.ndarray) and host.labels.record is None
+        np.testing.assert_array_equal(host.labels.inner, to_host(idx.labels.inner))
+        assert idx.classifier(999)[0].name == "cpu" and idx.classifier(1000)[0] is backend
     copy = idx.host_copy()
     assert copy.backend == "cpu" and idx.host_copy() is copy and (copy is idx) != on_gpu
     if on_gpu:
-        assert idx._host_copy is copy
         assert_same_index(copy, idx)
+
+
+@pytest.mark.parametrize("graph", ["cut-defeating", "rmat-12", "chain-5000"])
+def test_chunks_answer_like_whole_calls(backend, graph):
+    """The per-chunk path (``answer_chunk``: one fused pass, then the exact search of what is
+    left) gives the oracle's answers; a GPU index classifies a chunk on the host (the
+    shipped ``host_below``) and searches on the device the pairs the cuts leave."""
+    from grail_duckdb.engine.queries import answer_chunk
+
+    if backend.name == "gpu":
+        from dataclasses import replace
+
+        from grail_duckdb.kernels.gpu import GpuKernels
+
+        backend = GpuKernels(replace(backend.settings, host_below=32_768))
+    g = adversarial(graph)
+    idx = build(g, backend, labels=5)
+    rng = np.random.default_rng(4)
+    for count in (1, 700, 2048):
+        qs, qd = rng.integers(0, g.n + 2, count), rng.integers(0, g.n + 2, count)
+        if graph == "cut-defeating":
+            qs, qd = np.r_[CUT_DEFEATING_PAIRS[0], qs], np.r_[CUT_DEFEATING_PAIRS[1], qd]
+        np.testing.assert_array_equal(answer_chunk(idx, qs, qd).to_numpy(zero_copy_only=False),
+                                      expected(g, qs, qd))
+    if graph == "cut-defeating":
+        _, stats = idx.reaches_with_stats(*CUT_DEFEATING_PAIRS[:2])
+        assert stats.searched == 2
 
 
 def test_indices_move_between_backends_and_through_a_file(backend, tmp_path):

@@ -227,11 +227,14 @@ def test_install_and_close_keep_nothing():
 
     for n in range(10):
         cycle(n)
-    before, udfs_before = _kept_objects(), udfs()
-    for n in range(60):
-        cycle(n)
-    grown = _kept_objects() - before
-    assert grown < 60, f"{grown} objects kept by 60 install/close cycles"
+    udfs_before = udfs()
+    kept = []
+    for _ in range(2):  # two windows: what grows once (a first import) grows in one only
+        before = _kept_objects()
+        for n in range(60):
+            cycle(n)
+        kept.append(_kept_objects() - before)
+    assert min(kept) < 60, f"{kept} objects kept by two windows of 60 install/close cycles"
     assert udfs() == udfs_before
 
 

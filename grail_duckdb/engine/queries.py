@@ -42,15 +42,15 @@ import pyarrow.compute as pc
 from ..errors import GrailError
 from ..kernels import shared as K
 from ..kernels import to_host
-from ..progress import PairsProgress
+from ..kernels.host.keys import KeysBeyondInt64
 from ..model import beyond_int64
-from .ingest import as_column
+from ..progress import PairsProgress
+from .keys import KeyColumn, as_arrow, kernel_keys, key_column, pair_pieces
 
 #: 64-bit words per vertex of the plain multi-source BFS (``use_cuts=False``) at least
 SEARCH_WORDS = 1
 #: edges the bounded search of one undecided pair may cross before it is deferred
 PROBE_BUDGET = 256
-
 
 class QueryCancelled(GrailError):
     """A query call stopped by its ``cancel`` hook."""
@@ -109,33 +109,42 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
             budget: int = PROBE_BUDGET, cancel=None):
     """Answers for whole columns: ``(pyarrow.BooleanArray, QueryStats)``.
 
-    ``use_cuts=False`` sends every pair of different components to the plain multi-source
-    bitmask BFS with no pruning at all (the bench's baseline). ``budget``: edges of the bounded
-    search per undecided pair (0: none). ``cancel``: see the module's notes.
+    ``src``, ``dst``: key columns of any layout (:func:`.keys.key_column`), read where they
+    lie. ``use_cuts=False`` sends every pair of different components to the plain
+    multi-source bitmask BFS with no pruning at all (the bench's baseline). ``budget``: edges
+    of the bounded search per undecided pair (0: none). ``cancel``: see the module's notes.
     """
-    src, dst = as_column(src, "source"), as_column(dst, "destination")
-    if len(src) != len(dst):
-        raise ValueError(f"src and dst differ in length ({len(src)} vs {len(dst)})")
-    outside = _beyond_int64(src, dst)
-    if outside is not None:  # keys no vertex has: each reaches itself only
-        mask, same = outside
-        src, dst = (pc.if_else(mask, pa.scalar(None, c.type), c) for c in (src, dst))
-        answers, stats = reaches(index, src, dst, use_cuts=use_cuts, words=words,
-                                 budget=budget, cancel=cancel)
-        return pc.if_else(mask, same, answers), stats
-    nq = len(src)
-    unknown: dict = {}  # string keys that are not vertices, numbered across both columns
-    ks, vs = index.ids.query_keys(src, unknown)
-    kt, vt = index.ids.query_keys(dst, unknown)
-    valid = vs if vt is None else (vt if vs is None else vs & vt)
-    k = index.kernels
-    qi = index.query_index(need_reverse=False)
+    cs, ct = key_column(src, "source"), key_column(dst, "destination")
+    if cs.n != ct.n:
+        raise ValueError(f"src and dst differ in length ({cs.n} vs {ct.n})")
+    try:
+        if not _mixed_beyond_int64(cs, ct):
+            return _reaches(index, cs, ct, use_cuts, words, budget, cancel)
+    except KeysBeyondInt64:  # the device's staged keys cannot hold them: masked below
+        pass
+    a, b = as_arrow(cs), as_arrow(ct)
+    beyond = _beyond_int64(a, b)
+    if beyond is None:  # only under NULLs
+        return _reaches(index, cs, ct, use_cuts, words, budget, cancel)
+    mask, same = beyond
+    a, b = (pc.if_else(mask, pa.scalar(None, c.type), c) for c in (a, b))
+    answers, stats = _reaches(index, key_column(a), key_column(b), use_cuts, words, budget,
+                              cancel)
+    return pc.if_else(mask, same, answers), stats
+
+
+def _reaches(index, cs, ct, use_cuts, words, budget, cancel):
+    """:func:`reaches` of two key columns (:class:`.keys.KeyColumn`)."""
+    nq = cs.n
+    ks, kt, valid = _kernel_columns(index, cs, ct)
+    k, qi, probe = index.classifier(nq)
+    budget = budget if use_cuts and probe else 0
     stop = _stopper(cancel)
     batch = int(k.query_batch)
     bits = None
     counts = np.zeros(K.N_STATUS, np.int64)
     found_deep = 0
-    deferred = _Deferred(index, use_cuts, words, stop)
+    deferred = _Deferred(index, k, use_cuts, words, stop)
     progress = PairsProgress("reaches", nq)
     searched = 0
     try:
@@ -143,8 +152,9 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
             stop()
             hi = min(nq, lo + batch)
             with progress.phase("classify"):
-                part = k.answer_pairs(qi, ks[lo:hi], kt[lo:hi], None if valid is None else
-                                      valid[lo:hi], use_cuts, budget if use_cuts else 0)
+                bks, bkt = pair_pieces(ks, kt, lo, hi)
+                part = k.answer_pairs(qi, bks, bkt, None if valid is None else valid[lo:hi],
+                                      use_cuts, budget)
                 counts += part.counts
                 if lo == 0 and hi == nq:
                     bits = part.bits
@@ -154,7 +164,7 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
                     bits[lo >> 3:(hi + 7) >> 3] = part.bits
                 deferred.add(part, lo)
             progress.classified(hi, counts[K.DEFERRED])
-            if deferred.pairs >= k.search_together or (hi == nq and deferred.pairs):
+            if deferred.pairs >= index.kernels.search_together or (hi == nq and deferred.pairs):
                 waiting = deferred.pairs
                 with progress.phase("search"):
                     found_deep += deferred.search(
@@ -164,17 +174,54 @@ def reaches(index, src, dst, *, use_cuts: bool = True, words: int = SEARCH_WORDS
     finally:
         progress.close()
     stats = QueryStats.from_counts(nq, counts, found_deep)
-    return _as_arrow(nq, bits, src, dst, valid), stats
+    return _as_arrow(nq, bits, valid), stats
+
+
+def answer_chunk(index, src, dst) -> pa.BooleanArray:
+    """The answers of one small call, a DuckDB chunk (NULL where a key is NULL): one fused
+    pass over the pairs and, when some are left, one exact search of those; no statistics,
+    progress line or cancel hook (the calls of a chunked statement are short, and DuckDB
+    reports and interrupts the statement). A call larger than one batch, or of keys that
+    must be masked, takes :func:`reaches`."""
+    cs, ct = key_column(src, "source"), key_column(dst, "destination")
+    nq = cs.n
+    if ct.n != nq:
+        raise ValueError(f"src and dst differ in length ({nq} vs {ct.n})")
+    k, qi, probe = index.classifier(nq)
+    if nq == 0 or nq > k.query_batch or _mixed_beyond_int64(cs, ct):
+        return reaches(index, src, dst)[0]
+    ks, kt, valid = _kernel_columns(index, cs, ct)
+    bks, bkt = pair_pieces(ks, kt, 0, nq)
+    try:
+        part = k.answer_pairs(qi, bks, bkt, valid, True, PROBE_BUDGET if probe else 0)
+    except KeysBeyondInt64:
+        return reaches(index, src, dst)[0]
+    if part.counts[K.DEFERRED]:
+        deferred = _Deferred(index, k, True, SEARCH_WORDS, None)
+        deferred.add(part, 0)
+        deferred.search(part.bits)
+    return _as_arrow(nq, part.bits, valid)
+
+
+def _kernel_columns(index, cs: KeyColumn, ct: KeyColumn):
+    """``(source keys, destination keys, valid)`` as the kernels read them (string keys
+    looked up, numbered across both columns); ``valid`` None or one byte per pair."""
+    unknown: dict = {}  # string keys that are not vertices, numbered across both columns
+    ks, kt = kernel_keys(index.ids, cs, unknown), kernel_keys(index.ids, ct, unknown)
+    vs, vt = ks.valid, kt.valid
+    return ks, kt, vs if vt is None else (vt if vs is None else vs & vt)
 
 
 class _Deferred:
     """The deferred pairs of a call's batches, kept (copied off the thread's reusable
     buffers) until ``Kernels.search_together`` of them wait or the call ends, then searched
-    exactly in one go: the search's rounds run on as many pairs as possible, whatever the
-    batch size."""
+    exactly in one go on the index's backend: the search's rounds run on as many pairs as
+    possible, whatever the batch size. ``classifier``: the kernels whose batches these are
+    (the host's for the small calls of a GPU index, see ``GrailIndex.classifier``)."""
 
-    def __init__(self, index, use_cuts, words, stop):
+    def __init__(self, index, classifier, use_cuts, words, stop):
         self.index, self.use_cuts, self.words, self.stop = index, use_cuts, words, stop
+        self.classifier = classifier
         self.parts: list = []
         self.pairs = 0
 
@@ -184,33 +231,57 @@ class _Deferred:
         if n:
             rows, u, t = part.deferred
             self.parts.append((lo, to_host(rows[:n]), u[:n].copy(), t[:n].copy()))
-            self.index.kernels.synchronize()  # copied before the next batch reuses the lists
+            self.classifier.synchronize()  # copied before the next batch reuses the lists
             self.pairs += n
 
-    def search(self, bits, report) -> int:
-        """Search the kept pairs, set their answer bits; returns how many reach."""
+    def search(self, bits, report=None) -> int:
+        """Search the kept pairs, set their answer bits; returns how many reach. ``report``
+        (None: no checkpoints, so the device's rounds are not polled) gets the pairs done."""
         k = self.index.kernels
         qi = self.index.query_index(need_reverse=self.use_cuts)
         los, rows, us, ts = zip(*self.parts)
         rows = np.concatenate([r.astype(np.int64) + lo for lo, r in zip(los, rows)])
-        u, t = (us[0], ts[0]) if len(us) == 1 else (k.xp.concatenate(us), k.xp.concatenate(ts))
+        u, t = _joined(k.xp, us), _joined(k.xp, ts)
+        k.synchronize()  # joined (or uploaded) before the search's own stream reads them
         self.parts, self.pairs = [], 0
 
         def checkpoint(done):
             self.stop()
             report(done)
 
-        found = k.search_pairs(qi, u, t, self.use_cuts, self.words, checkpoint)
+        found = k.search_pairs(qi, u, t, self.use_cuts, self.words,
+                               None if report is None else checkpoint)
         hit = rows[found]
         np.bitwise_or.at(bits, hit >> 3, (1 << (hit & 7)).astype(np.uint8))
         return int(hit.shape[0])
+
+
+def _joined(xp, parts):
+    """Host or device arrays as one array of ``xp``."""
+    if len(parts) == 1:
+        return xp.asarray(parts[0])
+    return xp.concatenate([xp.asarray(p) for p in parts])
+
+
+def _mixed_beyond_int64(s: KeyColumn, t: KeyColumn) -> bool:
+    """Whether a uint64 key column beside a column of another integer type may hold a key
+    above 2**63 - 1 (the pair then cannot share one key type of the kernels: such keys are
+    masked; a key under a NULL counts here, :func:`_beyond_int64` tells)."""
+    if s.kind != "int" or t.kind != "int" or not s.pieces or not t.pieces:
+        return False
+    types = {s.pieces[0].dtype, t.pieces[0].dtype}
+    if len(types) == 1 or np.dtype(np.uint64) not in types:
+        return False
+    limit = np.uint64(np.iinfo(np.int64).max)
+    return any(bool((p > limit).any()) for c in (s, t) for p in c.pieces
+               if p.dtype == np.uint64)
 
 
 def _beyond_int64(src: pa.Array, dst: pa.Array):
     """``(mask, x = y)`` for integer key columns where a uint64 key lies above 2**63 - 1 (never
     a vertex: the contract answers x = y there, NULL with a NULL), else None."""
     bits = [b for b in (beyond_int64(src), beyond_int64(dst)) if b is not None]
-    if not bits or not all(pa.types.is_integer(_value_type(c)) for c in (src, dst)):
+    if not bits:
         return None
     mask = pa.array(np.logical_or.reduce(bits))
     exact = pa.decimal128(20, 0)  # holds every int64 and uint64 value
@@ -222,12 +293,12 @@ def _value_type(col: pa.Array) -> pa.DataType:
     return col.type.value_type if pa.types.is_dictionary(col.type) else col.type
 
 
-def _as_arrow(nq, bits, src, dst, valid) -> pa.BooleanArray:
-    """The answer bitmap as an Arrow boolean array (no copy), NULL where a key is NULL."""
+def _as_arrow(nq, bits, valid) -> pa.BooleanArray:
+    """The answer bitmap as an Arrow boolean array (no copy), NULL where ``valid`` is 0."""
     if nq == 0:
         return pa.array([], pa.bool_())
     mask = None
-    if valid is not None:  # a fresh array: offset 0, its data bitmap is the validity we need
-        mask = pc.and_(src.is_valid(), dst.is_valid()).buffers()[1]
+    if valid is not None:
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.BooleanArray.from_buffers(pa.bool_(), nq, [mask, pa.py_buffer(bits)],
                                         null_count=-1 if mask is not None else 0)

@@ -5,7 +5,8 @@ tens of seconds for all of them on one core; later processes load them from Numb
 in a second or two. Either cost lands in whatever call comes first, so a benchmark or a
 demo that times its first query would time the compiler: they call ``warm_up()`` first. It
 builds and queries small graphs that reach every kernel, with every argument type the
-pipeline uses (dense, sparse and text keys; cycles; searched queries).
+pipeline uses (dense, sparse and text keys; cycles; searched queries; an append of new
+vertices).
 
 A compile is spread over two cores: the kernels fall into :data:`PARTS` (the build's, the
 queries', ...), and the build's and the queries' are compiled by a process each
@@ -25,24 +26,26 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import jit, progress
 from ..indexfile.digest import hash_bytes
 from ..kernels import resolve
-from .index import build_index
+from .build import build_index
 
 __all__ = ["warm_up", "PARTS"]
 
 #: the kernels' parts: the build's; the queries' (the cuts, the bounded and the exact search);
-#: the plain bitmask search of ``use_cuts=False``; the index file's digest
-PARTS = ("build", "query", "baseline", "save")
+#: the plain bitmask search of ``use_cuts=False``; an append's (it queries too); the index
+#: file's digest
+PARTS = ("build", "query", "baseline", "append", "save")
 #: the parts one process compiles (the first group in this process, the other in a child):
-#: the two take about as long, and no kernel is compiled by both
-_GROUPS = (("build", "save"), ("query", "baseline"))
+#: the two take about as long, and few kernels are compiled by both
+_GROUPS = (("build", "save"), ("query", "baseline", "append"))
 #: the modules of each part's kernels (:func:`to_compile` counts the kernels to compile)
 _MODULES = {"build": jit.FAMILIES["build"], "query": jit.FAMILIES["query"],
             "baseline": ("grail_duckdb.kernels.cpu.search",),
-            "save": ("grail_duckdb.indexfile.digest",)}
+            "append": jit.FAMILIES["append"], "save": ("grail_duckdb.indexfile.digest",)}
 
 
 def _graphs():
@@ -180,7 +183,7 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
     with (progress.silenced() if quiet else contextlib.nullcontext()), jit.forced("compile"):
         if "save" in parts:
             hash_bytes(bytes(64))                       # the index file's digest
-        if not {"build", "query", "baseline"} & set(parts):
+        if not {"build", "query", "baseline", "append"} & set(parts):
             return
         rng = np.random.default_rng(11)
         for src, dst in _graphs():
@@ -195,3 +198,14 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
             if "baseline" in parts:
                 idx.reaches_with_stats(qs, qd, use_cuts=False)
                 idx.reaches_with_stats(qs, qd, words=4)
+            if "append" in parts:
+                cited = keys.take(pa.array(rng.integers(0, len(keys), 50)))
+                idx.append(_new_keys(keys, 50), cited)       # an append's fold and growth
+
+
+def _new_keys(keys: pa.Array, count: int) -> pa.Array:
+    """``count`` keys of the type of ``keys`` that are none of them."""
+    if pa.types.is_integer(keys.type):
+        top = pc.max(keys).as_py()
+        return pa.array(np.arange(top + 1, top + 1 + count), pa.int64())
+    return pa.array([f"~new{i}" for i in range(count)], pa.large_string())

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import IndexFileError, StaleIndexError
+from ..growth import roomy
 from ..kernels import TransferSettings, copy_into, kernels_for, upload_pages, upload_staging
 from ..kernels.host import TRANSFERS, workers
 from ..kernels.shared import PAGE_DST, PAGE_RAW, PAGE_SCRATCH, PAGE_SRC
@@ -79,22 +80,25 @@ class IndexReader:
         self.groups = [(g, int(starts[g]), int(starts[g + 1]), int(edges[g]), int(edges[g + 1]))
                        for g in range(md.num_row_groups)]
         c, d, hw = self.c, self.d, self.hw
-        self.comp = xp.empty(self.n, xp.int32)
-        self.level = xp.empty(c, xp.int32)
-        self.ptr = np.empty(c + 1, np.int64)
+        # host arrays with free rows after them: an append to the loaded index grows them
+        # in place (grail_duckdb.growth)
+        self.comp = roomy(xp, (self.n,), xp.int32)
+        self.level = roomy(xp, (c,), xp.int32)
+        self.ptr = roomy(np, (c + 1,), np.int64)
         self.ptr[0] = 0
-        self.idx = xp.empty(int(edges[-1]), xp.int32)
+        self.idx = roomy(xp, (int(edges[-1]),), xp.int32)
         self._device = None if xp is np else self.comp.device
         self.transfers = transfers
         self._staging = upload_staging(xp, transfers)
         shape = (lambda w: (c, w)) if self._device is None else (lambda w: (w, c))
-        self.wide = {"inner": xp.empty(shape(d), xp.int32), "outer": xp.empty(shape(d), xp.int32),
-                     "tree": xp.empty(shape(4), xp.int32),
-                     "hub_down": xp.empty(shape(hw), xp.uint64),
-                     "hub_up": xp.empty(shape(hw), xp.uint64)}
+        self.wide = {"inner": roomy(xp, shape(d), xp.int32),
+                     "outer": roomy(xp, shape(d), xp.int32),
+                     "tree": roomy(xp, shape(4), xp.int32),
+                     "hub_down": roomy(xp, shape(hw), xp.uint64),
+                     "hub_up": roomy(xp, shape(hw), xp.uint64)}
         if self.ww:
-            self.wide.update(win_down=xp.empty(shape(self.ww), xp.uint64),
-                             win_up=xp.empty(shape(self.ww), xp.uint64))
+            self.wide.update(win_down=roomy(xp, shape(self.ww), xp.uint64),
+                             win_up=roomy(xp, shape(self.ww), xp.uint64))
         self._targets_of = self._targets()
         self._dtypes = {name: dst.dtype for name, dst in self._targets_of.items()}
         self._kernels = None if self._device is None else kernels_for("gpu")

@@ -25,6 +25,7 @@ from ..kernels import Landing, mark_ready, on_own_stream, to_host
 from ..kernels.host import workers
 from ..model import VertexIds
 from . import label_pages, parts
+from .appends import remove_parts
 from .atomic_write import Replacement
 from .digest import digest_site, group_leaf, leaf_hash, root_digest
 from .format import FORMAT_NAME, first_text, metadata, with_group_edges
@@ -171,7 +172,7 @@ class _Early(_Timed):
 
 class IndexWriter:
     """An index file under way (one :func:`save`; or a build's, started as soon as the
-    condensation is done: :func:`~grail_duckdb.engine.index.build_index` with ``save_to``).
+    condensation is done: :func:`~grail_duckdb.engine.build.build_index` with ``save_to``).
 
     The file is the index's row groups behind two regions: one that holds every group's
     children (their BLOBs' chunk, 42% of the file at 2.5B edges), known from the
@@ -346,6 +347,7 @@ class IndexWriter:
                 timings["intervals' region"] = early.seconds
                 timings["intervals after the labels"] = early.past(t0)
                 timings["encode and write"] = t2 - t1
+            remove_parts(self.path)  # the parts of the file it replaces, before it goes
             out = self._file.commit(fsync=self.fsync)
             if timings is not None:
                 timings["final flush, rename"] = time.perf_counter() - t2

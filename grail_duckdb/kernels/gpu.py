@@ -31,14 +31,17 @@ import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
+from .gpu_paths import GpuPaths
 from .gpu_queries import BLOCK as _BLOCK
+from .gpu_append import GpuAppend
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
 from .shared import WINDOW as _ENCODE_WARP
 from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
 
 #: source files of the module, in the order they are concatenated
-_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu")
+_SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu",
+            "append.cu")
 #: the source of the module launched plainly (not cooperatively): the load's page decoding
 _PLAIN_SOURCE = "pages.cu"
 
@@ -87,7 +90,9 @@ class GpuSettings:
     into shared memory and tests them against their records 32 at a time (kernels/bidir.cu),
     rather than where they lie among the excluded ones; ``host_below``: a query call of
     fewer pairs runs on the index's host copy (a launch and two copies cost more than the
-    CPU kernels spend on a DuckDB chunk of 2,048 rows).
+    CPU kernels spend on a DuckDB chunk of 2,048 rows); ``path_rounds``: the set slots of
+    a warp of the pair search's rounds, as powers of two (:mod:`.gpu_paths`), within
+    ``path_scratch`` bytes of scratch.
     """
 
     balance: str = "binned"
@@ -104,6 +109,8 @@ class GpuSettings:
     edge_levels: bool = True
     pack_survivors: bool = True
     host_below: int = 32_768
+    path_rounds: tuple = (14, 18, 22)
+    path_scratch: int = 2 << 30
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
@@ -133,7 +140,7 @@ def _out_of_memory(fn):
     return wrapper
 
 
-class GpuKernels(GpuQueries):
+class GpuKernels(GpuQueries, GpuPaths, GpuAppend):
     """Kernels over CuPy arrays; same methods, same results as ``CpuKernels``."""
 
     name = "gpu"

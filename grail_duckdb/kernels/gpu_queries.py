@@ -25,6 +25,7 @@ import cupyx
 import numpy as np
 
 from .host import PARALLEL_LOCK, stage_pairs
+from .host.keys import pieces_length
 from .protocol import PairAnswers, edge_levels_of
 from .records import record_labels, record_layout
 from .shared import (CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED,
@@ -104,9 +105,9 @@ class GpuQueries:
         the labels as one record per component (:mod:`.records`), the levels alone (the
         classification's first cut), the record's stride in ints, the offsets of its trees
         and of its hub words, d and the hub words per side, then the window hubs' rows, their
-        table of levels and words per side (null pointers and 0 when there are none). An
-        index's labels carry their record (:meth:`query_labels`); others, a direct caller's,
-        are packed for the call."""
+        table of levels, words per side and the table's last index (null pointers and 0 when
+        there are none). An index's labels carry their record (:meth:`query_labels`); others,
+        a direct caller's, are packed for the call."""
         lab = self.query_labels(lab)
         hw = int(lab.hub_down.shape[1])
         tree_at, hub_at, stride = record_layout(lab.d, hw)
@@ -114,7 +115,8 @@ class GpuQueries:
         return (lab.record, lab.level, np.int32(stride), np.int32(tree_at), np.int32(hub_at),
                 np.int32(lab.d), np.int32(hw), *((np.uint64(0),) * 3 if none else (
                     lab.win_down, lab.win_up, lab.win_first)),
-                np.int32(0 if none else lab.win_down.shape[1]))
+                np.int32(0 if none else lab.win_down.shape[1]),
+                np.int32(0 if none else lab.win_first.shape[0] - 1))
 
     def release_buffers(self) -> None:
         """Drop this thread's query buffers (its next call makes them anew)."""
@@ -129,18 +131,19 @@ class GpuQueries:
         return buf
 
     def _answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
-        """One batch on the device: the keys staged into this thread's pinned buffer and
-        uploaded in one copy, the classification and the bounded search queued on the
-        thread's stream, the counts and answer bits downloaded in one copy, one sync. A batch
-        of a shape this thread has run before replays that work as a captured CUDA graph
+        """One batch on the device: the keys (arrays or tuples of pieces of any key type and
+        layout: :mod:`.host.keys`) staged into this thread's pinned buffer and uploaded in one
+        copy, the classification and the bounded search queued on the thread's stream, the
+        counts and answer bits downloaded in one copy, one sync. A batch of a shape this
+        thread has run before replays that work as a captured CUDA graph
         (:meth:`_QueryBuffers.replay`)."""
-        nq = int(ks.shape[0])
+        nq = pieces_length(ks)
         buf = self._buffers(nq)
         words = (nq + 31) >> 5
         qi.labels = self.query_labels(qi.labels)  # packed here once: never in a captured graph
         narrow_from = {LOOKUP_DENSE: qi.lookup_offset, LOOKUP_RANGE: qi.lookup_offset,
                        LOOKUP_IDS: 0}.get(qi.lookup_mode)
-        wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK)
+        wide = stage_pairs(ks, kt, buf.host_keys, narrow_from, PARALLEL_LOCK, valid)
         if valid is not None:
             buf.host_valid[:nq] = valid
         shape = (nq, wide, valid is not None, bool(prune), int(budget))

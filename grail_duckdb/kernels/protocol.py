@@ -122,6 +122,22 @@ def edge_levels_of(kernels, qi: QueryIndex) -> tuple:
     return qi.edge_levels
 
 
+@dataclass(frozen=True)
+class PathGraph:
+    """What hop counts and paths read: the original graph's rows both ways (self-loops and
+    duplicate edges dropped, which no shortest path uses) and the index's condensation, whose
+    levels cut vertices off a search: ``comp`` (component of each vertex, None when every
+    component is one vertex), ``level`` (int32 per component) and ``edge_levels`` (int16 per
+    edge of ``fwd`` and of ``rev``: the level of the far end's component, saturated at
+    :data:`.shared.EDGE_LEVEL_CAP`). All arrays of one backend."""
+
+    fwd: CSR
+    rev: CSR
+    comp: Array | None
+    level: Array
+    edge_levels: tuple
+
+
 @dataclass
 class PairAnswers:
     """What :meth:`Kernels.answer_pairs` gives back for one batch of pairs.
@@ -222,6 +238,20 @@ class Kernels(Protocol):
         ``first`` (int32[levels + 1], hubs above each level), each vertex's window of them
         (cpu/labels.hub_bits)."""
 
+    # --- appends (:mod:`grail_duckdb.engine.append`) ------------------------------------------
+    def append_fold(self, rows: CSR, topo: TopoOrder, inner: Array, outer: Array, down: Array,
+                    wdown: Array, base: Array, span: int) -> None:
+        """Fold the labels of appended components from their children's, in place.
+
+        ``rows``: the appended components' children in local ids (the appended ones first,
+        then the built components they point to, whose rows of ``inner``/``outer`` (int32
+        [., d]), ``down`` (uint64 [., hub words]) and ``wdown`` (uint64 [., window words])
+        hold their labels); ``topo``: the appended ones, every child at a lower level. A
+        component with children gets the smallest inner, the largest outer, the OR of the hub
+        words and of the window words rebased by ``base`` (each row's first window hub,
+        ``span`` 64 window words) of its children; one without keeps its row
+        (cpu/append.append_fold)."""
+
     # --- queries (Section 5) -------------------------------------------------------------------
     def query_labels(self, lab: LabelArrays) -> LabelArrays:
         """The labels as this backend's query kernels read them, the same values: on the GPU
@@ -230,10 +260,12 @@ class Kernels(Protocol):
 
     def answer_pairs(self, qi: QueryIndex, ks, kt, valid, prune: bool = True,
                      budget: int = 256) -> PairAnswers:
-        """One batch of key pairs (host int64 arrays ``ks``, ``kt``; ``valid`` None or one byte
-        per pair, 0 for NULL) in one fused pass: key lookup, component, every cut, the bounded
-        search of at most ``budget`` edges per undecided pair (with ``prune``); the pairs left
-        over come back as ``deferred``."""
+        """One batch of key pairs in one fused pass: key lookup, component, every cut, the
+        bounded search of at most ``budget`` edges per undecided pair (with ``prune``; 0: none,
+        and the DAG is not read); the pairs left over come back as ``deferred``. ``ks``, ``kt``:
+        host arrays of one key type and layout each, or tuples of such pieces (piece i of both
+        covering the same rows; :mod:`.host.keys`), read where they lie; ``valid``: None or one
+        byte per pair, 0 for NULL."""
 
     def search_pairs(self, qi: QueryIndex, u: Array, t: Array, prune: bool = True,
                      words: int = 1, checkpoint=None) -> Any:
@@ -248,6 +280,35 @@ class Kernels(Protocol):
                        words: int = 1, prune: bool = True) -> Array:
         """bool answers of component pairs by the label-pruned multi-query search
         (Algorithm 7), 64 * ``words`` queries per pass at least."""
+
+    # --- hops, paths and counts (grail_duckdb/engine/paths.py, reach_counts.py) -------------
+    def pair_hops(self, g: PathGraph, s: Any, t: Any, limits: Any, want_paths: bool = False,
+                  checkpoint=None) -> tuple:
+        """Shortest distances of vertex pairs s[i] -> t[i] (host int32 ids, s[i] != t[i])
+        within limits[i] edges (host int32): ``(hops, paths)``, hops a host int32 array (-1:
+        no path of at most limits[i] edges); with ``want_paths``, ``paths`` is ``(offsets,
+        vertices)`` (host int64 n + 1, host int32): pair i's lexicographically smallest
+        shortest path is ``vertices[offsets[i]:offsets[i + 1]]`` (empty without one), else
+        None. ``checkpoint(done)`` as for :meth:`search_pairs`."""
+
+    def bounded_bfs(self, g: CSR, source: int, max_hops: int) -> tuple:
+        """The vertices within ``max_hops`` edges of ``source`` over ``g`` and their hop
+        counts: ``(vertices, hops)``, host int32 arrays, by hops then id."""
+
+    def count_reached(self, g: CSR, order: Array, offsets: Any, sizes: Array,
+                      words: int) -> Any:
+        """Exact: host int64 per component c, the vertices of the components that c reaches
+        in the DAG ``g``, its own included (``sizes``: vertices per component). ``order`` lists
+        the components children first, in groups ``order[offsets[i]:offsets[i + 1]]`` with no
+        edge inside a group; the sweep gives 64 * ``words`` components a bit at a time."""
+
+    def sketch_reached(self, g: CSR, order: Array, offsets: Any, comp: Array | None,
+                       n_components: int, precision: int) -> tuple:
+        """Approximate :meth:`count_reached`: a HyperLogLog sketch of 2**precision one-byte
+        registers per component (each vertex v hashed by mix64(v), comp None: the identity)
+        swept over ``g`` like the bits; ``(s1, zeros)`` per component, host uint64 / int32:
+        the sum of 2**(64 - precision - r) over the nonzero registers r and the count of
+        empty ones (exact integers, made into estimates on the host)."""
 
     # --- fingerprints ---------------------------------------------------------------------------
     def parse_chunks(self, src: Array, chunks: Array, rest: Array, records: Array) -> None:

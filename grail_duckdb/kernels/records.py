@@ -97,6 +97,14 @@ def record_labels(xp, lab):
                                **_fields(xp, rec, d, hw), **windows)
 
 
+def with_record(xp, lab, rec, **arrays):
+    """``lab`` whose arrays but the level and the windows are views of the record matrix
+    ``rec`` (:func:`label_record`'s layout), with ``arrays`` (the level, the windows) as
+    given: an appended index's labels, whose record grew by the appended rows."""
+    d, hw = int(lab.inner.shape[1]), int(lab.hub_down.shape[1])
+    return dataclasses.replace(lab, record=rec, **_fields(xp, rec, d, hw), **arrays)
+
+
 def _fields(xp, rec, d, hw):
     """The record matrix's fields but the level, as views of it named like ``Labels``'s
     arrays: the one place that maps the layout onto the labels."""

@@ -207,6 +207,18 @@ def order_params(n_blocks, label, seed):
     return mask, a1, c, a2, np.uint64(max(bits // 2, 1)), xor
 
 
+def unit_words(unit: np.ndarray, length: int) -> np.ndarray:
+    """A bool mask as uint64 words, padded with False to ``length`` bits (bit i of word k:
+    entry 64 k + i; the reach counts' batches of sources on either backend).
+
+    >>> unit_words(np.array([True, False, True]), 65).tolist()
+    [5, 0]
+    """
+    padded = np.zeros(-(-length // 64) * 64, np.bool_)
+    padded[:unit.shape[0]] = unit
+    return np.packbits(padded, bitorder="little").view("<u8").astype(np.uint64)
+
+
 # --- Parquet pages: the tables the page kernels (kernels/pages.cu, cpu/pages.py) share -----
 #: columns of a page table (``pages_kernel`` in ``kernels/pages.cu``, ``cpu.pages.page_values``):
 #: where the page's bytes start in the source and how many there are, its bytes once

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import duckdb
 
-from ..engine.index import DEFAULT_LABELS
+from ..engine.build import DEFAULT_LABELS
 from . import connections, duckdb_api, hooks, statements
 from .registry import Registry
 from .sqlerrors import grail_error
@@ -46,12 +46,40 @@ __all__ = ["build", "explain", "grail_error", "install", "named_queries", "per_c
 
 
 def install(con=None):
-    """Make grail_duckdb's SQL available on ``con`` and return ``con``.
+    """Make grail_duckdb's SQL available on a DuckDB connection.
 
-    Safe to call again. The indices are per database (shared by its connections and cursors);
-    cursors of an installed connection are installed on their first statement that uses
-    ``reaches``. With no argument (or ``duckdb`` itself) it installs on DuckDB's default
-    connection, so that ``duckdb.sql(...)`` / ``duckdb.execute(...)`` see it too.
+    Registers ``reaches``, ``grail_index``, ``descendants``, ``ancestors``, ``hops``,
+    ``reaches_path``, ``reaches_within``, ``grail_reach_counts`` and their helpers on the
+    connection (TEMP macros: nothing is written into a database file), and routes its plain
+    statements that call them to the engine with whole columns where that is exact. Safe to
+    call again. The indices are per database, shared by its connections and cursors; cursors
+    of an installed connection are installed on their first statement that uses the plugin.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection, optional
+        The connection. None (or the ``duckdb`` module) installs on DuckDB's default
+        connection, so that ``duckdb.sql(...)`` and ``duckdb.execute(...)`` see it too.
+
+    Returns
+    -------
+    duckdb.DuckDBPyConnection
+        ``con`` (or the default connection).
+
+    Raises
+    ------
+    GrailError
+        The installed DuckDB lacks an internal the plugin relies on (the message names it,
+        the version installed and the versions supported).
+
+    Examples
+    --------
+    >>> import duckdb, grail_duckdb as gd
+    >>> con = gd.install(duckdb.connect())
+    >>> _ = con.execute("CREATE TABLE e AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+    >>> con.execute("SELECT grail_index('e').edges, reaches(1, 3), reaches(3, 1)").fetchall()
+    [(2, True, False)]
+    >>> con.close()
     """
     duckdb_api.check()
     hooks.enable(statements.route, connections.forget)
@@ -70,7 +98,7 @@ def registry_of(con) -> Registry:
 
 def build(con, table: str, *, src: str = "src", dst: str = "dst",
           labels: int = DEFAULT_LABELS, name: str | None = None, path=None, rebuild: bool = False,
-          auto_rebuild: bool = False, progress=None) -> dict:
+          auto_rebuild: bool | None = None, progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""
     reg = registry_of(con)
@@ -80,13 +108,34 @@ def build(con, table: str, *, src: str = "src", dst: str = "dst",
 
 
 def sql(con, query: str, params=None):
-    """Run ``query`` on ``con`` and return its DuckDB relation (``.fetchall()``, ``.arrow()``).
+    """Run ``query`` on ``con`` (installing the plugin there first) and return its relation.
 
     The explicit form of ``con.sql(query)`` on an installed connection. A relation is
-    evaluated when it is fetched (as DuckDB does: a fetch after an INSERT sees the new rows,
+    evaluated when it is fetched, as DuckDB does (a fetch after an INSERT sees the new rows,
     and a changed edge table raises ``StaleIndexError`` then), so its ``reaches`` calls run
     per chunk; ``con.execute(query)`` runs the statement at once and takes the whole-column
     path where it is exact.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+    query : str
+    params : dict or sequence, optional
+        The statement's parameters (``$name`` or ``$1``).
+
+    Returns
+    -------
+    duckdb.DuckDBPyRelation
+        Read it with ``.fetchall()``, ``.to_arrow_table()``, ``.df()``.
+
+    Examples
+    --------
+    >>> import duckdb, grail_duckdb as gd
+    >>> con = duckdb.connect()
+    >>> _ = gd.sql(con, "CREATE TABLE e AS SELECT 1 AS src, 2 AS dst")
+    >>> gd.sql(con, "SELECT grail_index('e').vertices, reaches(1, 2) AS r").fetchall()
+    [(2, True)]
+    >>> con.close()
     """
     install(con)
     return con.sql(query, params=params)

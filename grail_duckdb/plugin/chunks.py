@@ -1,10 +1,11 @@
 """The per-chunk path: answers for one DuckDB chunk (at most 2,048 pairs).
 
-DuckDB calls a Python function once per chunk, from several threads at once. The engine's
-query path is one fused compiled pass per call (key lookup, cuts, bounded search; the GIL
-released), so a chunk costs the engine's work plus DuckDB's own per-call floor; what this
-module adds is only the unwrapping of DuckDB's one-chunk Arrow arrays. A GPU index answers
-chunks from its host copy (a chunk is far below what a device call amortises).
+DuckDB calls a Python function once per chunk, from several threads at once. A chunk is
+answered by :func:`grail_duckdb.engine.queries.answer_chunk`: the keys read where DuckDB's
+Arrow arrays hold them, one fused compiled pass (key lookup, cuts, bounded search; the GIL
+released), the exact search of the pairs left over when there are any, and nothing else per
+call. A GPU index classifies chunks on the host, from a copy of its labels (a chunk is far
+below what a device call amortises); only the pairs the cuts leave reach the device.
 """
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..engine.ingest import as_column
+from ..engine.queries import answer_chunk
 
 __all__ = ["answer", "constant_strings"]
 
 
 def answer(index, src, dst) -> pa.Array:
-    """``index.reaches`` for one chunk of Arrow keys (BooleanArray, NULL where a key is)."""
-    src, dst = as_column(src), as_column(dst)
+    """The answers for one chunk of Arrow keys (BooleanArray, NULL where a key is; a side
+    that is NULL throughout answers NULL whatever its type)."""
     if src.null_count == len(src) or dst.null_count == len(dst):
         return pa.nulls(len(src), pa.bool_())
-    return index.reaches(src, dst)
+    return answer_chunk(index, src, dst)
 
 
 def constant_strings(arr: pa.Array, first) -> bool:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ..errors import GrailError
-from . import functions, hooks
+from . import appends, functions, hooks
 from .registry import Registry, new_registry, registry_by_token
 from .sqlfiles import sql_text
 
@@ -178,6 +178,9 @@ def _database_path(con, execute):
 def forget(con) -> None:
     """Remove ``con``'s functions (before it closes): a clean catalog, nothing kept, no exit
     messages. The token function moves to another installed connection of the database."""
+    inst = installation(con)
+    if inst is not None:
+        appends.wait_for_background(inst.registry)
     with _LOCK:
         inst = _INSTALLED.pop(con, None)
         if inst is None:

@@ -30,6 +30,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from .names import DIALECT
+from .sqlfiles import macro_names
 
 __all__ = ["CLOCK", "OWN_MACROS", "calls_in", "definitions", "names_in", "parsable",
            "static_refusal", "volatile_calls"]
@@ -113,12 +114,7 @@ def volatile_calls(con, text: str, execute) -> list[str]:
 
 #: the macros the plugin installs (sql/grail.sql): their bodies are the plugin's, and only
 #: grail_index (which builds) has effects
-OWN_MACROS = frozenset({
-    "reaches", "reaches_list", "reaches_pairs", "descendants", "ancestors", "descendants_count",
-    "ancestors_count", "grail_indexes", "__grail_kind", "__grail_list_kind", "__grail_list_pair",
-    "__grail_pair", "__grail_pair_kind", "__grail_wide", "__grail_outside", "__grail_key_error",
-    "__grail_type_error", "__grail_reach_ids", "__grail_reach_count", "__grail_session",
-    "__grail_unquoted"})
+OWN_MACROS = macro_names()
 _BUILTINS: dict = {}
 
 

@@ -12,9 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..engine.index import DEFAULT_LABELS
+from ..engine import paths
+from ..engine.build import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError, KeyTypeError
-from . import chunks, duckdb_api, traversal
+from . import chunks, duckdb_api, names, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE
 
 __all__ = ["FUNCTIONS", "answer_lists"]
@@ -103,7 +104,7 @@ def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos, 
                               labels=DEFAULT_LABELS if label is None else label,
                               name=names[i].as_py() or None, path=paths[i].as_py() or None,
                               rebuild=bool(rebuilds[i].as_py()),
-                              auto_rebuild=bool(autos[i].as_py()),
+                              auto_rebuild=autos[i].as_py(),
                               session=sessions[i].as_py()))
     return pa.array(rows, SUMMARY_TYPE)
 
@@ -112,19 +113,6 @@ def grail_indexes(reg):
     """The summaries of the indices this registry holds."""
     with reg.lock:
         return [e.summary() for _, e in sorted(reg.entries.items())]
-
-
-def reach_ids(reg, keys, names, forwards):
-    """``descendants`` / ``ancestors``: the vertex ids reached from (or reaching) each key,
-    ``[-1]`` for a key that is not a vertex (it reaches only itself), NULL for NULL."""
-    out = []
-    for key, name, forward in zip(keys.to_pylist(), names.to_pylist(), forwards.to_pylist()):
-        if key is None:
-            out.append(None)
-            continue
-        rec = traversal.record(_index_for(reg, name or ""), key, bool(forward))
-        out.append(pa.array([-1] if rec["ids"] is None else rec["ids"], pa.int32()))
-    return pa.array([None if o is None else o.to_numpy() for o in out], pa.list_(pa.int32()))
 
 
 def reach_count(reg, keys, names, forwards):
@@ -150,6 +138,76 @@ def keys_source(reg, name):
     return handle.name
 
 
+def hops(reg, src, dst, names):
+    """``hops(a, b [, index_name])``: one chunk of pairs -> the edges of a shortest path."""
+    return _index_for(reg, _one_name(names)).index.hops(src, dst)
+
+
+def path(reg, src, dst, names):
+    """``reaches_path(a, b [, index_name])``: one chunk of pairs -> one shortest path each,
+    a list of keys (VARCHAR[] lists as DuckDB's string type)."""
+    out = _index_for(reg, _one_name(names)).index.path(src, dst)
+    return out.cast(pa.list_(pa.string())) if pa.types.is_large_string(out.type.value_type) \
+        else out
+
+
+def within(reg, src, dst, k, names):
+    """``reaches_within(a, b, k [, index_name])``: one chunk of pairs -> answers."""
+    return _index_for(reg, _one_name(names)).index.reaches_within(src, dst, k)
+
+
+_HOPS_TYPE = pa.list_(pa.struct([("id", pa.int32()), ("hops", pa.int32())]))
+
+
+def reach_hops(reg, keys, names, forwards, limits):
+    """``descendants`` / ``ancestors`` with hops: ``(id, hops)`` of every vertex reached from
+    (or reaching) each key within its max_hops (NULL: any), ``[(-1, 0)]`` for a key that is
+    not a vertex (it reaches only itself), ``[]`` for NULL or a negative max_hops."""
+    out = []
+    for key, name, forward, limit in zip(keys.to_pylist(), names.to_pylist(),
+                                         forwards.to_pylist(), limits.to_pylist()):
+        found = paths.reached_ids(_index_for(reg, name or "").index, key, bool(forward), limit)
+        ids, dist = found if found is not None else ([-1], [0])
+        out.append(pa.StructArray.from_arrays([pa.array(ids, pa.int32()),
+                                               pa.array(dist, pa.int32())], ["id", "hops"]))
+    offsets = np.concatenate([[0], np.cumsum([len(o) for o in out])]).astype(np.int32)
+    values = pa.concat_arrays(out) if out else pa.array([], _HOPS_TYPE.value_type)
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=_HOPS_TYPE)
+
+
+def reach_counts_source(reg, name, mode, precision):
+    """The name of an Arrow source of ``grail_reach_counts(name, mode, precision)``:
+    ``name`` is an index's name or its edge table's (kept registered while the index
+    lives, one per mode and precision; folded at bind time inside the table macro)."""
+    entry = _index_or_table(reg, name or "")
+    slot = ("reach_counts", mode, precision)
+    handle = entry.cache.get(slot)
+    if handle is None:
+        table = entry.index.reach_counts(mode or "auto", int(precision))
+        cur = reg.cursor(quiet=False)
+        try:
+            handle = duckdb_api.register_source(cur, table)
+        finally:
+            cur.close()
+        entry.cache[slot] = handle
+    return handle.name
+
+
+def _index_or_table(reg, name: str):
+    """The fresh entry of the index ``name``, else of the only index of the table ``name``."""
+    try:
+        return _index_for(reg, name)
+    except GrailError:
+        wanted = name.lower()
+        with reg.lock:
+            hits = [e for e in reg.entries.values()
+                    if wanted in (names.plain_table(e.table).lower(),
+                                  names.readable(e.table).lower())]
+        if len(hits) != 1:
+            raise
+        return reg.fresh(hits[0])
+
+
 _KEY = {"int": "BIGINT", "str": "VARCHAR"}
 #: the type of ``__grail_session()`` (sql/grail.sql)
 SESSION_SQL = ("STRUCT(database VARCHAR, schema VARCHAR, search_path VARCHAR, "
@@ -163,10 +221,18 @@ FUNCTIONS = [
       for k, t in _KEY.items()],
     *[(f"reaches_list_{k}", reaches_list, [f"{t}[]", f"{t}[]", "VARCHAR"], "BOOLEAN[]",
        "arrow", False) for k, t in _KEY.items()],
-    *[(f"reach_ids_{k}", reach_ids, [t, "VARCHAR", "BOOLEAN"], "INTEGER[]", "arrow", False)
-      for k, t in _KEY.items()],
     *[(f"reach_count_{k}", reach_count, [t, "VARCHAR", "BOOLEAN"], "BIGINT", "arrow", False)
       for k, t in _KEY.items()],
+    *[(f"hops_{k}", hops, [t, t, "VARCHAR"], "INTEGER", "arrow", False)
+      for k, t in _KEY.items()],
+    *[(f"path_{k}", path, [t, t, "VARCHAR"], f"{t}[]", "arrow", False)
+      for k, t in _KEY.items()],
+    *[(f"within_{k}", within, [t, t, "BIGINT", "VARCHAR"], "BOOLEAN", "arrow", False)
+      for k, t in _KEY.items()],
+    *[(f"reach_hops_{k}", reach_hops, [t, "VARCHAR", "BOOLEAN", "BIGINT"],
+       "STRUCT(id INTEGER, hops INTEGER)[]", "arrow", False) for k, t in _KEY.items()],
+    ("reach_counts_source", reach_counts_source, ["VARCHAR", "VARCHAR", "BIGINT"], "VARCHAR",
+     "native", False),
     ("keys_source", keys_source, ["VARCHAR"], "VARCHAR", "native", False),
     ("key_error", key_error, ["VARCHAR", "VARCHAR"], "BOOLEAN", "arrow", False),
     ("index", grail_index,

@@ -8,6 +8,7 @@ freshness (:mod:`.staleness`), checked before every statement that uses it.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import OrderedDict
@@ -17,9 +18,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ..engine.index import DEFAULT_LABELS, build_index, check_labels
+from ..engine.build import DEFAULT_LABELS, build_index, check_labels
+from ..engine.index import load_index
+from ..engine.paths import EdgeSource
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
-from . import duckdb_api, files, hooks, names
+from . import appends, duckdb_api, files, hooks, names
 from .resolve import apply_session, outside_sources, resolve
 from .staleness import (load_checked, read_edge_table, same_check, signals, stale_error,
                         table_check)
@@ -65,6 +68,7 @@ class Entry:
     pending: frozenset = frozenset()
     signals: tuple | None = None
     stale: str | None = None  # the error message, once found stale (until rebuilt)
+    tracker: object = None  # what the index's snapshot of the table was (.appends)
     cache: dict = field(default_factory=dict)  # one-to-all sets and the like (traversal)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -91,7 +95,7 @@ class Entry:
         """What the index file records about its source (checked on every load)."""
         return {"version": files.SOURCE_VERSION, "name": self.name, "database": database,
                 "table": self.table, "src": self.src, "dst": self.dst, "labels": self.labels,
-                **self.check}
+                **self.check, **appends.persisted_source(self)}
 
 
 @dataclass(eq=False)
@@ -196,7 +200,7 @@ class Registry:
         reasons = []
         for path in candidates:
             try:
-                entry = self._load_file(name, path)
+                entry = self._load_file(name, path, own=path is own)
             except (IndexFileError, StaleIndexError) as exc:
                 if path is own:
                     raise
@@ -205,6 +209,7 @@ class Registry:
             if own is None:
                 entry.note = (f"loaded from {path.name}, written for another database file "
                               f"(renamed or copied); its table content matches")
+            entry.index.edge_source = self.edge_source(entry)
             self.entries[name] = entry
             return entry
         raise GrailError(
@@ -231,8 +236,8 @@ class Registry:
                 out.append(p)
         return out
 
-    def _load_file(self, name: str, path: Path) -> Entry:
-        side = files.read_source(path)
+    def _load_file(self, name: str, path: Path, own: bool = True) -> Entry:
+        side = appends.current_source(path)
         if side.get("name", name) != name:
             raise IndexFileError(
                 f"{path} holds the index {side['name']!r} of {names.readable(side['table'])}, "
@@ -244,16 +249,37 @@ class Registry:
         pending = hooks.writes_in_flight()
         try:
             entry = Entry(name, None, side["table"], side["src"], side["dst"], side["labels"],
-                          path, {}, None, "loaded", pending=pending)
-            entry.index, entry.check = load_checked(cur, name, path, side["table"], side["src"],
-                                                    side["dst"], side, entry.rebuild_sql())
+                          path, {}, None, "loaded", pending=pending,
+                          auto_rebuild=side.get("auto_rebuild") == "True")
             found = resolve(cur, names.table_parts(entry.table), entry.table, None)
             entry.where = found.as_tuple() if found is not None else None
+            self._load_checked(cur, entry, side, version, defer=own)
             entry.signals = signals(cur, entry.where, entry.table)
-            entry.verified = version
         finally:
             cur.close()
         return entry
+
+    def _load_checked(self, cur, entry: Entry, side: dict, version: int,
+                      check: dict | None = None, defer: bool = True) -> None:
+        """Load ``entry``'s file (its parts applied) when its table still holds what it
+        records, with a tracker of this snapshot; when the table has changed since and the
+        file records a row id end (and ``defer``: the database's own file), load it anyway
+        with its own record: the first statement that uses it finds the change (an append
+        is absorbed, anything else is stale)."""
+        with appends.snapshot(cur, entry.where) as mark:
+            try:
+                entry.index, entry.check = load_checked(
+                    cur, entry.name, entry.path, entry.table, entry.src, entry.dst, side,
+                    entry.rebuild_sql(), check)
+                entry.tracker = appends.baseline(cur, entry.where, entry.table, mark)
+                entry.verified = version
+            except StaleIndexError:
+                entry.tracker = appends.tracker_of(side, entry.where) if defer else None
+                if entry.tracker is None:
+                    raise
+                entry.index = load_index(entry.path)
+                entry.check = {k: side[k] for k in ("rows", "hash", "duckdb")}
+                entry.verified = None
 
     # --- freshness ------------------------------------------------------------------------------
     def fresh(self, entry: Entry, version: int | None = None) -> Entry:
@@ -283,8 +309,14 @@ class Registry:
             return self.replace(entry)
 
     def _verify(self, entry: Entry, version: int) -> None:
-        """Compare the table's catalog signals, then (when they match) its content check."""
+        """What changed since the index's snapshot (:func:`.appends.verify`: an append is
+        absorbed), or without one (a view), the table's catalog signals, then (when they
+        match) its content check."""
         pending = hooks.writes_in_flight()  # before the table is read
+        if entry.tracker is not None:
+            appends.verify(self, entry, version)
+            entry.pending = pending
+            return
         cur = self.cursor(quiet=False)
         try:
             sig = signals(cur, entry.where, entry.table)
@@ -305,7 +337,7 @@ class Registry:
 
     # --- build, reuse or load ---------------------------------------------------------------
     def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
-              path=None, rebuild=False, auto_rebuild=False, progress=None,
+              path=None, rebuild=False, auto_rebuild=None, progress=None,
               session=None) -> dict:
         """Build, reuse or load the index ``name`` of ``table``; returns its summary."""
         return self.build_entry(table, src=src, dst=dst, labels=labels, name=name, path=path,
@@ -313,11 +345,12 @@ class Registry:
                                 progress=progress, session=session).summary()
 
     def build_entry(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS,
-                    name=None, path=None, rebuild=False, auto_rebuild=False,
+                    name=None, path=None, rebuild=False, auto_rebuild=None,
                     progress=None, session=None) -> Entry:
-        """The entry of :meth:`build`. ``session``: the calling connection's (its current
-        database and schema, search path and TEMP objects: see :mod:`.resolve`), so that
-        ``table`` means what it means there."""
+        """Build, reuse or load the index ``name`` of ``table``. ``session``: the calling
+        connection's (its current database and schema, search path and TEMP objects: see
+        :mod:`.resolve`), so that ``table`` means what it means there. ``auto_rebuild`` None
+        keeps the index's own setting (the one its file records; False for a new index)."""
         qtable = names.quote_table(table)
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)
         explicit = bool(name)
@@ -332,18 +365,27 @@ class Registry:
                 target = Path(path).resolve() if path else self._default_path(name, where, cur)
                 if target is not None:
                     files.refuse_foreign(target)
-                check = table_check(cur, qtable, qsrc, qdst)
-                probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
-                              auto_rebuild=bool(auto_rebuild))
-                self._check_owner(probe, explicit, rebuild)
-                entry = None if rebuild else self._reusable(cur, probe)
-                if entry is None:
-                    entry = self._build(cur, probe, progress)
-                entry.auto_rebuild = bool(auto_rebuild)
+                before = self.entries.get(name)
+                with appends.snapshot(cur, where) as mark:
+                    check = table_check(cur, qtable, qsrc, qdst)
+                    probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
+                                  auto_rebuild=bool(auto_rebuild))
+                    self._check_owner(probe, explicit, rebuild)
+                    probe.tracker = appends.baseline(cur, where, qtable, mark)
+                    entry = None if rebuild else self._reusable(cur, probe, version)
+                    if entry is None:
+                        if auto_rebuild is None and before is not None:
+                            probe.auto_rebuild = before.auto_rebuild
+                        entry = self._build(cur, probe, progress)
+                        entry.verified = version
+                if auto_rebuild is not None and entry.auto_rebuild != bool(auto_rebuild):
+                    entry.auto_rebuild = bool(auto_rebuild)
+                    appends.record_settings(entry)
                 entry.signals = signals(cur, where, qtable)
-                entry.verified, entry.pending = version, pending
+                entry.pending = pending
             finally:
                 cur.close()
+            entry.index.edge_source = self.edge_source(entry)
             self.entries[name] = entry
             return entry
 
@@ -384,27 +426,54 @@ class Registry:
             f"{r(probe.table)}; give this one its own name, e.g. grail_index("
             f"{s(r(probe.table))}, name := {s(names.index_name_of(other_name))}){replace}")
 
-    def _reusable(self, cur, probe: Entry) -> Entry | None:
+    def edge_source(self, entry: Entry) -> EdgeSource:
+        """Where the index of ``entry`` reads its original edges again (an index with cycles,
+        for hops and paths): its table, through a cursor of this database, when first needed
+        (the read is checked against the index's fingerprint)."""
+        def read():
+            cur = self.cursor()
+            try:
+                return read_edge_table(cur, entry.table, entry.src, entry.dst)
+            finally:
+                cur.close()
+        return EdgeSource(read, what=f"the rows of {names.readable(entry.table)}", trusted=True)
+
+    def _reusable(self, cur, probe: Entry, version: int) -> Entry | None:
         """A cached or persisted index of the same table, columns and labels that is still
-        fresh; a stale one is refused (rebuild := true replaces it); None when there is none."""
+        fresh (or absorbs what was appended to its table); a stale one is refused (rebuild :=
+        true replaces it); None when there is none."""
         entry = self.entries.get(probe.name)
         same = (probe.table, probe.src, probe.dst, probe.labels)
         if (entry is not None and (entry.table, entry.src, entry.dst, entry.labels) == same
                 and entry.path == probe.path):
+            if entry.tracker is not None and entry.stale is None:
+                with contextlib.suppress(StaleIndexError):
+                    entry = self.fresh(entry)
             if same_check(entry.check, probe.check) and entry.stale is None:
-                entry.action = "cached"
+                if entry.action != "appended":
+                    entry.action = "cached"
                 return entry
             raise stale_error(probe.name, probe.table, probe.rebuild_sql())
         target = probe.path
         if target is None or not target.exists():
             return None
-        side = files.read_source(target)
+        side = appends.current_source(target)
         if (side["table"], side["src"], side["dst"], side["labels"]) != same:
             return None
+        probe.auto_rebuild = side.get("auto_rebuild") == "True"
+        if not same_check(side, probe.check) and appends.tracker_of(side, probe.where):
+            probe.tracker = appends.tracker_of(side, probe.where)
+            probe.index = load_index(target)
+            probe.check = {k: side[k] for k in ("rows", "hash", "duckdb")}
+            probe.action = "loaded"
+            self.entries[probe.name] = probe
+            probe = self.fresh(probe)  # absorbs what was appended since its file
+            return probe
         probe.index, probe.check = load_checked(cur, probe.name, target, probe.table, probe.src,
                                                 probe.dst, side, probe.rebuild_sql(),
                                                 probe.check)
         probe.action = "loaded"
+        probe.verified = version
         return probe
 
     def _build(self, cur, probe: Entry, progress) -> Entry:
@@ -446,11 +515,12 @@ class Registry:
                           f"{names.sql_string(where[0])}").fetchall()
         return Path(row[0][0]).resolve() if row and row[0][0] else None
 
-    def replace(self, entry: Entry) -> Entry:
-        """Rebuild ``entry`` from its table's current content (auto_rebuild)."""
+    def replace(self, entry: Entry, progress=None) -> Entry:
+        """Rebuild ``entry`` from its table's current content (auto_rebuild, or a rebuild
+        that folds appended parts in: ``progress=False`` there, it runs in the background)."""
         return self.build_entry(entry.table, src=entry.src, dst=entry.dst, labels=entry.labels,
                                 name=entry.name, path=entry.path, rebuild=True,
-                                auto_rebuild=entry.auto_rebuild)
+                                auto_rebuild=entry.auto_rebuild, progress=progress)
 
     def release(self) -> None:
         """Drop every index (and what each keeps registered in DuckDB)."""

@@ -8,7 +8,8 @@ Three kinds of site, found with sqlglot:
   the set of keys that reach ``c`` (or that ``c`` reaches), computed by one traversal and read
   by DuckDB as a semi-join; NULL on either side stays NULL.
 * **one-to-all tables** ``descendants(c)`` / ``ancestors(c)`` in FROM: replaced by that set.
-* **whole-column scopes**: the ``reaches`` calls of one SELECT whose arguments read only one of
+* **whole-column scopes**: the ``reaches`` calls (and ``hops``, ``reaches_path``,
+  ``reaches_within``: :data:`WHOLE_COLUMN`) of one SELECT whose arguments read only one of
   its FROM sources (a table, view, file, Arrow object or subquery, not null-extended by an
   outer join): the source's rows are fetched once (the columns the statement uses, and the
   arguments), every distinct call is answered in one engine call, and the statement reads that
@@ -45,8 +46,11 @@ from .names import DIALECT
 __all__ = ["MENTION", "ConstSite", "Plan", "ScopeSite", "describe", "normalise", "plan_for"]
 
 #: a statement that may use the plugin's functions (a cheap test before any parsing)
-MENTION = re.compile(r"(?i)\b(?:reaches|descendants|ancestors)\w*\s*\(")
+MENTION = re.compile(r"(?i)\b(?:reaches|descendants|ancestors|hops|grail_reach_counts)\w*\s*\(")
 _ONE_TO_ALL = {"descendants": True, "ancestors": False}
+#: the functions a whole-column scope answers: name -> its arguments before the index name
+#: (the two keys, and reaches_within's k)
+WHOLE_COLUMN = {"reaches": 2, "hops": 2, "reaches_path": 2, "reaches_within": 3}
 _CONSTANT = (exp.Literal, exp.Placeholder, exp.Parameter, exp.Cast, exp.TryCast, exp.Neg,
              exp.Paren, exp.Null)
 
@@ -70,9 +74,9 @@ class ScopeSite:
     """One source of one SELECT whose ``reaches`` calls are answered with whole columns."""
 
     marker: str  # becomes the registered copy's name
-    fetch_sql: str  # source rows: kept columns, then (__grail_a<n>, __grail_b<n>) per call
+    fetch_sql: str  # source rows: kept columns, then (__grail_a<n>, __grail_b<n>[, __grail_k<n>])
     keep: list  # source columns the copy keeps (['*'] = all fetched source columns)
-    calls: list  # (n, index name): answer column __grail_r<n>
+    calls: list  # (n, index name, function): answer column __grail_r<n>
     params: set = field(default_factory=set)
 
 
@@ -266,7 +270,7 @@ class _Planner:
         """``(select, [(source, calls, keep)])`` for the calls of ``select`` that read one
         source each, or None."""
         calls = [c for c in select.find_all(exp.Anonymous)
-                 if _is_reaches(c) and c.find_ancestor(exp.Select) is select
+                 if _is_whole(c) and c.find_ancestor(exp.Select) is select
                  and not _inside_reaches(c) and _whole_column_args(c)]
         if not calls or not self._worth_it(select):
             return None
@@ -325,7 +329,7 @@ class _Planner:
     def _source_of(self, call, sources) -> int | None:
         """The one source all column references of the call's arguments belong to."""
         found = set()
-        for col in (c for a in call.expressions[:2] for c in a.find_all(exp.Column)):
+        for col in (c for a in call.expressions[:_arity(call)] for c in a.find_all(exp.Column)):
             if col.args.get("db") or col.args.get("catalog"):
                 return None
             if col.table:
@@ -371,10 +375,11 @@ class _Planner:
             if key not in key_of:
                 n = first + len(key_of)
                 key_of[key] = n
-                a, b = (x.sql(DIALECT) for x in call.expressions[:2])
-                items += [f"({a}) AS __grail_a{n}", f"({b}) AS __grail_b{n}"]
-                idx = call.expressions[2].name if len(call.expressions) == 3 else ""
-                slots.append((n, idx))
+                arity = _arity(call)
+                args = [x.sql(DIALECT) for x in call.expressions[:arity]]
+                items += [f"({x}) AS __grail_{c}{n}" for x, c in zip(args, "abk")]
+                idx = call.expressions[arity].name if len(call.expressions) > arity else ""
+                slots.append((n, idx, call.name.lower()))
         fetch = self._fetch_from(select, source, ", ".join(cols + items))
         site = ScopeSite(m, fetch, keep, slots, _params_in(sqlglot.parse_one(fetch, dialect=DIALECT)))
         grouped = bool(select.args.get("group")) or any(
@@ -388,7 +393,7 @@ class _Planner:
         if alias:
             copy.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
         source.replace(copy)
-        excluded = [exp.column(f"__grail_r{n}") for n, _ in slots]
+        excluded = [exp.column(f"__grail_r{n}") for n, _, _ in slots]
         for proj in select.expressions:
             star = proj.this if isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star) else proj
             if isinstance(star, exp.Star):
@@ -446,6 +451,16 @@ def _is_reaches(node) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.lower() == "reaches"
 
 
+def _is_whole(node) -> bool:
+    """A call of a function that whole-column scopes answer (:data:`WHOLE_COLUMN`)."""
+    return isinstance(node, exp.Anonymous) and node.name.lower() in WHOLE_COLUMN
+
+
+def _arity(call) -> int:
+    """The arguments of a whole-column call before its optional index name."""
+    return WHOLE_COLUMN[call.name.lower()]
+
+
 def _is_string(node) -> bool:
     return isinstance(node, exp.Literal) and node.is_string
 
@@ -453,14 +468,14 @@ def _is_string(node) -> bool:
 def _inside_reaches(node) -> bool:
     parent = node.parent
     while parent is not None:
-        if _is_reaches(parent):
+        if _is_whole(parent):
             return True
         parent = parent.parent
     return False
 
 
 def _nested_reaches(node) -> bool:
-    return any(_is_reaches(n) for n in node.find_all(exp.Anonymous))
+    return any(_is_whole(n) for n in node.find_all(exp.Anonymous))
 
 
 def _constant(node) -> bool:
@@ -470,14 +485,13 @@ def _constant(node) -> bool:
 
 
 def _whole_column_args(call) -> bool:
-    args = call.expressions
-    if len(args) not in (2, 3) or (len(args) == 3 and not _is_string(args[2])):
+    args, arity = call.expressions, _arity(call)
+    if len(args) not in (arity, arity + 1) or (len(args) > arity and not _is_string(args[arity])):
         return False
-    first_two = args[:2]
-    if not any(a.find(exp.Column) for a in first_two):
+    if not any(a.find(exp.Column) for a in args[:2]):
         return False
     bad = (exp.Subquery, exp.Select, exp.AggFunc, exp.Window, exp.Star, exp.Lambda)
-    return not any(a.find(*bad) or _nested_reaches(a) for a in first_two)
+    return not any(a.find(*bad) or _nested_reaches(a) for a in args[:arity])
 
 
 def _alias_of(node) -> str | None:

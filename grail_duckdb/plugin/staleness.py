@@ -23,7 +23,8 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
-from ..engine.index import edges_fingerprint, load_index
+from ..engine.build import edges_fingerprint
+from ..engine.index import load_index
 from ..indexfile import read_metadata
 from ..errors import EdgeInputError, StaleIndexError
 from . import duckdb_api

@@ -28,6 +28,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot.tokens import TokenType
 
+from ..engine import paths
 from ..engine.ingest import key_kind
 from ..engine.queries import QueryCancelled
 from ..errors import EdgeInputError, GrailError, KeyTypeError
@@ -46,7 +47,26 @@ class _Fallback(Exception):
 
 @contextlib.contextmanager
 def per_chunk(con):
-    """Within the block, ``con`` runs every statement as written (DuckDB's chunks)."""
+    """A context in which ``con`` runs every statement as written: DuckDB calls the index
+    once per chunk of at most 2,048 rows (for comparison with the whole-column path, which
+    gives the same rows).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        An installed connection.
+
+    Examples
+    --------
+    >>> import duckdb, grail_duckdb as gd
+    >>> con = gd.install(duckdb.connect())
+    >>> _ = con.execute("CREATE TABLE e AS SELECT 1 AS src, 2 AS dst")
+    >>> _ = con.execute("SELECT grail_index('e')").fetchall()
+    >>> with gd.per_chunk(con):
+    ...     con.execute("SELECT reaches(1, 2), reaches(2, 1)").fetchall()
+    [(True, False)]
+    >>> con.close()
+    """
     _PER_CHUNK.add(con)
     try:
         yield con
@@ -223,11 +243,12 @@ def _const_sql(con, reg, site, params, version, keep) -> str:
     entry = reg.fresh(reg.get(site.index), version)
     if entry.index.key_kind != kind or (kind == "int" and not -2**63 <= value < 2**63):
         return site.original
-    rec = traversal.record(entry, value, site.forward)
     if site.other is None:
-        handle = _registered(con, rec, "plain", lambda: pa.table({"key": rec["keys"]}))
+        rec = traversal.hops_record(entry, value, site.forward)
+        handle = _registered(con, rec, "plain", lambda: rec["table"])
         keep.append(handle)
-        return f'(SELECT key FROM "{handle.name}") AS {site.alias}'
+        return f'(SELECT key, hops FROM "{handle.name}") AS {site.alias}'
+    rec = traversal.record(entry, value, site.forward)
     if kind == "int":
         handle = _registered(con, rec, "plain", lambda: pa.table({"key": rec["keys"]}))
         # a key beyond BIGINT (a UBIGINT) is no vertex and not the constant: false
@@ -284,39 +305,53 @@ def _scope_copy(route_, reg, scope, params, subst, version, keep) -> str:
     if not _bind_ok(con, sql, used):
         raise _Fallback
     table = hooks.original("sql")(con, sql, params=used).to_arrow_table()
-    answer_names = {f"__grail_{s}{n}" for n, _ in scope.calls for s in "ab"}
+    answer_names = {f"__grail_{s}{n}" for n, _, _ in scope.calls for s in "abk"}
     if scope.keep[:1] == ["*"]:
         kept = [c for c in table.column_names if c not in answer_names]
     else:
         kept = list(scope.keep)
     cols = {c: table.column(c) for c in kept}
-    for n, index_name in scope.calls:
+    for n, index_name, fn in scope.calls:
         entry = reg.fresh(reg.get(index_name), version)
+        k = table.column(f"__grail_k{n}") if fn == "reaches_within" else None
         cols[f"__grail_r{n}"] = _answers(entry, table.column(f"__grail_a{n}"),
-                                         table.column(f"__grail_b{n}"), con)
+                                         table.column(f"__grail_b{n}"), con, fn, k)
     handle = duckdb_api.register_source(
         con, pa.table(cols) if cols else pa.table({"__grail_none": []}))
     keep.append(handle)
     return f'"{handle.name}"'
 
 
-def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray, con):
-    """One engine call for a whole column; types the macro would refuse (or keys of another
+def _answers(entry, a: pa.ChunkedArray, b: pa.ChunkedArray, con, fn: str = "reaches", k=None):
+    """One engine call of ``fn`` (``reaches``, ``hops``, ``reaches_path``, ``reaches_within``
+    with its bounds ``k``) for a whole column; types the macro would refuse (or keys of another
     kind than the index's) send the statement back to the per-chunk path, which reports
     exactly what DuckDB reports. ``con.interrupt()`` stops the call (the engine's cancel hook:
     DuckDB's own interrupt waits for a running Python call)."""
     kinds = {_kind(a.type), _kind(b.type)} - {"null"}
     if len(kinds) > 1 or not kinds <= {"int", "str"}:
         raise _Fallback
-    if len(a) == 0:
+    if k is not None and not (pa.types.is_integer(k.type) or pa.types.is_null(k.type)):
+        raise _Fallback
+    if len(a) == 0 and fn == "reaches":
         return pa.array([], pa.bool_())
     if kinds and kinds != {entry.index.key_kind}:
         raise _Fallback
+    cancel = lambda: hooks.interrupted(con)  # noqa: E731
+    idx = entry.index
     try:
+        if fn == "hops":
+            return idx.hops(a, b, cancel)
+        if fn == "reaches_path":  # keys of the arguments' type, as the macro's cast_to_type
+            typ = b.type if pa.types.is_null(a.type) else a.type
+            out = idx.path(a, b, cancel)
+            return out if pa.types.is_null(typ) else out.cast(pa.list_(typ))
+        if fn == "reaches_within":
+            return paths.reaches_within(idx, a, b, k, cancel)
         few = traversal.few_keys_answers(entry, a, b)
         if few is not None:
             return few
-        return entry.index.reaches_with_stats(a, b, cancel=lambda: hooks.interrupted(con))[0]
+        return idx.reaches_with_stats(a, b, cancel=cancel)[0]
     except (KeyTypeError, EdgeInputError):
         raise _Fallback from None
     except QueryCancelled:
@@ -333,9 +368,29 @@ def _kind(typ) -> str:
 
 
 def explain(con, query: str, params=None) -> str:
-    """Which path a statement's ``reaches`` calls take on ``con``, as text: the statement as
-    it will run (``=> ...``; ``reaches`` calls still in it run per chunk) and what each marker
-    ``@n`` becomes (a one-to-all set, or a source's copy with whole-column answers)."""
+    """Which path a statement's calls of the plugin take on ``con``, as text (it runs nothing).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+    query : str
+    params : dict or sequence, optional
+
+    Returns
+    -------
+    str
+        ``per-chunk: ...`` with the reason, or the statement as it will run (``=> ...``; calls
+        still in it run per chunk) and what each marker ``@n`` becomes (a one-to-all set, or
+        a source's copy with whole-column answers). Print it.
+
+    Examples
+    --------
+    >>> import duckdb, grail_duckdb as gd
+    >>> con = gd.install(duckdb.connect())
+    >>> gd.explain(con, "CREATE VIEW v AS SELECT reaches(1, 2)").startswith("per-chunk")
+    True
+    >>> con.close()
+    """
     inst = connections.install_on(con)
     if not exactness.parsable(query):
         return "per-chunk (not a query): " + query.strip()

@@ -27,11 +27,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine import paths
 from ..engine.ingest import as_column
 from ..kernels import to_host
 from ..kernels.protocol import CSR
 
-__all__ = ["few_keys_answers", "key_set", "keys_table", "reached_ids", "set_count"]
+__all__ = ["few_keys_answers", "hops_record", "key_set", "keys_table", "reached_ids",
+           "set_count"]
 
 #: one-to-all sets kept per index (the last ones asked for), with their Arrow forms
 CACHED_SETS = 16
@@ -152,6 +154,25 @@ def _cached(entry, key, forward: bool) -> dict:
     else:
         keys = entry.index.ids.keys.take(pa.array(ids))
     rec = {"keys": keys, "ids": ids}
+    with entry.lock:
+        sets[slot] = rec
+        while len(sets) > CACHED_SETS:
+            sets.popitem(last=False)
+    return rec
+
+
+def hops_record(entry, key, forward: bool) -> dict:
+    """The cached record ``{"table": (key, hops)}`` of ``descendants(key)`` (``forward``) or
+    ``ancestors(key)``: every key of the set with the hops of a shortest path
+    (:func:`grail_duckdb.engine.paths.reached_within`); callers add what they derive from it."""
+    sets = entry.cache.setdefault("sets", OrderedDict())
+    slot = ("hops", bool(forward), type(key).__name__, key)
+    with entry.lock:
+        rec = sets.get(slot)
+        if rec is not None:
+            sets.move_to_end(slot)
+            return rec
+    rec = {"table": paths.reached_within(entry.index, key, forward)}
     with entry.lock:
         sets[slot] = rec
         while len(sets) > CACHED_SETS:

@@ -32,10 +32,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .. import plugin
-from ..engine.index import DEFAULT_LABELS, MAX_LABELS, build_index, load_index
+from ..engine.build import DEFAULT_LABELS, MAX_LABELS, build_index
+from ..engine.index import load_index
 from ..indexfile import IndexWriter, read_metadata
 from ..engine.warm import to_compile, warm_up
-from ..errors import EdgeInputError, GrailError, IndexFileError
+from ..engine.append import COMPACT_SHARE, parts_share
+from ..errors import EdgeInputError, GrailError, IndexFileError, NotAppendableError
 from ..progress import step
 from .examples import citation_connection, each_example
 from .generators import citation_dag
@@ -95,7 +97,10 @@ def writable(path, what: str) -> Path:
 
 # --- build ---------------------------------------------------------------------------------------
 def cmd_build(args) -> int:
-    """Build and save the index of an edge file (or of a table of a DuckDB file)."""
+    """Build and save the index of an edge file (or of a table of a DuckDB file); with
+    ``--append FILE``, absorb FILE's edges into the saved index instead (:func:`cmd_append`)."""
+    if args.append:
+        return cmd_append(args)
     target = duckdb_target(args.edges) if not Path(args.edges).exists() else None
     if target is not None:
         return _build_in_database(*target, args)
@@ -152,6 +157,41 @@ def _check_index_target(out: Path, edges: str, explicit: bool) -> None:
         f"{out} holds the index of {recorded}, not of {this}; it is not replaced: write this "
         f"one elsewhere, e.g. --out {other}" + ("" if explicit else
                                                 f", or delete {out} first"))
+
+
+def cmd_append(args) -> int:
+    """``build EDGES --append NEW``: the edges of NEW (new papers citing older ones or each
+    other) absorbed by the index of EDGES without a rebuild and written beside it as a part
+    (:mod:`grail_duckdb.engine.append`); NEW's rows belong to EDGES from then on (put them
+    there: a plain ``build EDGES`` rebuilds from it, and folds the parts in)."""
+    path = Path(args.out) if args.out else default_index_path(args.edges)
+    if not path.is_file():
+        raise EdgeInputError(f"--append needs the index of {args.edges} at {path}; build it "
+                             f"first (python -m grail_duckdb build {args.edges})")
+    writable(path, "index")
+    with step(f"loading {path}"):
+        index = load_index(path, backend=args.backend)
+    with step(f"reading {args.append}"):
+        new = read_edges(args.append, fmt=args.format, src=args.src, dst=args.dst,
+                         reverse=args.reverse)
+    t0 = time.perf_counter()
+    try:
+        grown = index.append(new)
+    except NotAppendableError as exc:
+        raise EdgeInputError(f"{args.append} cannot be appended: {exc} (add its rows to "
+                             f"{args.edges} and build again)") from None
+    parts = grown.save_parts()
+    seconds = time.perf_counter() - t0
+    batch = grown.appended[-1] if parts else None
+    _say(f"appended {args.append}: +{batch.vertices if batch else 0:,} vertices, "
+         f"+{new.num_rows:,} edges in {seconds:.3f} s (absorbed and written, no rebuild)")
+    _print_summary(grown.summary(), parts[-1] if parts else path)
+    share = parts_share(grown)
+    if share > COMPACT_SHARE:
+        _say(f"the appended parts hold {share:.0%} of the index's edges (over "
+             f"{COMPACT_SHARE:.0%}): rebuild with the appended rows in {args.edges} to fold "
+             "them in (python -m grail_duckdb build ...)")
+    return 0
 
 
 def read_edges_for_build(args):
@@ -428,6 +468,10 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     b.add_argument("--name", help="index name for file.duckdb:table (default: the table name)")
     b.add_argument("--out", help="index file (default: beside the input)")
+    b.add_argument("--append", metavar="NEW",
+                   help="absorb NEW's edges (new papers citing older ones or each other) into "
+                        "the saved index of EDGES without a rebuild, written beside it as a "
+                        "part; --src/--dst/--format/--reverse read NEW")
     b.set_defaults(func=cmd_build)
 
     q = sub.add_parser("query", help="answer a file of (src, dst) pairs with a saved index")

@@ -2,7 +2,8 @@
 
 The Numba twins of the CUDA sources live beside it, one module per source file:
 :mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``), :mod:`.search`
-(``search.cu``), :mod:`.classify` (``classify.cu``) and :mod:`.bidir` (``bidir.cu``). All are
+(``search.cu``), :mod:`.classify` (``classify.cu``), :mod:`.bidir` (``bidir.cu``) and
+:mod:`.paths` (``paths.cu``) and :mod:`.append` (``append.cu``). All are
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
 
@@ -23,17 +24,22 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import numba
 import numpy as np
 
 from ..host import PARALLEL_LOCK
+from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
-from . import bidir, classify, graph, labels, pages, search
+from . import append, bidir, classify, graph, labels, pages, search
+from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
 _EMPTY_I32 = np.empty(0, np.int32)
 _EMPTY_U8 = np.empty(0, np.uint8)
+_NO_WINDOWS = (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
+               np.zeros(0, np.int32))
 #: batches of fewer pairs are classified on the calling thread alone
 SERIAL_MAX = 16_384
 #: rows per chunk of a parallel classification (a multiple of 8: chunks never share a byte)
@@ -76,7 +82,7 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-class CpuKernels:
+class CpuKernels(CpuPaths):
     """Kernels over NumPy arrays (see :class:`grail_duckdb.kernels.protocol.Kernels`).
 
     The only state is per-thread scratch for the search (handed back zeroed by every call),
@@ -190,7 +196,24 @@ class CpuKernels:
                                np.asarray(hub_of, np.int32), words, topo.level, first)
 
     # --- queries ---------------------------------------------------------------------------
+    def append_fold(self, rows: CSR, topo: TopoOrder, inner, outer, down, wdown, base, span):
+        append.append_fold(rows.indptr, rows.indices, topo.order, inner, outer, down, wdown,
+                           base, int(span))
+
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
+        ks, kt = pieces_of(ks), pieces_of(kt)
+        if len(ks) == 1:
+            return self._answer_piece(qi, ks[0], kt[0], valid, prune, budget)
+        parts, at = [], 0
+        for a, b in zip(ks, kt):
+            n = a.shape[0]
+            parts.append((at, n, self._answer_piece(qi, a, b, None if valid is None else
+                                                    valid[at:at + n], prune, budget)))
+            at += n
+        return _joined(parts, at)
+
+    def _answer_piece(self, qi, ks, kt, valid, prune, budget):
+        """:meth:`answer_pairs` of one piece of keys (arrays of one key type and layout)."""
         nq = ks.shape[0]
         table = qi.lookup_table
         args = (ks, kt, _EMPTY_U8 if valid is None else valid.view(np.uint8), qi.lookup_mode,
@@ -203,7 +226,8 @@ class CpuKernels:
         codes = np.empty(nq, np.int8)
         with IN_FLIGHT as alone:
             large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
-            spread = large or (alone and nq >= ALONE_MIN and self.threads > 1)
+            spread = large or (alone and nq >= ALONE_MIN and self.threads > 1
+                               and numba.get_num_threads() > 1)
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = classify.answer_parallel(*args, bits, codes,
@@ -281,6 +305,26 @@ def _chunk_rows(nq: int, threads: int) -> int:
     return min(CHUNK, max(SMALL_CHUNK, (per + 7) & ~7))
 
 
+def _joined(parts, nq: int) -> PairAnswers:
+    """The answers of consecutive pieces ``(first row, rows, PairAnswers)`` of one batch of
+    ``nq`` pairs as one."""
+    bits = np.zeros((nq + 7) >> 3, np.uint8)
+    counts = np.zeros(N_STATUS, np.int64)
+    rows, us, ts = [], [], []
+    for at, n, part in parts:
+        or_bits(bits, at, part.bits, n)
+        counts += part.counts
+        r, u, t = part.deferred
+        if r.shape[0]:
+            rows.append(r + np.int32(at))
+            us.append(u)
+            ts.append(t)
+    if not rows:
+        return PairAnswers(bits, counts, (_EMPTY_I32, _EMPTY_I32, _EMPTY_I32))
+    return PairAnswers(bits, counts, (np.concatenate(rows), np.concatenate(us),
+                                      np.concatenate(ts)))
+
+
 def _label_args(lab):
     """The label arrays in the order the query kernels take them."""
     return (lab.level, lab.inner, lab.outer, lab.tree, lab.hub_down, lab.hub_up)
@@ -289,8 +333,7 @@ def _label_args(lab):
 def _window_args(lab):
     """The window hubs' arrays, which only the classification reads (empty: none)."""
     if lab.win_down is None:
-        return (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
-                np.zeros(0, np.int32))
+        return _NO_WINDOWS
     return (lab.win_down, lab.win_up, np.asarray(lab.win_first, np.int32))
 
 

@@ -17,6 +17,7 @@ from ..shared import (ANSWER_OF, DEFERRED, HUB_CUT, LABEL_CUT, LEVEL_CUT, LOOKUP
                       LOOKUP_IDS, LOOKUP_RANGE, N_STATUS, NULL_PAIR, PROBE_EXCLUDES,
                       PROBE_REACHES, PROBE_STACK, SAME_COMPONENT, SAME_KEY, SAME_VERTEX,
                       TREE_CUT, UNDECIDED, UNKNOWN, level_excludes)
+from ..host.keys import above_int64
 from .search import _hub_reaches, _may_reach, _tree_reaches, _window_reaches
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
@@ -27,27 +28,33 @@ WARM_CHILDREN = 4
 @njit(read_only=("keys",), **_JIT)
 def _lookup_range(keys, lo, hi, mode, offset, size, table, sorted_keys, out):
     """out[i] = the vertex id of keys[lo + i], or a negative number when it is not a vertex
-    (KeyLookup::id). One tight loop per mode (the mode is fixed for a batch): a lookup that
-    branches on the mode per key runs many times slower. Dense and range: key - offset is
-    exact whenever key >= offset (a wrapped difference is negative)."""
+    (KeyLookup::id). ``keys``: any key type of :mod:`..host.keys` (a uint64 key above
+    2**63 - 1 is no vertex). One tight loop per mode (the mode is fixed for a batch): a lookup
+    that branches on the mode per key runs many times slower. Dense and range: key - offset
+    is exact whenever key >= offset (a wrapped difference is negative)."""
     if mode == LOOKUP_IDS:
         for i in range(hi - lo):
-            out[i] = keys[lo + i]
+            out[i] = np.int64(keys[lo + i])
     elif mode == LOOKUP_RANGE:
         for i in range(hi - lo):
-            key = keys[lo + i]
+            raw = keys[lo + i]
+            key = np.int64(raw)
             j = key - offset
-            out[i] = j if (key >= offset) & (j >= 0) & (j < size) else -1
+            inside = (key >= offset) & (j >= 0) & (j < size) & (not above_int64(raw))
+            out[i] = j if inside else -1
     elif mode == LOOKUP_DENSE:
         for i in range(hi - lo):
-            key = keys[lo + i]
+            raw = keys[lo + i]
+            key = np.int64(raw)
             j = key - offset
-            inside = (key >= offset) & (j >= 0) & (j < size)
+            inside = (key >= offset) & (j >= 0) & (j < size) & (not above_int64(raw))
             found = np.int64(table[j if inside else 0]) if size else np.int64(-1)
             out[i] = found if inside else -1
     else:
         for i in range(hi - lo):
-            out[i] = _search_sorted(sorted_keys, keys[lo + i])
+            raw = keys[lo + i]
+            found = _search_sorted(sorted_keys, np.int64(raw))
+            out[i] = -1 if above_int64(raw) else found
 
 
 @njit(**_JIT)
@@ -106,7 +113,9 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
     and hub cuts (the window hubs' counted as HUB_CUT), the negative label and hub tests.
     counts[UNDECIDED] counts the pairs that reach the bounded search (with ``prune``); each then
     ends PROBE_REACHES, PROBE_EXCLUDES or DEFERRED. Without ``prune`` an undecided pair is
-    DEFERRED at once. ``valid`` (empty: every pair is valid) holds 0 for a NULL pair.
+    DEFERRED at once. ``valid`` (empty: every pair is valid) holds 0 for a NULL pair. ``ks``
+    and ``kt``: keys of one key type of :mod:`..host.keys` (equal keys compare equal as they
+    are); with ``budget`` 0 the DAG is not read (``ptr``, ``idx`` may be empty).
 
     The first sweep does only what every pair needs (lookups, components, levels) with no
     unpredictable branch, so the processor keeps many cache misses in flight; then each
@@ -157,7 +166,7 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
     k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 2, *lab)
     k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 3, *lab)
     counts[UNDECIDED] += k
-    if k > 1:  # (a sum of post ranks, levels and bits is never negative: adds 0)
+    if k > 1 and budget > 0:  # (a sum of post ranks, levels and bits is never negative: adds 0)
         counts[UNDECIDED] += _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down,
                                    up) < 0
     stack = np.empty(PROBE_STACK, np.int64)
@@ -237,15 +246,15 @@ def answer_parallel(ks, kt, valid, mode, offset, size, table, sorted_keys, comp,
 
 @njit(read_only=("ks", "kt"), **_JIT)
 def pair_components(rows, ks, kt, mode, offset, size, table, sorted_keys, comp):
-    """(u, t) components of the given rows (pairs of known keys): the deferred pairs' input to
-    the exact search."""
+    """(u, t) components of the given rows (pairs of known keys, so none above 2**63 - 1): the
+    deferred pairs' input to the exact search."""
     a = np.empty(rows.shape[0], np.int64)
     b = np.empty(rows.shape[0], np.int64)
     ka = np.empty(rows.shape[0], np.int64)
     kb = np.empty(rows.shape[0], np.int64)
     for i in range(rows.shape[0]):
-        ka[i] = ks[rows[i]]
-        kb[i] = kt[rows[i]]
+        ka[i] = np.int64(ks[rows[i]])
+        kb[i] = np.int64(kt[rows[i]])
     _lookup_range(ka, 0, rows.shape[0], mode, offset, size, table, sorted_keys, a)
     _lookup_range(kb, 0, rows.shape[0], mode, offset, size, table, sorted_keys, b)
     u = np.empty(rows.shape[0], np.int32)

@@ -182,10 +182,14 @@ def shifted_word(bits, w, k, sh):
 def window_base(v, level, first, span, up):
     """Hub index of bit 0 of v's window: none (``first`` empty) 0; down (the hubs v may reach,
     from its own level on) ``first[level[v]]``; up (the hubs that may reach v, down to its
-    own level) ``first[level[v] + 1] - span``."""
+    own level) ``first[level[v] + 1] - span``. A level outside the table (an appended
+    component's, below every built one: :mod:`grail_duckdb.engine.append`) reads the table's
+    nearest end, as many hubs as lie above it: none above a level under 0."""
     if first.shape[0] == 0:
         return 0
-    return first[level[v] + 1] - span if up else first[level[v]]
+    top = first.shape[0] - 1
+    at = min(max(level[v] + 1 if up else level[v], 0), top)
+    return first[at] - span if up else first[at]
 
 
 @njit(inline="always", **_JIT)

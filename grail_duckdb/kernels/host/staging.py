@@ -4,7 +4,9 @@ buffer (sources, then targets), so that one DMA uploads both.
 Narrow form: when every key k of the batch lies in ``[offset, offset + 2**31 - 1)`` (a dense
 lookup table's range: every known key does), the buffer holds ``k - offset`` as int32, half
 the bytes to upload; the kernel then looks ``k - offset`` up directly, and equal staged values
-still mean equal keys. Otherwise the keys go as int64 (wide form).
+still mean equal keys. Otherwise the keys go as int64 (wide form). The keys are read where they
+lie: any key type and layout of :mod:`.keys`, the pieces of a chunked column one after the
+other; this pass is their one copy.
 
 A single thread copies about 10 GB/s; the copy of a large batch costs more than everything the
 device does with it, so batches of ``PARALLEL_MIN`` keys or more are staged by every core.
@@ -22,85 +24,113 @@ from numba import prange
 
 from ...jit import njit
 
+from .keys import KeysBeyondInt64, above_int64, pieces_length, pieces_of
+
 #: columns shorter than this are staged on the calling thread
 PARALLEL_MIN = 1 << 16
 #: keys per parallel task (small: a 100K-pair batch then spreads over every core)
 STAGE_BLOCK = 1 << 11
 #: staged narrow keys are below this (int32, and not -1 - ...: every value is a key offset)
 _NARROW_END = (1 << 31) - 1
+_NO_VALID = np.zeros(0, np.uint8)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _narrow_block(src, lo, hi, offset, out, base):
-    """out[base + j] = src[j] - offset for j in [lo, hi); the number of keys that do not fit."""
+def _narrow_block(src, lo, hi, offset, out, base, valid, vbase):
+    """out[base + j] = src[j] - offset for j in [lo, hi); the number of keys that do not fit
+    (a key of a NULL row, ``valid[vbase + j]`` 0, always fits: its row is not read)."""
     bad = 0
+    check = valid.shape[0] != 0
     for j in range(lo, hi):
-        k = src[j]
+        raw = src[j]
+        k = np.int64(raw)
         x = k - offset
-        bad += not ((k >= offset) & (x >= 0) & (x < _NARROW_END))
+        fits = (k >= offset) & (x >= 0) & (x < _NARROW_END) & (not above_int64(raw))
+        bad += not (fits or (check and valid[vbase + j] == 0))
         out[base + j] = np.int32(x)
     return bad
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _narrow_serial(a, b, offset, out):
+def _wide_block(src, lo, hi, out, base, valid, vbase):
+    """out[base + j] = src[j] as int64 for j in [lo, hi); the number of keys above 2**63 - 1
+    (of rows that are not NULL), which wrap."""
+    big = 0
+    check = valid.shape[0] != 0
+    for j in range(lo, hi):
+        raw = src[j]
+        big += above_int64(raw) and not (check and valid[vbase + j] == 0)
+        out[base + j] = np.int64(raw)
+    return big
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _stage_serial(a, b, narrow, offset, out, at, total, valid):
+    """Pieces a, b (rows ``at`` .. of a batch of ``total`` pairs) staged narrow or wide on the
+    calling thread: the count of keys that do not fit (narrow) or lie above 2**63 - 1 (wide)."""
     n = a.shape[0]
-    return _narrow_block(a, 0, n, offset, out, 0) + _narrow_block(b, 0, n, offset, out, n)
+    if narrow:
+        return (_narrow_block(a, 0, n, offset, out, at, valid, at)
+                + _narrow_block(b, 0, n, offset, out, total + at, valid, at))
+    return _wide_block(a, 0, n, out, at, valid, at) + _wide_block(b, 0, n, out, total + at, valid,
+                                                                  at)
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _narrow_parallel(a, b, offset, out, block):
+def _stage_parallel(a, b, narrow, offset, out, at, total, valid, block):
+    """:func:`_stage_serial` on every core, in blocks of ``block`` keys."""
     n = a.shape[0]
     blocks = (n + block - 1) // block
     bad = 0
     for i in prange(2 * blocks):
         lo = (i % blocks) * block
         hi = min(lo + block, n)
-        if i < blocks:
-            bad += _narrow_block(a, lo, hi, offset, out, 0)
+        src = a if i < blocks else b
+        base = at if i < blocks else total + at
+        if narrow:
+            bad += _narrow_block(src, lo, hi, offset, out, base, valid, at)
         else:
-            bad += _narrow_block(b, lo, hi, offset, out, n)
+            bad += _wide_block(src, lo, hi, out, base, valid, at)
     return bad
 
 
-@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def _wide_parallel(a, b, out, block):
-    n = a.shape[0]
-    blocks = (n + block - 1) // block
-    for i in prange(blocks):
-        lo = i * block
-        hi = min(lo + block, n)
-        out[lo:hi] = a[lo:hi]
-        out[n + lo:n + hi] = b[lo:hi]
-
-
-def stage_pairs(a: np.ndarray, b: np.ndarray, out: np.ndarray, offset: int | None,
-                lock=None) -> bool:
-    """Stage the int64 key columns a, b (equal length n) into the byte buffer ``out``: narrow
+def stage_pairs(a, b, out: np.ndarray, offset: int | None, lock=None, valid=None) -> bool:
+    """Stage the key columns a, b of a batch of n pairs into the byte buffer ``out``: narrow
     (int32 ``k - offset``, 8n bytes) when ``offset`` is given and every key fits, else wide
-    (int64 keys, 16n bytes). Returns True for the wide form. ``lock`` is held around the
-    parallel regions (Numba's default thread pool may not be entered by two threads at once).
+    (int64 keys, 16n bytes). Returns True for the wide form. ``a``, ``b``: arrays or tuples of
+    pieces (:mod:`.keys`: any key type and layout, read where they lie); ``valid``: None or
+    one byte per pair, 0 for a NULL pair (whose keys are not checked). ``lock`` is held
+    around the parallel regions (Numba's default thread pool may not be entered by two
+    threads at once).
+
+    Raises
+    ------
+    KeysBeyondInt64
+        A uint64 key of a pair that is not NULL lies above 2**63 - 1.
     """
-    n = a.shape[0]
-    parallel = n >= PARALLEL_MIN
-    guard = lock if lock is not None else contextlib.nullcontext()
-    if offset is not None:
-        narrow = out[:8 * n].view(np.int32)
-        if not parallel:
-            bad = _narrow_serial(a, b, offset, narrow)
-        else:
-            with guard:
-                bad = _narrow_parallel(a, b, offset, narrow, STAGE_BLOCK)
-        if bad == 0:
-            return False
-    wide = out[:16 * n].view(np.int64)
-    if not parallel:
-        np.copyto(wide[:n], a, casting="unsafe")
-        np.copyto(wide[n:], b, casting="unsafe")
-    else:
-        with guard:
-            _wide_parallel(a, b, wide, STAGE_BLOCK)
+    a, b = pieces_of(a), pieces_of(b)
+    n = pieces_length(a)
+    v = _NO_VALID if valid is None else valid.view(np.uint8)
+    if offset is not None and _stage(a, b, True, offset, out[:8 * n].view(np.int32), n, v,
+                                     lock) == 0:
+        return False
+    if _stage(a, b, False, 0, out[:16 * n].view(np.int64), n, v, lock):
+        raise KeysBeyondInt64("uint64 keys above 2**63 - 1 in a batch")
     return True
+
+
+def _stage(a, b, narrow, offset, out, total, valid, lock) -> int:
+    """Every piece of a, b staged into ``out`` (:func:`_stage_serial`); the summed counts."""
+    bad, at = 0, 0
+    for x, y in zip(a, b):
+        n = x.shape[0]
+        if n < PARALLEL_MIN:
+            bad += _stage_serial(x, y, narrow, offset, out, at, total, valid)
+        else:
+            with lock if lock is not None else contextlib.nullcontext():
+                bad += _stage_parallel(x, y, narrow, offset, out, at, total, valid, STAGE_BLOCK)
+        at += n
+    return bad
 
 
 #: the largest 32-bit key offset

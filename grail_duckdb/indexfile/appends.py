@@ -1,0 +1,236 @@
+"""The part files of appended batches: one small Parquet file per batch beside the index file.
+
+An index at ``edges.grail.parquet`` that absorbed batches (:mod:`grail_duckdb.engine.append`)
+keeps each as ``edges.grail.parquet.append-000001.parquet``, ``...-000002...``: the index
+file itself is never rewritten by an append. A part holds its batch's new vertices (their keys
+and components, one row each) and, on its first rows, the new components' labels and
+children; its metadata names its number, the index's fingerprint before and after it (a part
+applies only to the state it was made from: a chain from the index file's fingerprint),
+its counts and a digest of its values (a damaged part is refused).
+
+Each part is written to a locked temporary beside the index and renamed into place
+(:mod:`.atomic_write`): a crash leaves either no part or the whole part. A build that replaces
+the index file removes its parts first, the last one first, so at any moment the files on
+disk are an index and a prefix of its chain.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import IndexFileError
+from ..model import CSR, AppendBatch, Labels
+from .atomic_write import Replacement
+from .digest import hash_bytes
+from .format import (APPEND_FORMAT_NAME, APPEND_FORMAT_VERSION, K_AFTER, K_BATCH_ROWS,
+                     K_BEFORE, K_COMPONENTS, K_DAG_EDGES, K_DIGEST, K_FORMAT, K_HUB_WORDS,
+                     K_KEY_TYPE, K_LABELS, K_PART, K_VERSION, K_VERTICES, K_WIN_WORDS,
+                     META_PREFIX, SOURCE_PREFIX)
+
+__all__ = ["Part", "part_path", "parts_of", "read_parts", "remove_parts", "write_part"]
+
+_PART = re.compile(r"\.append-(\d{6})\.parquet$")
+#: the label matrices of a part, one list column each (the level is a plain column)
+_MATRICES = ("inner", "outer", "tree", "hub_down", "hub_up", "win_down", "win_up")
+#: matrices left out of a part when all zero, and made again as zeros of their twin's shape
+_ZERO = {"hub_up": "hub_down", "win_up": "win_down"}
+
+
+def part_path(index_path, number: int) -> Path:
+    """The file of part ``number`` (from 1) of the index at ``index_path``.
+
+    >>> part_path("/d/e.grail.parquet", 3).name
+    'e.grail.parquet.append-000003.parquet'
+    """
+    p = Path(index_path)
+    return p.with_name(f"{p.name}.append-{number:06d}.parquet")
+
+
+def parts_of(index_path) -> list[tuple[int, Path]]:
+    """``(number, path)`` of the part files beside the index at ``index_path``, in order."""
+    p = Path(index_path)
+    out = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(p.parent):
+            if entry.name.startswith(p.name + ".append-"):
+                m = _PART.search(entry.name)
+                if m and entry.name == part_path(p, int(m.group(1))).name:
+                    out.append((int(m.group(1)), Path(entry.path)))
+    return sorted(out)
+
+
+class Part:
+    """A part file's metadata (its values are read by :func:`read_parts`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            raw = pq.read_schema(path).metadata or {}
+        except Exception as exc:  # pyarrow raises several types for damaged files
+            raise IndexFileError(f"{path} is not a readable part of an index ({exc}); delete "
+                                 "it and the parts after it, or rebuild the index") from exc
+        meta = {k.decode()[len(META_PREFIX):]: v.decode() for k, v in raw.items()
+                if k.startswith(META_PREFIX.encode())}
+        if meta.get(K_FORMAT) != APPEND_FORMAT_NAME:
+            raise IndexFileError(f"{path} is not a part of a grail_duckdb index")
+        if int(meta.get(K_VERSION, 0)) != APPEND_FORMAT_VERSION:
+            raise IndexFileError(f"{path} is a part in format {meta.get(K_VERSION)}; this "
+                                 f"grail_duckdb reads format {APPEND_FORMAT_VERSION}: rebuild "
+                                 "the index")
+        self.meta = meta
+        self.number = int(meta[K_PART])
+        self.before, self.after = meta[K_BEFORE], meta[K_AFTER]
+        self.rows = int(meta[K_BATCH_ROWS])
+        self.source = {k[len(SOURCE_PREFIX):]: v for k, v in meta.items()
+                       if k.startswith(SOURCE_PREFIX)}
+
+
+def write_part(index_path, number: int, batch: AppendBatch, key_kind: str,
+               source: dict | None = None, fsync: bool = True) -> Path:
+    """Write ``batch`` (host arrays) as part ``number`` of the index at ``index_path``,
+    atomically; ``source`` (str -> str) is kept as ``source.*`` (:attr:`Part.source`)."""
+    table = _table(batch)
+    lab = batch.labels
+    meta = {K_FORMAT: APPEND_FORMAT_NAME, K_VERSION: str(APPEND_FORMAT_VERSION),
+            K_PART: str(number), K_BEFORE: batch.before, K_AFTER: batch.fingerprint,
+            K_BATCH_ROWS: str(batch.rows), K_VERTICES: str(batch.vertices),
+            K_COMPONENTS: str(batch.components), K_DAG_EDGES: str(batch.dag_edges),
+            K_KEY_TYPE: key_kind, K_LABELS: str(lab.d), K_HUB_WORDS: str(lab.hub_down.shape[1]),
+            K_WIN_WORDS: str(0 if lab.win_down is None else lab.win_down.shape[1]),
+            K_DIGEST: _digest(table)}
+    meta.update({f"{SOURCE_PREFIX}{k}": str(v) for k, v in (source or {}).items()})
+    table = table.replace_schema_metadata({META_PREFIX + k: v for k, v in meta.items()})
+    target = part_path(index_path, number)
+    out = Replacement(target, APPEND_FORMAT_NAME)
+    try:
+        pq.write_table(table, out.tmp, compression="lz4", use_dictionary=False,
+                       write_statistics=False)
+        return out.commit(fsync=fsync)
+    except BaseException:
+        out.discard()
+        raise
+
+
+def read_parts(index_path, fingerprint: str) -> list[tuple[Part, AppendBatch]]:
+    """The parts of the index at ``index_path`` that chain from ``fingerprint`` (the index
+    file's), in order, with their batches (host arrays). The chain stops at the first part
+    that does not continue it (one left from another history of the file: it is ignored);
+    a part that does but is damaged is refused with :class:`IndexFileError`."""
+    out = []
+    for number, path in parts_of(index_path):
+        if number != len(out) + 1:
+            break
+        part = Part(path)
+        if part.before != fingerprint or part.number != number:
+            break
+        out.append((part, _batch(part)))
+        fingerprint = part.after
+    return out
+
+
+def remove_parts(index_path, after: int = 0) -> None:
+    """Delete the parts of the index at ``index_path`` numbered above ``after``, the last
+    first (what remains is always a prefix of the chain)."""
+    for number, path in reversed(parts_of(index_path)):
+        if number > after:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def _table(batch: AppendBatch) -> pa.Table:
+    """The part's columns: per new vertex its key and component, per new component (the
+    first rows, zeros after them) its level, each column of its label matrices
+    (``inner.0`` .. ``inner.<d-1>``, ...) and its children."""
+    k, n = batch.vertices, batch.components
+    lab = batch.labels
+    pad = k - n
+
+    def rows(a, dtype):
+        a = np.asarray(a, dtype)
+        return np.concatenate([a, np.zeros((pad,) + a.shape[1:], dtype)])
+
+    cols = {"key": batch.keys, "component": pa.array(np.asarray(batch.comp, np.int32)),
+            "level": pa.array(rows(lab.level, np.int32))}
+    for name in _MATRICES:
+        a = getattr(lab, name)
+        if a is None or (name in _ZERO and not np.asarray(a).any()):
+            continue  # (the hubs reaching appended components: none, made again on load)
+        a = rows(a, np.uint64 if name.startswith(("hub", "win")) else np.int32)
+        for j in range(a.shape[1]):  # a column per matrix column: plain pages, fast to write
+            cols[f"{name}.{j}"] = pa.array(np.ascontiguousarray(a[:, j]))
+    ptr = np.concatenate([np.asarray(batch.dag.indptr, np.int64),
+                          np.full(pad, int(batch.dag.m), np.int64)])
+    cols["dag_children"] = pa.LargeListArray.from_arrays(
+        pa.array(ptr), pa.array(np.asarray(batch.dag.indices, np.int32)))
+    return pa.table(cols)
+
+
+def _columns_of(name: str, col: dict) -> list[str]:
+    """The file columns of label matrix ``name`` (``name.0``, ``name.1``, ...), in order."""
+    out, j = [], 0
+    while f"{name}.{j}" in col:
+        out.append(f"{name}.{j}")
+        j += 1
+    return out
+
+
+def _digest(table: pa.Table) -> str:
+    """A hash of the part's values (:func:`.digest.hash_bytes` of each column's values as
+    they decode, whatever their encoding in the file)."""
+    leaves = []
+    for col in table.columns:
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            arr = arr.cast(pa.large_string())
+            offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+            data = np.frombuffer(arr.buffers()[2], np.uint8)[offs[0]:offs[-1]] if len(arr) else b""
+            leaves += [hash_bytes(offs - offs[0]), hash_bytes(np.ascontiguousarray(data))]
+        elif pa.types.is_large_list(arr.type):
+            offs = arr.offsets.to_numpy()
+            leaves += [hash_bytes(offs - offs[0]), hash_bytes(arr.flatten().to_numpy())]
+        elif pa.types.is_fixed_size_list(arr.type):
+            leaves.append(hash_bytes(np.ascontiguousarray(arr.flatten().to_numpy())))
+        else:
+            leaves.append(hash_bytes(np.ascontiguousarray(arr.to_numpy())))
+    return hash_bytes(b"".join(leaves)).hex()
+
+
+def _batch(part: Part) -> AppendBatch:
+    """The batch of a part (host arrays), its digest checked."""
+    try:
+        table = pq.read_table(part.path)
+        if _digest(table) != part.meta[K_DIGEST]:
+            raise ValueError("content digest mismatch")
+        n = int(part.meta[K_COMPONENTS])
+        col = {name: table.column(name).combine_chunks() for name in table.column_names}
+        lab = {"level": col["level"].to_numpy()[:n].astype(np.int32)}
+        for name in _MATRICES:
+            parts = [col[c] for c in _columns_of(name, col)]
+            if parts:
+                lab[name] = np.ascontiguousarray(
+                    np.stack([c.to_numpy()[:n] for c in parts], axis=1))
+        for name, twin in _ZERO.items():
+            if name not in lab and twin in lab:
+                lab[name] = np.zeros_like(lab[twin])
+        children = col["dag_children"]
+        ptr = children.offsets.to_numpy()[: n + 1].astype(np.int64)
+        idx = children.flatten().to_numpy().astype(np.int32)
+        batch = AppendBatch(col["key"], col["component"].to_numpy().astype(np.int32),
+                            CSR(ptr - ptr[0], idx), Labels(**lab), part.rows, part.before,
+                            part.after)
+    except IndexFileError:
+        raise
+    except Exception as exc:
+        raise IndexFileError(f"{part.path} is damaged ({exc}); delete it and the parts after "
+                             "it, or rebuild the index") from exc
+    if (batch.vertices, batch.dag_edges) != (int(part.meta[K_VERTICES]),
+                                             int(part.meta[K_DAG_EDGES])):
+        raise IndexFileError(f"{part.path} is damaged (its counts differ from its metadata); "
+                             "delete it and the parts after it, or rebuild the index")
+    return batch

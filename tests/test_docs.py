@@ -1,0 +1,34 @@
+"""The documentation that is generated is what its generator gives: docs/benchmarks.md and the
+README's headline table from benchmarks/results/ (``python -m benchmarks docs``); and the
+README stays the manual."""
+from __future__ import annotations
+
+import re
+
+from benchmarks import docs
+from harness import ROOT
+
+
+def test_benchmarks_page_and_headline_table_are_generated():
+    runs = docs.results()
+    assert (ROOT / "docs" / "benchmarks.md").read_text() == docs.render(runs), (
+        "run python -m benchmarks docs")
+    readme = (ROOT / "README.md").read_text()
+    assert docs.with_headline(readme, docs.headline(runs)) == readme, (
+        "run python -m benchmarks docs")
+
+
+def test_the_readme_is_a_manual_without_history():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 400
+    assert not re.search(r"\b(stop|round) \d+|this session", text, re.I)
+    setup = text.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    commands = re.search(r"```bash\n(.*?)```", setup, re.S).group(1).strip().splitlines()
+    assert [c.split()[0] for c in commands] == ["pip", "python"]  # the demo, the tests
+
+
+def test_the_package_cites_no_diary():
+    for path in (ROOT / "grail_duckdb").rglob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"stop \d|README, Scale", text), path
+        assert len(text.splitlines()) <= 600, path

@@ -94,9 +94,9 @@ def section(name: str, report) -> str:
 
 def _renderers() -> dict:
     """Markdown renderers of the measurements that are not the bench's main run, by kind."""
-    from . import layouts
+    from . import first_run, layouts
 
-    return {"layouts": layouts.render}
+    return {"layouts": layouts.render, "first_run": first_run.render}
 
 
 def render(runs: list[tuple[str, object]]) -> str:

@@ -10,7 +10,7 @@ Every kernel of the package is declared with :func:`njit` (``numba.njit``'s opti
 * **Small calls need no compiler.** Numba compiles a kernel on its first call (seconds each,
   tens of seconds for the set a build or a query needs on a 2-core machine) and caches it on
   disk for later processes. Until a kernel is compiled, in this process or in that cache, a
-  call whose arrays hold at most ``SMALL`` elements runs the kernel's Python source: the same
+  call whose arrays have at most ``SMALL`` rows runs the kernel's Python source: the same
   code, in milliseconds for a few thousand elements. A kernel that has spent ``INTERPRET_S``
   seconds interpreted is compiled at its next call, and so is one whose Python source raised
   (the call is then undone and made compiled). ``GRAIL_DUCKDB_JIT=compile`` turns this
@@ -40,7 +40,7 @@ __all__ = ["Kernel", "njit", "mode", "forced", "on_compiled", "compile_lines",
            "cached_kernels", "uncached_kernels", "to_compile", "FAMILIES", "COMPILE_LINE"]
 
 ENV_VAR = "GRAIL_DUCKDB_JIT"
-#: calls whose arrays hold at most this many elements are interpreted while the kernel is not
+#: calls whose arrays have at most this many rows are interpreted while the kernel is not
 #: compiled (about a second at most for a build's kernel, against seconds to compile it)
 SMALL = 1 << 15
 #: seconds of interpreted calls after which a kernel is compiled anyway
@@ -89,9 +89,11 @@ def _general(t, read_only: bool = False):
     return t
 
 
-def _elements(args) -> int:
-    """The largest array among ``args`` (its element count; 0 without arrays)."""
-    return max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
+def _rows(args) -> int:
+    """The longest array among ``args`` (its rows: a label array's few columns per vertex
+    count once; 0 without arrays)."""
+    return max((a.shape[0] for a in args if isinstance(a, np.ndarray) and a.ndim),
+               default=0)
 
 
 class Kernel(CPUDispatcher):
@@ -137,7 +139,7 @@ class Kernel(CPUDispatcher):
         if self.overloads or self._on_disk():
             self._settled = True
             return False
-        if _elements(args) <= SMALL and getattr(self, "_python_s", 0.0) < INTERPRET_S:
+        if _rows(args) <= SMALL and getattr(self, "_python_s", 0.0) < INTERPRET_S:
             return True
         self._settled = True
         return False

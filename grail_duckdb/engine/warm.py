@@ -17,6 +17,7 @@ on stderr says what is compiled, how many kernels are done and about how long is
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import subprocess
 import sys
@@ -42,6 +43,12 @@ PARTS = ("build", "query", "baseline", "append", "save")
 #: the parts one process compiles (the first group in this process, the other in a child):
 #: the two take about as long, and few kernels are compiled by both
 _GROUPS = (("build", "save"), ("query", "baseline", "append"))
+#: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
+_FIRST = {"build": "grail_duckdb.kernels.cpu.graph.csr_of_pairs",
+          "query": "grail_duckdb.kernels.cpu.classify.answer_range",
+          "baseline": "grail_duckdb.kernels.cpu.search.bitmask_search",
+          "append": "grail_duckdb.kernels.cpu.append.append_fold",
+          "save": "grail_duckdb.indexfile.digest.hash_words"}
 #: the modules of each part's kernels (:func:`to_compile` counts the kernels to compile)
 _MODULES = {"build": jit.FAMILIES["build"], "query": jit.FAMILIES["query"],
             "baseline": ("grail_duckdb.kernels.cpu.search",),
@@ -86,12 +93,13 @@ def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"warm_up(parts=...): no part {sorted(unknown)}; the parts: {PARTS}")
-    todo = to_compile(parts)
-    if todo:
-        groups = [g for g in (tuple(p for p in group if p in parts) for group in _GROUPS) if g]
+    needed = _uncompiled(parts)
+    if needed:
+        groups = [g for g in (tuple(p for p in group if p in needed) for group in _GROUPS) if g]
         if (workers or os.cpu_count() or 1) < 2 or len(groups) < 2:
-            groups = [parts]
-        with CompileProgress(todo, len(groups)) as line, jit.compile_lines(False):
+            groups = [needed]
+        with CompileProgress(to_compile(needed), len(groups)) as line, \
+                jit.compile_lines(False):
             _compile_parts(groups, line)
     with progress.silenced(), jit.forced("compile"):
         _exercise(parts, "cpu")
@@ -101,9 +109,18 @@ def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
 
 
 def to_compile(parts=PARTS) -> int:
-    """About how many kernels of ``parts`` are not in Numba's on-disk cache (0: the warm-up
-    only loads them)."""
-    return jit.to_compile({m for p in parts for m in _MODULES[p]})
+    """About how many kernels of ``parts`` are to be compiled (0: the warm-up only loads
+    them from Numba's on-disk cache)."""
+    return jit.to_compile({m for p in _uncompiled(parts) for m in _MODULES[p]})
+
+
+def _uncompiled(parts) -> tuple:
+    """The parts whose kernels are not in Numba's on-disk cache (a part's kernels are
+    compiled together: its first kernel tells)."""
+    def on_disk(name: str) -> bool:
+        module, kernel = name.rsplit(".", 1)
+        return getattr(importlib.import_module(module), kernel)._on_disk()
+    return tuple(p for p in parts if not on_disk(_FIRST[p]))
 
 
 class CompileProgress(progress.Progress):

@@ -23,12 +23,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import numba
 import numpy as np
 
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
-from . import bidir, classify, graph, labels, pages, search
+from . import bidir, classify, graph, labels, pages, rows, search
 
 _EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
@@ -95,6 +96,7 @@ class CpuKernels:
         self.threads = int(threads or os.cpu_count() or 1)
         self._pool = None
         self._pool_lock = threading.Lock()
+        self._chunks = 4 * self.threads  # pieces of a parallel counting sort's input
 
     def synchronize(self) -> None:
         return None
@@ -123,13 +125,21 @@ class CpuKernels:
 
     # --- CSR -------------------------------------------------------------------------------
     def csr_of_pairs(self, pairs, n):
-        return graph.csr_of_pairs(np.ascontiguousarray(pairs, np.uint64), n)
+        with PARALLEL_LOCK:
+            return rows.csr_of_pairs(np.ascontiguousarray(pairs, np.uint64), n, self._chunks)
 
     def csr(self, src, dst, n):
         return self.csr_of_pairs(pack_pairs(np, src, dst), n)
 
+    def csr_both_ways(self, pairs, n):
+        pairs = np.ascontiguousarray(pairs, np.uint64)
+        with PARALLEL_LOCK:
+            fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
+            return fwd, CSR(*rows.reverse_rows(fwd.indptr, fwd.indices, self._chunks, pairs))
+
     def reverse(self, g: CSR):
-        return graph.reverse_rows(g.indptr, g.indices)
+        with PARALLEL_LOCK:
+            return rows.reverse_rows(g.indptr, g.indices, self._chunks)
 
     def edge_levels(self, g: CSR, level):
         return graph.edge_levels(g.indices, level)
@@ -156,32 +166,73 @@ class CpuKernels:
 
     # --- labels ----------------------------------------------------------------------------
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
-        level, order, seen = labels.topological_levels(fwd.indptr, fwd.indices, rev.indptr)
-        if seen != fwd.n:
+        topo = self.acyclic_levels(fwd, rev)
+        if topo is None:
             raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
-        top = int(level.max()) + 1 if level.shape[0] else 0
-        offsets = np.searchsorted(level[order], np.arange(top + 1), side="left")
-        return TopoOrder(level, order, offsets.astype(np.int64))
+        return topo
+
+    def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
+        n = fwd.n
+        level, order = np.empty(n, np.int32), np.empty(n, np.int32)
+        offsets = np.empty(n + 2, np.int64)
+        levels, seen = labels.topological_levels(fwd.indptr, fwd.indices, rev.indptr,
+                                                 np.empty(n, np.int32), level, order, offsets)
+        return TopoOrder(level, order, offsets[:levels + 1].copy()) if seen == n else None
+
+    def largest_rows(self, g: CSR, count: int):
+        return graph.largest_rows(g.indptr, int(count))
 
     def tree_parents(self, rev: CSR, level):
-        return labels.tree_parents(rev.indptr, rev.indices, level)
+        parent = np.empty(level.shape[0], np.int32)
+        with PARALLEL_LOCK:
+            labels.tree_parents(rev.indptr, rev.indices, level, parent)
+        return parent
 
     def subtree_sizes(self, parent, topo: TopoOrder):
-        return labels.subtree_sizes(parent, topo.order)
+        size = np.ones(parent.shape[0], np.int32)
+        labels.subtree_sizes(parent, topo.order, size)
+        return size
 
     def tree_children(self, fwd: CSR, level):
-        return labels.tree_children(fwd.indptr, fwd.indices, level)
+        child = np.empty(level.shape[0], np.int32)
+        with PARALLEL_LOCK:
+            labels.tree_children(fwd.indptr, fwd.indices, level, child)
+        return child
 
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
-        return labels.post_orders(parent, topo.order, size, d, seed)
+        n = parent.shape[0]
+        post = np.empty((n, d), np.int32)
+        sums = np.empty((d, n), np.int32) if d > 1 else None
+        with PARALLEL_LOCK:
+            acc = np.empty((numba.get_num_threads(), n + 1), np.int32)
+            labels.post_orders(parent, topo.order, size, seed, sums, acc, post)
+        return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
-        return labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, post)
+        outer = post.copy()
+        with PARALLEL_LOCK:
+            labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, post, outer)
+        return post, outer
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
         first = np.zeros(0, np.int32) if first is None else np.asarray(first, np.int32)
-        return labels.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
-                               np.asarray(hub_of, np.int32), words, topo.level, first)
+        n = topo.level.shape[0]
+        down, up = np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64)
+        with PARALLEL_LOCK:
+            labels.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
+                            np.asarray(hub_of, np.int32), topo.level, first, down, up)
+        return down, up
+
+    def hub_and_window_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, win_of,
+                            win_words, first):
+        n = topo.level.shape[0]
+        out = [np.zeros((n, w), np.uint64) for w in (words, words, win_words, win_words)]
+        with PARALLEL_LOCK:
+            labels.hub_and_window_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices,
+                                       topo.order, np.asarray(hub_of, np.int32),
+                                       np.asarray(win_of, np.int32), topo.level,
+                                       np.asarray(first, np.int32), *out)
+        return tuple(out)
 
     # --- queries ---------------------------------------------------------------------------
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 import references as ref
 from grail_duckdb.engine.labels import Labels, hub_slots, reversed_levels, window_hubs
 from grail_duckdb.errors import BackendError
-from grail_duckdb.kernels import CSR, gpu_available, shared, to_host
+from grail_duckdb.kernels import CSR, CpuKernels, gpu_available, shared, to_host
+from grail_duckdb.kernels.cpu import CpuSettings
 from grail_duckdb.kernels.protocol import QueryIndex
 from oracle import reaches_by_dfs
 from strategies import ADVERSARIAL, CUT_DEFEATING_PAIRS, Graph, adversarial, dagify, graphs
@@ -444,6 +445,26 @@ CHECKS = {f.__name__[len("check_"):]: f for f in (
 @pytest.mark.parametrize("kernel", list(CHECKS))
 def test_kernel_on_adversarial_graph(backend, kernel, graph):
     CHECKS[kernel](backend, case_named(graph), np.random.default_rng(0))
+
+
+#: the CPU's build sweeps on every path its settings choose between: each level shared by the
+#: cores, with every prefetch and record; one sweep per core, with none
+CPU_PATHS = {"levelwise": CpuSettings(wide_level=1, prefetch_degree=0),
+             "sweeps": CpuSettings(wide_level=2**40, prefetch_degree=2**20)}
+BUILD_CHECKS = ("topological_levels", "acyclic_levels", "post_orders", "interval_bounds",
+                "hub_bits", "window_bits", "hub_and_window_bits")
+#: the adversarial graphs whose references take under a second or two
+SMALL_ADVERSARIAL = [g for g in ADVERSARIAL
+                     if g not in ("rmat-14", "chain-5000", "degree-thresholds",
+                                  "degree-thresholds-cyclic")]
+
+
+@pytest.mark.parametrize("graph", SMALL_ADVERSARIAL)
+@pytest.mark.parametrize("path", list(CPU_PATHS))
+def test_cpu_build_sweeps_on_each_path(path, graph):
+    k = CpuKernels(settings=CPU_PATHS[path])
+    for kernel in BUILD_CHECKS:
+        CHECKS[kernel](k, case_named(graph), np.random.default_rng(0))
 
 
 @settings(max_examples=100)

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -79,6 +80,23 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
+@dataclass(frozen=True)
+class CpuSettings:
+    """Tuning knobs of one :class:`CpuKernels` instance (results never depend on them).
+
+    ``wide_level``: the build's sweeps run level by level, each level shared by every core,
+    when the levels hold this many vertices on average (a level costs a few microseconds of
+    synchronisation, worth it over thousands of vertices); else one sweep per core, the
+    independent ones side by side. ``prefetch_degree``: the sweeps over graphs of at least
+    this many edges per vertex prefetch the rows they will read, and the hubs' walks keep a
+    record of both rows per vertex (on sparser graphs the rows are few and mostly in order:
+    the hints and the records would cost more than the misses they save).
+    """
+
+    wide_level: int = 4096
+    prefetch_degree: int = 2
+
+
 class CpuKernels:
     """Kernels over NumPy arrays (see :class:`grail_duckdb.kernels.protocol.Kernels`).
 
@@ -91,7 +109,8 @@ class CpuKernels:
     #: pairs per batch of a query call (a multiple of 8; a batch takes well under a second)
     query_batch = 1 << 18
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, settings: CpuSettings | None = None):
+        self.settings = settings or CpuSettings()
         self._local = threading.local()
         self.threads = int(threads or os.cpu_count() or 1)
         self._pool = None
@@ -176,8 +195,19 @@ class CpuKernels:
         level, order = np.empty(n, np.int32), np.empty(n, np.int32)
         offsets = np.empty(n + 2, np.int64)
         levels, seen = labels.topological_levels(fwd.indptr, fwd.indices, rev.indptr,
-                                                 np.empty(n, np.int32), level, order, offsets)
+                                                 np.empty(n, np.int32), level, order, offsets,
+                                                 self._fetch(fwd))
         return TopoOrder(level, order, offsets[:levels + 1].copy()) if seen == n else None
+
+    def _fetch(self, g: CSR) -> bool:
+        """Whether the sweeps over ``g`` prefetch (``CpuSettings.prefetch_degree``)."""
+        return g.m >= self.settings.prefetch_degree * g.n
+
+    def _levelwise(self, topo: TopoOrder) -> bool:
+        """Whether the sweeps over ``topo``'s levels share each level among the cores
+        (``CpuSettings.wide_level``; called under PARALLEL_LOCK)."""
+        return (numba.get_num_threads() > 1
+                and topo.order.shape[0] >= self.settings.wide_level * topo.levels)
 
     def largest_rows(self, g: CSR, count: int):
         return graph.largest_rows(g.indptr, int(count))
@@ -204,14 +234,16 @@ class CpuKernels:
         post = np.empty((n, d), np.int32)
         sums = np.empty((d, n), np.int32) if d > 1 else None
         with PARALLEL_LOCK:
-            acc = np.empty((numba.get_num_threads(), n + 1), np.int32)
-            labels.post_orders(parent, topo.order, size, seed, sums, acc, post)
+            acc = np.empty((numba.get_num_threads(), n), np.int32)
+            labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
+                               self._levelwise(topo))
         return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
-        outer = post.copy()
+        outer = np.empty_like(post)
         with PARALLEL_LOCK:
-            labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, post, outer)
+            labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, topo.offsets, post,
+                                   outer, self._levelwise(topo), self._fetch(fwd))
         return post, outer
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
@@ -220,18 +252,25 @@ class CpuKernels:
         down, up = np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64)
         with PARALLEL_LOCK:
             labels.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
-                            np.asarray(hub_of, np.int32), topo.level, first, down, up)
+                            np.asarray(hub_of, np.int32), topo.level, first, down, up,
+                            self._fetch(fwd))
         return down, up
 
     def hub_and_window_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, win_of,
                             win_words, first):
         n = topo.level.shape[0]
-        out = [np.zeros((n, w), np.uint64) for w in (words, words, win_words, win_words)]
+        two = words == 2 and win_words == 2  # one walk a side (else the outputs are ORed)
+        make = np.empty if two else np.zeros
+        out = [make((n, w), np.uint64) for w in (words, words, win_words, win_words)]
+        records = two and self._fetch(fwd)  # see labels._both_sweep
+        rec = _aligned((2, n if records else 0, 4), np.uint64)
+        base_of = np.empty((2, n if two else 0), np.int32)
         with PARALLEL_LOCK:
             labels.hub_and_window_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices,
-                                       topo.order, np.asarray(hub_of, np.int32),
+                                       topo.order, topo.offsets, np.asarray(hub_of, np.int32),
                                        np.asarray(win_of, np.int32), topo.level,
-                                       np.asarray(first, np.int32), *out)
+                                       np.asarray(first, np.int32), *out, rec, base_of,
+                                       self._levelwise(topo), self._fetch(fwd))
         return tuple(out)
 
     # --- queries ---------------------------------------------------------------------------
@@ -311,6 +350,16 @@ class CpuKernels:
 
     def key_hash_sum(self, keys):
         return int(graph.key_hash_sum(keys))
+
+
+def _aligned(shape, dtype, align: int = 64):
+    """An empty C-contiguous array whose data starts on an ``align``-byte boundary (rows of
+    32 bytes never straddle two cache lines)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    raw = np.empty(count * dtype.itemsize + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def _chunk_rows(nq: int, threads: int) -> int:

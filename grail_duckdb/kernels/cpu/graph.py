@@ -1,6 +1,6 @@
 """CPU twins of ``kernels/graph.cu`` and ``kernels/scc.cu`` (the CSR's rows are in
-:mod:`.rows`): the SCC steps (Multistep: trim, forward-backward, colour propagation), the edges between components and
-the fingerprints.
+:mod:`.rows`): the SCC steps (Multistep: trim, forward-backward, colour propagation), the edges
+between components, the largest rows and the fingerprints.
 
 Each computes exactly what its CUDA twin computes; only the schedule differs (a worklist in one
 pass where the GPU runs level-synchronous frontiers). Every function is ``nogil``.

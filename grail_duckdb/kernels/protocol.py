@@ -232,7 +232,7 @@ class Kernels(Protocol):
                  words: int, first: Array | None = None) -> tuple[Array, Array]:
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it; with
         ``first`` (int32[levels + 1], hubs above each level), each vertex's window of them
-        (cpu/labels.hub_bits)."""
+        (cpu/hubs.hub_bits)."""
 
     def hub_and_window_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of: Array,
                             words: int, win_of: Array, win_words: int,

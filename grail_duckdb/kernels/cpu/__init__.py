@@ -1,7 +1,8 @@
 """The CPU backend: :class:`CpuKernels`, the kernel interface over NumPy arrays.
 
 The Numba twins of the CUDA sources live beside it, one module per source file:
-:mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``), :mod:`.search`
+:mod:`.graph` and :mod:`.rows` (``graph.cu`` and ``scc.cu``), :mod:`.labels` and :mod:`.hubs`
+(``labels.cu``, with :mod:`.sweeps`), :mod:`.search`
 (``search.cu``), :mod:`.classify` (``classify.cu``) and :mod:`.bidir` (``bidir.cu``). All are
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
@@ -14,6 +15,13 @@ the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` 
 2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
 run side by side; a small batch while no two calls have overlapped lately (DuckDB on one
 thread) is spread over every core too (:func:`_chunk_rows`).
+
+The build runs its sweeps on every core too (:class:`CpuSettings`). Numba's OpenMP workers,
+between two parallel regions, spin by default; on a machine whose cores other processes
+share, a spinning worker takes a core from the one still working and every region waits for
+the slowest (a build of citeseer took 1.9 s instead of 0.5 s on two busy cores). Unless the
+process says otherwise (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``), they sleep instead: a few
+microseconds more per region, of which a build has a few dozen.
 """
 from __future__ import annotations
 
@@ -24,13 +32,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-import numba
-import numpy as np
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when Numba first starts its workers
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
 
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import compiled  # noqa: F401  (one stderr line when Numba compiles the kernels)
-from . import bidir, classify, graph, labels, pages, rows, search
+from . import bidir, classify, graph, hubs, labels, pages, rows, search, sweeps
 
 _EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
@@ -84,16 +95,19 @@ IN_FLIGHT = _InFlight()
 class CpuSettings:
     """Tuning knobs of one :class:`CpuKernels` instance (results never depend on them).
 
-    ``wide_level``: the build's sweeps run level by level, each level shared by every core,
-    when the levels hold this many vertices on average (a level costs a few microseconds of
-    synchronisation, worth it over thousands of vertices); else one sweep per core, the
-    independent ones side by side. ``prefetch_degree``: the sweeps over graphs of at least
+    ``level_work``: the build's sweeps run level by level, each level shared by the cores,
+    when the levels hold this many vertices and edges per core on average; else one sweep
+    per core, the independent ones side by side. ``level_threads``: and when there are at
+    least this many cores: on two the independent sweeps keep both busy already, and a core
+    waiting at the end of a level for one that the system gave to another process (a shared
+    machine) loses milliseconds. ``prefetch_degree``: the sweeps over graphs of at least
     this many edges per vertex prefetch the rows they will read, and the hubs' walks keep a
     record of both rows per vertex (on sparser graphs the rows are few and mostly in order:
-    the hints and the records would cost more than the misses they save).
+    the prefetches and the records would cost more than the misses they save).
     """
 
-    wide_level: int = 4096
+    level_work: int = 256
+    level_threads: int = 3
     prefetch_degree: int = 2
 
 
@@ -194,20 +208,31 @@ class CpuKernels:
         n = fwd.n
         level, order = np.empty(n, np.int32), np.empty(n, np.int32)
         offsets = np.empty(n + 2, np.int64)
-        levels, seen = labels.topological_levels(fwd.indptr, fwd.indices, rev.indptr,
-                                                 np.empty(n, np.int32), level, order, offsets,
-                                                 self._fetch(fwd))
+        with PARALLEL_LOCK:
+            levels, seen = labels.topological_levels(
+                fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
+                offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
         return TopoOrder(level, order, offsets[:levels + 1].copy()) if seen == n else None
 
     def _fetch(self, g: CSR) -> bool:
         """Whether the sweeps over ``g`` prefetch (``CpuSettings.prefetch_degree``)."""
         return g.m >= self.settings.prefetch_degree * g.n
 
-    def _levelwise(self, topo: TopoOrder) -> bool:
-        """Whether the sweeps over ``topo``'s levels share each level among the cores
-        (``CpuSettings.wide_level``; called under PARALLEL_LOCK)."""
-        return (numba.get_num_threads() > 1
-                and topo.order.shape[0] >= self.settings.wide_level * topo.levels)
+    def _parts(self, topo: TopoOrder | None, edges: int, n: int | None = None) -> int:
+        """How a sweep over ``topo``'s levels and ``edges`` edges shares the cores: 0, a core
+        per independent sweep; else level by level, each level in up to that many pieces
+        (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
+        ``topo`` (the sweep that finds the levels, of ``n`` vertices): only the cores count."""
+        threads = numba.get_num_threads()
+        if threads < max(2, self.settings.level_threads):
+            return 0
+        if topo is not None:
+            work = topo.order.shape[0] + edges
+            if work < self.settings.level_work * threads * topo.levels:
+                return 0
+        elif n + edges < self.settings.level_work * threads:
+            return 0
+        return sweeps.PIECES_PER_CORE * threads
 
     def largest_rows(self, g: CSR, count: int):
         return graph.largest_rows(g.indptr, int(count))
@@ -236,14 +261,14 @@ class CpuKernels:
         with PARALLEL_LOCK:
             acc = np.empty((numba.get_num_threads(), n), np.int32)
             labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
-                               self._levelwise(topo))
+                               self._parts(topo, 0))
         return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
         outer = np.empty_like(post)
         with PARALLEL_LOCK:
             labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, topo.offsets, post,
-                                   outer, self._levelwise(topo), self._fetch(fwd))
+                                   outer, self._parts(topo, fwd.m), self._fetch(fwd))
         return post, outer
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
@@ -251,7 +276,7 @@ class CpuKernels:
         n = topo.level.shape[0]
         down, up = np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64)
         with PARALLEL_LOCK:
-            labels.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
+            hubs.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
                             np.asarray(hub_of, np.int32), topo.level, first, down, up,
                             self._fetch(fwd))
         return down, up
@@ -262,15 +287,15 @@ class CpuKernels:
         two = words == 2 and win_words == 2  # one walk a side (else the outputs are ORed)
         make = np.empty if two else np.zeros
         out = [make((n, w), np.uint64) for w in (words, words, win_words, win_words)]
-        records = two and self._fetch(fwd)  # see labels._both_sweep
+        records = two and self._fetch(fwd)  # see hubs._both_sweep
         rec = _aligned((2, n if records else 0, 4), np.uint64)
         base_of = np.empty((2, n if two else 0), np.int32)
         with PARALLEL_LOCK:
-            labels.hub_and_window_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices,
+            hubs.hub_and_window_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices,
                                        topo.order, topo.offsets, np.asarray(hub_of, np.int32),
                                        np.asarray(win_of, np.int32), topo.level,
                                        np.asarray(first, np.int32), *out, rec, base_of,
-                                       self._levelwise(topo), self._fetch(fwd))
+                                       self._parts(topo, fwd.m), self._fetch(fwd))
         return tuple(out)
 
     # --- queries ---------------------------------------------------------------------------

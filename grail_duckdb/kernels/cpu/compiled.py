@@ -16,7 +16,7 @@ from numba.core import event
 from numba.core.dispatcher import Dispatcher
 
 from .. import shared
-from . import digest, graph, labels, pages, search
+from . import digest, graph, hubs, labels, pages, rows, search, sweeps
 
 __all__ = ["cached_kernels", "uncached_kernels", "notice"]
 
@@ -29,7 +29,7 @@ _said = False
 def cached_kernels() -> list[Dispatcher]:
     """Every Numba kernel of the CPU backend that is cached on disk (``cache=True``)."""
     found = {}
-    for module in (digest, graph, labels, pages, search, shared):
+    for module in (digest, graph, hubs, labels, pages, rows, search, sweeps, shared):
         for obj in vars(module).values():
             if isinstance(obj, Dispatcher) and hasattr(obj._cache, "_cache_file"):
                 found[id(obj)] = obj

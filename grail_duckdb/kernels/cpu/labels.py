@@ -1,63 +1,74 @@
 """CPU twins of ``kernels/labels.cu``: the four breadth-first passes of the GRAIL labels (GRAIL
-GPU paper, Section 4, Algorithms 2-6) and the hub sets, as worklist sweeps in topological order.
+GPU paper, Section 4, Algorithms 2-6), as sweeps in topological order (the hub sets are in
+:mod:`.hubs`, what the sweeps share in :mod:`.sweeps`).
 
 Every array of a vertex or an edge is made by the caller (:class:`~.CpuKernels`) with NumPy and
 passed in to be filled: NumPy asks the kernel for huge pages, so the first touch of a large
 array costs a fraction of what Numba's own allocations cost. Independent sweeps run on a core
 each (the intervals' lower and upper bounds, the hubs down and up, the labels' sibling sums),
-and the sweeps over graphs of several edges per vertex prefetch the rows they will read.
+the sweeps over graphs of several edges per vertex prefetch the rows they will read, and on
+more than two cores the sweeps over wide levels share each level among the cores.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import get_thread_id, njit, prange
 
-from ..shared import ORDER_BLOCK, funnel, order_params, permute_step
-from .hints import prefetch
+from ..shared import ORDER_BLOCK, order_params, permute_step
+from .intrinsics import atomic_add, atomic_load, prefetch
+from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
+                     prefetch_along, prefetch_rows, wait_level)
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 _PAR = dict(_JIT, parallel=True)
-#: a sweep prefetches what it reads this many vertices ahead (and twice, thrice as far, the
-#: arrays it reads to find those)
-AHEAD = 8
 #: the sibling sums prefetch the block they visit this many blocks later
 BLOCKS_AHEAD = 4
-#: vertices per piece of a level that a core takes at a time
-LEVEL_PIECE = 1024
+#: Kahn's sweep shares this many levels among the cores at most (the counters of a level
+#: cost 24 bytes; a chain of more levels goes on on one core)
+MAX_SHARED_LEVELS = 1 << 20
 #: int32 entries per 64-byte cache line
 LINE_INTS = 16
-#: no entries: what a sweep prefetches beside the rows when it reads nothing else
-_NONE = np.empty(0, np.int32)
+
+
+@njit(**_PAR)
+def _roots(rev_ptr, pending, level, order, chunks):
+    """Every vertex's count of parents in ``pending``; the roots (none) at level 0, in id
+    order, at the head of ``order``; returns how many there are."""
+    n = pending.shape[0]
+    count = np.zeros(chunks + 1, np.int64)
+    for c in prange(chunks):
+        for v in range(n * c // chunks, n * (c + 1) // chunks):
+            pending[v] = rev_ptr[v + 1] - rev_ptr[v]
+            if pending[v] == 0:
+                count[c + 1] += 1
+    for c in range(chunks):
+        count[c + 1] += count[c]
+    for c in prange(chunks):
+        at = count[c]
+        for v in range(n * c // chunks, n * (c + 1) // chunks):
+            if pending[v] == 0:
+                level[v] = 0
+                order[at] = v
+                at += 1
+    return count[chunks]
 
 
 @njit(**_JIT)
-def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets, fetch):
-    """Kahn's sweep: level[v] = length of the longest path from a root to v; ``order`` lists
-    the vertices by non-decreasing level, level L at ``order[offsets[L]:offsets[L + 1]]``
-    (``offsets``: n + 2 entries of room). Returns (levels, n_visited): fewer than n visited
-    when the graph has a cycle (then the levels are not all set). ``fetch``: prefetch the
-    rows ahead (:func:`_prefetch_rows`).
-
-    The queue holds the vertices in order of level, so a vertex is queued by its deepest
-    parent, the last of them: its level is that parent's plus one, set once."""
-    n = rev_ptr.shape[0] - 1
-    offsets[0] = 0
-    tail = 0
-    for v in range(n):
-        pending[v] = rev_ptr[v + 1] - rev_ptr[v]
-        if pending[v] == 0:
-            level[v] = 0
-            order[tail] = v
-            tail += 1
-    levels = 1 if tail else 0
-    head = 0
+def _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, head, tail, levels, fetch):
+    """Kahn's sweep on one core from a queue ``order[head:tail]`` (levels 0 .. ``levels`` - 1
+    begun, their ``offsets`` set): returns (levels, vertices visited). The queue holds the
+    vertices in order of level, so a vertex is queued by its deepest parent, the last of
+    them: its level is that parent's plus one, set once."""
     while head < tail:
         if fetch:
-            _prefetch_rows(head, 1, tail, order, fwd_ptr, fwd_idx, pending, 1, level)
+            prefetch_rows(head, 1, tail, order, fwd_ptr, fwd_idx, pending, 1, level)
         v = order[head]
         head += 1
         lv = level[v] + 1
-        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
+            prefetch_along(e, end, long, fwd_idx, pending, 1, NONE)
             w = fwd_idx[e]
             left = pending[w] - 1
             pending[w] = left
@@ -73,13 +84,78 @@ def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets
 
 
 @njit(**_PAR)
+def _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts, taken, done,
+                 ready):
+    """Kahn's sweep level by level on every core (one parallel region): the cores take the
+    pieces of a level in turn, each parent's release of a child an atomic decrement, each
+    child queued at an atomic tail; the core that finishes a level's last piece records
+    where the next one ends and lets the others go on. Stops after ``ready.shape[0] - 1``
+    levels at most (a longer sweep goes on on one core)."""
+    cap = ready.shape[0]
+    for _ in prange(parts // PIECES_PER_CORE):
+        lv = 0
+        while lv + 1 < cap:
+            lo, hi = offsets[lv], offsets[lv + 1]
+            if lo == hi:
+                break
+            k = pieces(lo, hi, parts)
+            c = claim(taken, lv, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                for i in range(a, b):
+                    v = order[i]
+                    for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+                        w = fwd_idx[e]
+                        if atomic_add(pending, w, -1) == 1:
+                            level[w] = lv + 1
+                            order[atomic_add(tail, 0, 1)] = w
+                if atomic_add(done, lv, 1) == k - 1:
+                    offsets[lv + 2] = atomic_load(tail, 0)
+                    atomic_add(ready, lv, 1)
+                c = claim(taken, lv, k)
+            while atomic_load(ready, lv) == 0:
+                pass
+            lv += 1
+
+
+def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets, fetch,
+                       parts, chunks):
+    """Kahn's sweep: level[v] = length of the longest path from a root to v; ``order`` lists
+    the vertices by non-decreasing level, level L at ``order[offsets[L]:offsets[L + 1]]``
+    (``offsets``: n + 2 entries of room). Returns (levels, n_visited): fewer than n visited
+    when the graph has a cycle (then the levels are not all set). ``parts`` > 0: the levels
+    on every core, each level in up to that many pieces (the order inside a level then
+    depends on the timing; nothing computed from it does); ``fetch``: on one core, prefetch
+    the rows ahead; ``chunks``: pieces of the count of parents."""
+    tail = _roots(rev_ptr, pending, level, order, chunks)
+    offsets[0], offsets[1] = 0, tail
+    if tail == 0:
+        return 0, 0
+    if parts == 0:
+        return _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, 0, tail, 1, fetch)
+    cap = min(offsets.shape[0] - 2, MAX_SHARED_LEVELS)
+    ready = np.zeros(cap, np.int64)
+    queue_tail = np.array([tail], np.int64)
+    _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, queue_tail, parts,
+                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), ready)
+    last = int(np.argmin(ready)) if ready.min() == 0 else cap  # the first level not done
+    if offsets[last] == offsets[last + 1]:  # the sweep ended: levels 0 .. last - 1
+        return last, int(offsets[last])
+    return _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, int(offsets[last]),
+                 int(offsets[last + 1]), last + 1, fetch)
+
+
+@njit(**_PAR)
 def tree_parents(rev_ptr, rev_idx, level, parent):
     """Step 1 (DAG -> directed tree): each vertex keeps, as its tree parent, the smallest-id
     in-neighbour one level above it; roots get -1. Deterministic on every backend."""
     for v in prange(level.shape[0]):
         want = level[v] - 1
         best = -1
-        for e in range(rev_ptr[v], rev_ptr[v + 1]):
+        end = rev_ptr[v + 1]
+        long = end - rev_ptr[v] > LONG_ROW
+        for e in range(rev_ptr[v], end):
+            prefetch_along(e, end, long, rev_idx, level, 1, NONE)
             u = rev_idx[e]
             if level[u] == want and (best < 0 or u < best):
                 best = u
@@ -163,6 +239,12 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
         base = blk * ORDER_BLOCK
         roots = ~children[blk]
         running = start[blk]
+        if roots == ~np.uint64(0) and base + ORDER_BLOCK <= n:  # a block of roots only
+            for o in range(ORDER_BLOCK):
+                v = base + (o ^ xor)
+                out[v] = running
+                running += size[v]
+            continue
         for o in range(ORDER_BLOCK):
             q = o ^ xor
             if (roots >> np.uint64(q)) & np.uint64(1) and base + q < n:
@@ -208,22 +290,24 @@ def _blocks_of_children(parent, size, children, root_sum):
 
 
 @njit(**_PAR)
-def _transposed(rows, out):
-    """``out[v, j] = rows[j, v]``, a block of ORDER_BLOCK vertices at a time."""
+def _transposed(rows, out, parent, size):
+    """``out[v, j] = rows[j, v]``, plus v's size where v is a root (whose subtree starts at
+    its sum: its post rank is final here), a block of ORDER_BLOCK vertices at a time."""
     d, n = rows.shape
     for b in prange((n + ORDER_BLOCK - 1) // ORDER_BLOCK):
         lo = b * ORDER_BLOCK
         hi = min(n, lo + ORDER_BLOCK)
-        for j in range(d):
-            for v in range(lo, hi):
-                out[v, j] = rows[j, v]
+        for v in range(lo, hi):
+            own = size[v] if parent[v] < 0 else 0
+            for j in range(d):
+                out[v, j] = rows[j, v] + own
 
 
 @njit(**_JIT)
-def _starts_range(parent, order, size, post, lo, hi):
+def _starts_range(parent, order, size, post, lo, hi, roots_done):
     """``post[v] += size[v]`` plus, below a root, the parent's start (``post[p] - size[p]``),
     for every label at once, for the vertices at ``order[lo:hi]`` (each parent's row is
-    final before)."""
+    final before; the roots' rows are final already when ``roots_done``)."""
     n, d = post.shape
     for i in range(lo, hi):
         if i + 2 * AHEAD < n:
@@ -243,37 +327,33 @@ def _starts_range(parent, order, size, post, lo, hi):
             base = sv - size[p]
             for j in range(d):
                 post[v, j] += post[p, j] + base
-        else:
+        elif not roots_done:
             for j in range(d):
                 post[v, j] += sv
 
 
-@njit(inline="always", **_JIT)
-def _piece(lo, hi, c):
-    """``[a, b)``: piece c of the level ``order[lo:hi]`` (LEVEL_PIECE vertices)."""
-    a = np.int64(lo) + np.int64(c) * LEVEL_PIECE
-    return a, min(np.int64(hi), a + LEVEL_PIECE)
-
-
-@njit(inline="always", **_JIT)
-def _pieces(lo, hi):
-    """How many pieces the level ``order[lo:hi]`` has."""
-    return (hi - lo + LEVEL_PIECE - 1) // LEVEL_PIECE
-
-
 @njit(**_PAR)
-def _starts_down(parent, order, offsets, size, post, levelwise):
-    """:func:`_starts_range` over the whole order: level by level on every core
-    (``levelwise``), else in one sweep."""
+def _starts_down(parent, order, offsets, size, post, parts, roots_done):
+    """:func:`_starts_range` over the whole order: level by level, each level in up to
+    ``parts`` pieces that the cores take in turn (one parallel region: a core waits at the
+    end of each level for the pieces others hold), else (``parts`` 0) in one sweep."""
     n = order.shape[0]
-    if not levelwise:
-        _starts_range(parent, order, size, post, 0, n)
+    if parts == 0:
+        _starts_range(parent, order, size, post, 0, n, roots_done)
         return
-    for level in range(offsets.shape[0] - 1):
-        lo, hi = offsets[level], offsets[level + 1]
-        for c in prange(_pieces(lo, hi)):
-            a, b = _piece(lo, hi, c)
-            _starts_range(parent, order, size, post, a, b)
+    levels = offsets.shape[0] - 1
+    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
+    for _ in prange(parts // PIECES_PER_CORE):
+        for level in range(levels):
+            lo, hi = offsets[level], offsets[level + 1]
+            k = pieces(lo, hi, parts)
+            c = claim(taken, level, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                _starts_range(parent, order, size, post, a, b, roots_done)
+                atomic_add(done, level, 1)
+                c = claim(taken, level, k)
+            wait_level(done, level, k)
 
 
 @njit(**_PAR)
@@ -289,10 +369,11 @@ def _all_sibling_sums(parent, size, seed, sums, acc):
                       acc[get_thread_id()])
 
 
-def post_orders(parent, order, offsets, size, seed, sums, acc, post, levelwise):
+def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
     """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders,
     into ``post[C, d]`` (``sums``: d x C of room, None for one label; ``acc``: threads x C
-    of room; ``levelwise``: the last sweep level by level on every core).
+    of room; ``parts``: the last sweep level by level, each level in up to that many pieces
+    on every core, or 0: in one sweep).
 
     In label j, siblings (children of one tree parent; roots are the children of a virtual
     root) are ordered as they appear in label j's pseudo-random vertex order: blocks of
@@ -306,33 +387,8 @@ def post_orders(parent, order, offsets, size, seed, sums, acc, post, levelwise):
         _all_sibling_sums(parent, size, seed, post.reshape(1, -1), acc)
     else:
         _all_sibling_sums(parent, size, seed, sums, acc)
-        _transposed(sums, post)
-    _starts_down(parent, order, offsets, size, post, levelwise)
-
-
-@njit(inline="always", **_JIT)
-def _prefetch_rows(i, step, n, order, ptr, idx, rows, width, extra):
-    """The prefetches of a sweep over ``order[:n]`` at position i (``step`` +1 or -1): the
-    row start of the vertex 3 * AHEAD on, the edges and own row (of ``rows``, ``width``
-    entries each) of the one 2 * AHEAD on, the rows and ``extra`` entries of the first
-    neighbours of the one AHEAD on. Each stage finds in the cache what the one before asked
-    for."""
-    k = i + 3 * AHEAD * step
-    if 0 <= k < n:
-        prefetch(ptr, order[k])
-    k = i + 2 * AHEAD * step
-    if 0 <= k < n:
-        u = order[k]
-        prefetch(idx, ptr[u])
-        prefetch(rows, u * width)
-    k = i + AHEAD * step
-    if 0 <= k < n:
-        u = order[k]
-        for e in range(ptr[u], min(ptr[u + 1], ptr[u] + AHEAD)):
-            w = idx[e]
-            prefetch(rows, w * width)
-            if extra.shape[0]:
-                prefetch(extra, w)
+        _transposed(sums, post, parent, size)
+    _starts_down(parent, order, offsets, size, post, parts, sums is not None)
 
 
 @njit(**_JIT)
@@ -342,9 +398,12 @@ def _bound(fwd_ptr, fwd_idx, order, out, upper, fetch):
     n, d = out.shape
     for i in range(n - 1, -1, -1):
         if fetch:
-            _prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, d, _NONE)
+            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, d, NONE)
         v = order[i]
-        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
+            prefetch_along(e, end, long, fwd_idx, out, d, NONE)
             w = fwd_idx[e]
             if upper:
                 for j in range(d):
@@ -360,9 +419,13 @@ def _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, lo, hi, fetch):
     n, d = inner.shape
     for i in range(hi - 1, lo - 1, -1):
         if fetch:
-            _prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, inner, d, _NONE)
+            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, inner, d, NONE)
         v = order[i]
-        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
+            prefetch_along(e, end, long, fwd_idx, inner, d, NONE)
+            prefetch_along(e, end, long, fwd_idx, outer, d, NONE)
             w = fwd_idx[e]
             for j in range(d):
                 inner[v, j] = min(inner[v, j], inner[w, j])
@@ -370,12 +433,12 @@ def _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, lo, hi, fetch):
 
 
 @njit(**_PAR)
-def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, levelwise, fetch):
+def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch):
     """Step 4 (Algorithm 6): per label, the smallest and the largest post rank over v and
     every DAG descendant of v: the interval [inner, outer] (``inner`` comes as the post
-    ranks, ``outer`` as room for a copy of them). ``levelwise``: both bounds level by level
-    from the deepest, each level on every core; else a core for each bound. ``fetch``:
-    prefetch the rows ahead.
+    ranks, ``outer`` as room for a copy of them). ``parts`` > 0: both bounds level by level
+    from the deepest, each level in up to that many pieces that the cores take in turn
+    (:func:`_starts_down`); 0: a core for each bound. ``fetch``: prefetch the rows ahead.
 
     The bounds run over all DAG children, not only tree children. The paper's tree is a DFS
     tree, where the largest is always v's own rank; ours comes from breadth-first levels, so a
@@ -386,238 +449,23 @@ def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, levelwise, f
     for b in prange((n + ORDER_BLOCK - 1) // ORDER_BLOCK):
         lo, hi = b * ORDER_BLOCK, min(n, (b + 1) * ORDER_BLOCK)
         outer[lo:hi] = inner[lo:hi]
-    if not levelwise:
+    if parts == 0:
         for task in prange(2):
             _bound(fwd_ptr, fwd_idx, order, outer if task else inner, task == 1, fetch)
         return
-    for level in range(offsets.shape[0] - 2, -1, -1):
-        lo, hi = offsets[level], offsets[level + 1]
-        for c in prange(_pieces(lo, hi)):
-            a, b = _piece(lo, hi, c)
-            _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, a, b, fetch)
+    levels = offsets.shape[0] - 1
+    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
+    for _ in prange(parts // PIECES_PER_CORE):
+        for step in range(levels):
+            level = levels - 1 - step
+            lo, hi = offsets[level], offsets[level + 1]
+            k = pieces(lo, hi, parts)
+            c = claim(taken, step, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, a, b, fetch)
+                atomic_add(done, step, 1)
+                c = claim(taken, step, k)
+            wait_level(done, step, k)
 
 
-@njit(inline="always", **_JIT)
-def shifted_word(bits, w, k, sh):
-    """Word k of row w of ``bits`` shifted ``sh`` bits towards the high end (``sh`` < 0:
-    towards the low end), with zeros shifted in: the row rebased from one window to another."""
-    words = bits.shape[1]
-    q = sh >> 6  # floor division, also for sh < 0
-    r = np.uint64(sh & 63)
-    a = k - q
-    hi = bits[w, a] if 0 <= a < words else np.uint64(0)
-    lo = bits[w, a - 1] if 0 <= a - 1 < words else np.uint64(0)
-    return funnel(lo, hi, r)
-
-
-@njit(inline="always", **_JIT)
-def window_base(v, level, first, span, up):
-    """Hub index of bit 0 of v's window: none (``first`` empty) 0; down (the hubs v may reach,
-    from its own level on) ``first[level[v]]``; up (the hubs that may reach v, down to its
-    own level) ``first[level[v] + 1] - span``."""
-    if first.shape[0] == 0:
-        return 0
-    return first[level[v] + 1] - span if up else first[level[v]]
-
-
-@njit(**_JIT)
-def _hub_sweep(ptr, idx, order, hub_of, bits, up, fetch):
-    """One side of :func:`hub_bits` for the global hubs (one window for all): each vertex's
-    own bit, then the rows of its neighbours ORed in; down (``up`` False) bottom-up over the
-    children, up top-down over the parents."""
-    n = hub_of.shape[0]
-    words = bits.shape[1]
-    for k in range(n):
-        i = k if up else n - 1 - k
-        if fetch:
-            _prefetch_rows(i, 1 if up else -1, n, order, ptr, idx, bits, words, _NONE)
-        v = order[i]
-        _own_bit(bits, v, hub_of[v], 64 * words)
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            for q in range(words):
-                bits[v, q] |= bits[w, q]
-
-
-@njit(inline="always", **_JIT)
-def _shifted_pair(lo, hi, sh):
-    """A 128-bit row ``hi:lo`` shifted ``sh`` bits towards the high end (``sh`` < 0: towards
-    the low end), -128 < sh < 128, zeros shifted in: ``(lo, hi)``."""
-    zero = np.uint64(0)
-    if sh == 0:
-        return lo, hi
-    if sh >= 64:
-        return zero, lo << np.uint64(sh - 64)
-    if sh > 0:
-        return lo << np.uint64(sh), funnel(lo, hi, np.uint64(sh))
-    if sh <= -64:
-        return hi >> np.uint64(-sh - 64), zero
-    r = np.uint64(-sh)
-    return (lo >> r) | (hi << (np.uint64(64) - r)), hi >> r
-
-
-@njit(inline="always", **_JIT)
-def _own_bit(bits, v, h, span):
-    """Set bit ``h`` of row v when it lies in the row (0 <= h < span)."""
-    if 0 <= h < span:
-        bits[v, h >> 6] |= np.uint64(1) << np.uint64(h & 63)
-
-
-@njit(inline="always", **_JIT)
-def _pull_window(wbits, v, w, sh, span):
-    """``wbits[v] |=`` row w rebased by ``sh`` bits (nothing when the windows do not meet)."""
-    if -span < sh < span:
-        if wbits.shape[1] == 2:
-            lo, hi = _shifted_pair(wbits[w, 0], wbits[w, 1], sh)
-            wbits[v, 0] |= lo
-            wbits[v, 1] |= hi
-        else:
-            for q in range(wbits.shape[1]):
-                wbits[v, q] |= shifted_word(wbits, w, q, sh)
-
-
-@njit(**_JIT)
-def _window_sweep(ptr, idx, order, hub_of, level, first, bits, up, fetch):
-    """One side of :func:`hub_bits` for the window hubs: each vertex's own bit in its window,
-    then the rows of its neighbours, each rebased into the vertex's window."""
-    n = hub_of.shape[0]
-    span = 64 * bits.shape[1]
-    for k in range(n):
-        i = k if up else n - 1 - k
-        if fetch:
-            _prefetch_rows(i, 1 if up else -1, n, order, ptr, idx, bits, bits.shape[1], level)
-        v = order[i]
-        base = window_base(v, level, first, span, up)
-        if hub_of[v] >= 0:
-            _own_bit(bits, v, hub_of[v] - base, span)
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            _pull_window(bits, v, w, window_base(w, level, first, span, up) - base, span)
-
-
-@njit(inline="always", **_JIT)
-def _bit_pair(h):
-    """The 128-bit row with bit h alone (none when h is outside 0..127): ``(lo, hi)``."""
-    one, zero = np.uint64(1), np.uint64(0)
-    lo = one << np.uint64(h & 63) if 0 <= h < 64 else zero
-    hi = one << np.uint64(h & 63) if 64 <= h < 128 else zero
-    return lo, hi
-
-
-@njit(inline="always", **_JIT)
-def _rebased_pair(lo, hi, sh):
-    """``_shifted_pair`` without branches, for rows whose shifts vary from edge to edge (a
-    mispredicted branch costs more than the few shifts computed for nothing)."""
-    s = sh if sh >= 0 else -sh
-    r = np.uint64(s & 63)
-    wide = s >= 64
-    if sh >= 0:
-        out_lo = np.uint64(0) if wide else lo << r
-        out_hi = lo << r if wide else (hi << r) | ((lo >> np.uint64(1)) >> (np.uint64(63) - r))
-    else:
-        out_lo = hi >> r if wide else (lo >> r) | ((hi << np.uint64(1)) << (np.uint64(63) - r))
-        out_hi = np.uint64(0) if wide else hi >> r
-    return out_lo, out_hi
-
-
-@njit(**_JIT)
-def _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec, base_of, bits, wbits,
-                up, lo, hi):
-    """One side of :func:`hub_and_window_bits` for rows of two words each: each vertex's
-    hub row and window row made in registers from its own bits and its neighbours', then
-    stored; ``base_of[v]``: the hub at bit 0 of v's window. With ``rec`` (C x 4) the two rows
-    are also stored side by side, and read from there: one cache line per neighbour, worth
-    its room on graphs of several edges per vertex (which prefetch them too); without
-    (0 x 4), neighbours are read from the outputs. The vertices at ``order[lo:hi]``, in
-    the sweep's direction."""
-    n = hub_of.shape[0]
-    records = rec.shape[0] > 0
-    rows = rec if records else bits
-    for k in range(hi - lo):
-        i = lo + k if up else hi - 1 - k
-        if records:
-            _prefetch_rows(i, 1 if up else -1, n, order, ptr, idx, rec, 4, base_of)
-        v = order[i]
-        a0, a1 = _bit_pair(hub_of[v])
-        base = window_base(v, level, first, 128, up)
-        base_of[v] = base
-        w0, w1 = _bit_pair(win_of[v] - base if win_of[v] >= 0 else -1)
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            a0 |= rows[w, 0]
-            a1 |= rows[w, 1]
-            sh = base_of[w] - base
-            if -128 < sh < 128:
-                if records:
-                    x0, x1 = _rebased_pair(rec[w, 2], rec[w, 3], sh)
-                else:
-                    x0, x1 = _rebased_pair(wbits[w, 0], wbits[w, 1], sh)
-                w0 |= x0
-                w1 |= x1
-        if records:
-            rec[v, 0], rec[v, 1], rec[v, 2], rec[v, 3] = a0, a1, w0, w1
-        bits[v, 0], bits[v, 1], wbits[v, 0], wbits[v, 1] = a0, a1, w0, w1
-
-
-@njit(**_PAR)
-def hub_and_window_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of, win_of,
-                        level, first, down, up, win_down, win_up, rec, base_of, levelwise,
-                        fetch):
-    """:func:`hub_bits` of the global hubs (``hub_of``) and of the window hubs (``win_of``,
-    ``first``) at once. Rows of two words: one walk a side (``rec``: 2 x C x 4, or 2 x 0 x 4
-    for none, and ``base_of``: 2 x C of room; the outputs need not be zeroed), level by
-    level on every core (``levelwise``), else down on one core and up on another; other
-    widths: a walk for each set, down and up on a core each (the outputs come zeroed).
-    ``fetch``: the other widths' walks prefetch the rows ahead."""
-    n = hub_of.shape[0]
-    two = down.shape[1] == 2 and win_down.shape[1] == 2
-    if two and levelwise:
-        levels = offsets.shape[0] - 1
-        for step in range(2 * levels):
-            task = 1 if step >= levels else 0  # down from the deepest level, then up
-            at = step - levels if task else levels - 1 - step
-            lo, hi = offsets[at], offsets[at + 1]
-            ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-            bits, wbits = (up, win_up) if task else (down, win_down)
-            for c in prange(_pieces(lo, hi)):
-                a, b = _piece(lo, hi, c)
-                _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task],
-                            base_of[task], bits, wbits, task == 1, a, b)
-        return
-    for task in prange(2):
-        ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-        bits, wbits = (up, win_up) if task else (down, win_down)
-        if two:
-            _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task],
-                        base_of[task], bits, wbits, task == 1, 0, n)
-        else:
-            _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
-            _window_sweep(ptr, idx, order, win_of, level, first, wbits, task == 1, fetch)
-
-
-@njit(**_PAR)
-def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first, down, up,
-             fetch):
-    """Reachability to and from hub vertices, as bit sets (one bit per hub).
-
-    ``down[v]``: the hubs v reaches (v included), bottom-up over every DAG child;
-    ``up[v]``: the hubs that reach v, top-down over every DAG parent (one core each). They are
-    exact, so ``down[u] & up[t] != 0`` proves u reaches t (through a hub), while a hub t
-    reaches that u does not (``down[t] & ~down[u]``), or one that reaches u but not t
-    (``up[u] & ~up[t]``), proves it does not.
-
-    ``first`` empty: ``hub_of[v]`` is v's bit, the same for every vertex. Else the hubs are
-    numbered by level (``first[L]``: hubs above level L) and each vertex keeps a window of
-    64 * ``words`` of them (:func:`window_base`): its down window starts at the first hub of
-    its own level, its up window ends at the last one. The windows are exact too: a hub in
-    v's down window that v reaches through a child c lies at c's level or below, so in c's
-    window (c's starts at or after v's, and ends after v's ends); the same upwards.
-    ``down`` and ``up`` (C x words) come zeroed; ``fetch``: prefetch the rows ahead.
-    """
-    for task in prange(2):
-        ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-        bits = up if task else down
-        if first.shape[0] == 0:
-            _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
-        else:
-            _window_sweep(ptr, idx, order, hub_of, level, first, bits, task == 1, fetch)

@@ -451,8 +451,9 @@ def test_kernel_on_adversarial_graph(backend, kernel, graph):
 #: cores, with every prefetch and record; one sweep per core, with none
 CPU_PATHS = {"levelwise": CpuSettings(level_work=0, level_threads=2, prefetch_degree=0),
              "sweeps": CpuSettings(level_work=2**40, prefetch_degree=2**20)}
-BUILD_CHECKS = ("topological_levels", "acyclic_levels", "post_orders", "interval_bounds",
-                "hub_bits", "window_bits", "hub_and_window_bits")
+BUILD_CHECKS = ("topological_levels", "acyclic_levels", "subtree_sizes", "post_orders",
+                "interval_bounds", "hub_bits", "window_bits", "hub_and_window_bits",
+                "hash_sums")
 #: the adversarial graphs whose references take under a second or two
 SMALL_ADVERSARIAL = [g for g in ADVERSARIAL
                      if g not in ("rmat-14", "chain-5000", "degree-thresholds",

@@ -245,7 +245,8 @@ class CpuKernels:
 
     def subtree_sizes(self, parent, topo: TopoOrder):
         size = np.ones(parent.shape[0], np.int32)
-        labels.subtree_sizes(parent, topo.order, size)
+        with PARALLEL_LOCK:
+            labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
         return size
 
     def tree_children(self, fwd: CSR, level):
@@ -259,7 +260,7 @@ class CpuKernels:
         post = np.empty((n, d), np.int32)
         sums = np.empty((d, n), np.int32) if d > 1 else None
         with PARALLEL_LOCK:
-            acc = np.empty((numba.get_num_threads(), n), np.int32)
+            acc = np.empty((min(numba.get_num_threads(), d), n), np.int32)
             labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
                                self._parts(topo, 0))
         return post
@@ -371,10 +372,13 @@ class CpuKernels:
 
     # --- fingerprints ----------------------------------------------------------------------
     def edge_hash_sum(self, pairs):
-        return int(graph.edge_hash_sum(np.ascontiguousarray(pairs, np.uint64)))
+        pairs = np.ascontiguousarray(pairs, np.uint64)
+        with PARALLEL_LOCK:
+            return int(graph.edge_hash_sum(pairs))
 
     def key_hash_sum(self, keys):
-        return int(graph.key_hash_sum(keys))
+        with PARALLEL_LOCK:
+            return int(graph.key_hash_sum(keys))
 
 
 def _aligned(shape, dtype, align: int = 64):

@@ -8,11 +8,12 @@ pass where the GPU runs level-synchronous frontiers). Every function is ``nogil`
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..shared import EDGE_LEVEL_CAP, mix64
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
+_PAR = dict(_JIT, parallel=True)
 
 
 @njit(**_JIT)
@@ -225,20 +226,39 @@ def edge_levels(idx, level):
     return out
 
 
-@njit(**_JIT)
+#: pieces of a hash sum (a core each, several per core)
+_HASH_CHUNKS = 64
+
+
+@njit(**_PAR)
 def key_hash_sum(keys):
-    """Order-independent 64-bit sum of mix64 over integer keys."""
+    """Order-independent 64-bit sum of mix64 over integer keys (chunks on every core: the
+    sum wraps modulo 2**64, in any order)."""
+    n = keys.shape[0]
+    part = np.zeros(_HASH_CHUNKS, np.uint64)
+    for c in prange(_HASH_CHUNKS):
+        acc = np.uint64(0)
+        for i in range(n * c // _HASH_CHUNKS, n * (c + 1) // _HASH_CHUNKS):
+            acc += mix64(np.uint64(keys[i]))
+        part[c] = acc
     acc = np.uint64(0)
-    for i in range(keys.shape[0]):
-        acc += mix64(np.uint64(keys[i]))
+    for c in range(_HASH_CHUNKS):
+        acc += part[c]
     return acc
 
 
-@njit(**_JIT)
+@njit(**_PAR)
 def edge_hash_sum(pairs):
     """Order-independent 64-bit sum of mix64(src << 32 | dst) over packed edges (duplicates
-    counted)."""
+    counted; chunks on every core)."""
+    m = pairs.shape[0]
+    part = np.zeros(_HASH_CHUNKS, np.uint64)
+    for c in prange(_HASH_CHUNKS):
+        acc = np.uint64(0)
+        for e in range(m * c // _HASH_CHUNKS, m * (c + 1) // _HASH_CHUNKS):
+            acc += mix64(pairs[e])
+        part[c] = acc
     acc = np.uint64(0)
-    for e in range(pairs.shape[0]):
-        acc += mix64(pairs[e])
+    for c in range(_HASH_CHUNKS):
+        acc += part[c]
     return acc

@@ -12,7 +12,7 @@ more than two cores the sweeps over wide levels share each level among the cores
 from __future__ import annotations
 
 import numpy as np
-from numba import get_thread_id, njit, prange
+from numba import njit, prange
 
 from ..shared import ORDER_BLOCK, order_params, permute_step
 from .intrinsics import atomic_add, atomic_load, prefetch
@@ -179,14 +179,41 @@ def tree_children(fwd_ptr, fwd_idx, level, child):
 
 
 @njit(**_JIT)
-def subtree_sizes(parent, order, size):
-    """Step 2 (Algorithm 4): size[v] = number of tree descendants of v, v included
-    (``size`` comes filled with ones)."""
+def _subtree_sizes(parent, order, size):
+    """Step 2 (Algorithm 4) on one core: size[v] = number of tree descendants of v, v
+    included (``size`` comes filled with ones)."""
     for i in range(parent.shape[0] - 1, -1, -1):
         v = order[i]
         p = parent[v]
         if p >= 0:
             size[p] += size[v]
+
+
+@njit(**_PAR)
+def subtree_sizes(parent, order, offsets, size, parts):
+    """Step 2 (Algorithm 4): size[v] = number of tree descendants of v, v included
+    (``size`` comes filled with ones); ``parts`` > 0: level by level from the deepest on
+    every core, each vertex adding its size to its parent's atomically (a level's sizes are
+    final when it starts: every child lies deeper), else on one core."""
+    if parts == 0:
+        _subtree_sizes(parent, order, size)
+        return
+    levels = offsets.shape[0] - 1
+    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
+    for _ in prange(parts // PIECES_PER_CORE):
+        for step in range(levels):
+            lo, hi = offsets[levels - 1 - step], offsets[levels - step]
+            k = pieces(lo, hi, parts)
+            c = claim(taken, step, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                for i in range(a, b):
+                    v = order[i]
+                    if parent[v] >= 0:
+                        atomic_add(size, parent[v], size[v])
+                atomic_add(done, step, 1)
+                c = claim(taken, step, k)
+            wait_level(done, step, k)
 
 
 @njit(**_JIT)
@@ -358,20 +385,21 @@ def _starts_down(parent, order, offsets, size, post, parts, roots_done):
 
 @njit(**_PAR)
 def _all_sibling_sums(parent, size, seed, sums, acc):
-    """Every label's sibling sums (``sums[j]``), a label per core at a time, each core with
-    its own running sums (``acc[thread]``)."""
+    """Every label's sibling sums (``sums[j]``), ``acc.shape[0]`` workers side by side, each
+    taking every so many labels with its own running sums (``acc[worker]``)."""
     n_blocks = (parent.shape[0] + ORDER_BLOCK - 1) // ORDER_BLOCK
     children = np.empty(n_blocks, np.uint64)
     root_sum = np.empty(n_blocks, np.int64)
     _blocks_of_children(parent, size, children, root_sum)
-    for j in prange(sums.shape[0]):
-        _sibling_sums(parent, size, j, seed, children, root_sum, sums[j],
-                      acc[get_thread_id()])
+    workers = acc.shape[0]
+    for w in prange(workers):
+        for j in range(w, sums.shape[0], workers):
+            _sibling_sums(parent, size, j, seed, children, root_sum, sums[j], acc[w])
 
 
 def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
     """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders,
-    into ``post[C, d]`` (``sums``: d x C of room, None for one label; ``acc``: threads x C
+    into ``post[C, d]`` (``sums``: d x C of room, None for one label; ``acc``: workers x C
     of room; ``parts``: the last sweep level by level, each level in up to that many pieces
     on every core, or 0: in one sweep).
 

@@ -11,16 +11,19 @@ is none; it never faults, so any index is allowed.
 ``atomic_add(a, i, v)`` (returns the old value) and ``atomic_load(a, i)`` act on an element
 of an integer array for the sweeps that share each level among the cores in one parallel
 region (:mod:`.labels`): a core takes the next piece of a level with the first and waits for
-the level's last piece with the second (sequentially consistent add, acquiring load).
+the level's last piece with the second (sequentially consistent add, acquiring load), calling
+``spin_pause()`` between two loads: x86's ``pause`` (a waiting hyperthread leaves its core's
+units to its sibling), nothing elsewhere.
 """
 from __future__ import annotations
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["atomic_add", "atomic_load", "prefetch"]
+__all__ = ["atomic_add", "atomic_load", "prefetch", "spin_pause"]
 
 
 def _element(context, builder, signature, args):
@@ -80,3 +83,18 @@ def atomic_load(typingctx, arr, index):
                                    width)
 
     return arr.dtype(arr, index), codegen
+
+
+@intrinsic
+def spin_pause(typingctx):
+    """``spin_pause()``: x86's ``pause`` inside a wait loop (elsewhere nothing)."""
+
+    def codegen(context, builder, signature, args):
+        if llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):
+            fn = cgutils.get_or_insert_function(builder.module,
+                                                ir.FunctionType(ir.VoidType(), []),
+                                                "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen

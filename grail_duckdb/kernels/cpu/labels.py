@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..shared import ORDER_BLOCK, order_params, permute_step
-from .intrinsics import atomic_add, atomic_load, prefetch
+from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause
 from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
                      prefetch_along, prefetch_rows, wait_level)
 
@@ -114,7 +114,7 @@ def _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts, 
                     atomic_add(ready, lv, 1)
                 c = claim(taken, lv, k)
             while atomic_load(ready, lv) == 0:
-                pass
+                spin_pause()
             lv += 1
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .intrinsics import atomic_add, atomic_load, prefetch
+from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 #: a sweep prefetches what it reads this many vertices ahead (and twice, thrice as far, the
@@ -91,4 +91,4 @@ def wait_level(done, step, pieces):
     """Wait until every piece of sweep step ``step`` is done (they are all taken already:
     each by a core at work on it, so the wait ends)."""
     while atomic_load(done, step) < pieces:
-        pass
+        spin_pause()

@@ -449,8 +449,7 @@ def test_kernel_on_adversarial_graph(backend, kernel, graph):
 
 #: the CPU's build sweeps on every path its settings choose between: each level shared by the
 #: cores, with every prefetch and record; one sweep per core, with none
-CPU_PATHS = {"levelwise": CpuSettings(level_work=0, level_threads=2, shared_kahn=0,
-                                      prefetch_degree=0),
+CPU_PATHS = {"levelwise": CpuSettings(level_work=0, level_threads=2, prefetch_degree=0),
              "sweeps": CpuSettings(level_work=2**40, prefetch_degree=2**20)}
 BUILD_CHECKS = ("topological_levels", "acyclic_levels", "subtree_sizes", "post_orders",
                 "interval_bounds", "hub_bits", "window_bits", "hub_and_window_bits",

@@ -56,7 +56,7 @@ def warm_up(backend=None) -> float:
     # the CPU's build sweeps that share each level among the cores, which a small graph on
     # few cores would not take
     build_index(*next(_graphs()), backend=CpuKernels(settings=CpuSettings(
-        level_work=0, level_threads=2, shared_kahn=0, prefetch_degree=0)), progress=False)
+        level_work=0, level_threads=2, prefetch_degree=0)), progress=False)
     rng = np.random.default_rng(11)
     for name in backends:
         for src, dst in _graphs():

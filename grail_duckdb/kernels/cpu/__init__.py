@@ -109,14 +109,10 @@ class CpuSettings:
     this many edges per vertex prefetch the rows they will read, and the hubs' walks keep a
     record of both rows per vertex (on sparser graphs the rows are few and mostly in order:
     the prefetches and the records would cost more than the misses they save).
-    ``shared_kahn``: the sweep that finds the levels shares each level among the cores from
-    this many vertices and edges on (its releases are atomic decrements that move cache
-    lines from core to core: on 16 cores a graph of 10M edges did no better than on one).
     """
 
     level_work: int = 64
     level_threads: int = 3
-    shared_kahn: int = 1 << 26
     prefetch_degree: int = 2
 
 
@@ -231,8 +227,8 @@ class CpuKernels:
         """How a sweep over ``topo``'s levels and ``edges`` edges shares the cores: 0, a core
         per independent sweep; else level by level, each level in up to that many pieces
         (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
-        ``topo``, the sweep that finds the levels, of ``n`` vertices
-        (``CpuSettings.shared_kahn``)."""
+        ``topo`` (the sweep that finds the levels, of ``n`` vertices), as if it had one
+        level."""
         threads = numba.get_num_threads()
         if threads < max(2, self.settings.level_threads):
             return 0
@@ -240,7 +236,7 @@ class CpuKernels:
             work = topo.order.shape[0] + edges
             if work < self.settings.level_work * threads * topo.levels:
                 return 0
-        elif n + edges < self.settings.shared_kahn:
+        elif n + edges < self.settings.level_work * threads:
             return 0
         return sweeps.PIECES_PER_CORE * threads
 

@@ -44,9 +44,9 @@ import time
 
 ENV_VAR = "GRAIL_DUCKDB_PROGRESS"
 #: the phases :func:`grail_duckdb.build_index` reports (ingest, read, ids, fingerprint, csr, scc,
-#: four label passes, the tree of chosen children, hubs, window hubs; and ``save`` after them
-#: when it writes the index file as it goes)
-BUILD_PHASES = 13
+#: four label passes, the tree of chosen children, the hubs; and ``save`` after them when it
+#: writes the index file as it goes)
+BUILD_PHASES = 12
 
 
 def enabled_by_default() -> bool | None:

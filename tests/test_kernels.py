@@ -18,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import references as ref
-from grail_duckdb.engine.labels import reversed_levels
+from grail_duckdb.engine.labels import hub_slots, reversed_levels, window_hubs
 from grail_duckdb.model import Labels
 from grail_duckdb.errors import BackendError
-from grail_duckdb.kernels import CSR, gpu_available, shared, to_host
+from grail_duckdb.kernels import CSR, CpuKernels, gpu_available, shared, to_host
+from grail_duckdb.kernels.cpu import CpuSettings
 from grail_duckdb.kernels.protocol import QueryIndex
 from oracle import reaches_by_dfs
 from strategies import ADVERSARIAL, CUT_DEFEATING_PAIRS, Graph, adversarial, dagify, graphs
@@ -123,6 +124,18 @@ def check_csr_of_pairs(k, c, rng):
     np.testing.assert_array_equal(indices, want[1])
 
 
+def check_csr_both_ways(k, c, rng):
+    """Both directions of packed edges in any order, each as :meth:`csr_of_pairs` makes it."""
+    order = rng.permutation(c.src32.shape[0])
+    fwd, rev = k.csr_both_ways(put(k, ref.pack(c.src32[order], c.dst32[order])), c.n)
+    for got, (s, d) in ((fwd, (c.src32, c.dst32)), (rev, (c.dst32, c.src32))):
+        indptr, indices = host(got.indptr, got.indices)
+        want = ref.csr(s, d, c.n)
+        assert indptr.dtype == np.int64 and indices.dtype == np.int32
+        np.testing.assert_array_equal(indptr, want[0])
+        np.testing.assert_array_equal(indices, want[1])
+
+
 def check_reverse(k, c, rng):
     """The reversed rows hold every edge once per copy (duplicates and self-loops of the input
     kept); the order within a row is free, so rows are compared sorted."""
@@ -208,6 +221,25 @@ def check_topological_levels(k, c, rng):
     assert topo.levels == (int(c.level.max()) + 1 if c.n else 0)
 
 
+def check_acyclic_levels(k, c, rng):
+    """The levels of a DAG, as :meth:`topological_levels` gives them; None for the graph
+    itself exactly when it has a cycle (a component of two vertices or more)."""
+    topo = k.acyclic_levels(csr_on(k, c.dag[0]), csr_on(k, c.dag[1]))
+    ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), c.level)
+    comp = ref.strong_components(c.g.src, c.g.dst, c.n)
+    cyclic = bool(c.n) and np.unique(comp).shape[0] < c.n
+    assert (k.acyclic_levels(csr_on(k, c.fwd), csr_on(k, c.rev)) is None) == cyclic
+
+
+def check_largest_rows(k, c, rng):
+    """The rows of most entries, ties by id, for counts below, at and above the row count."""
+    for rows in (c.fwd, c.rev):
+        degree = np.diff(rows[0])
+        for count in (0, 1, 7, 128, c.n, c.n + 3):
+            got = to_host(k.largest_rows(csr_on(k, rows), count))
+            np.testing.assert_array_equal(got, np.argsort(-degree, kind="stable")[:count])
+
+
 def check_tree_parents(k, c, rng):
     got = to_host(k.tree_parents(csr_on(k, c.dag[1]), put(k, c.level)))
     np.testing.assert_array_equal(got, c.parent)
@@ -243,7 +275,7 @@ def check_post_orders(k, c, rng):
 
 def check_interval_bounds(k, c, rng):
     post = rng.integers(1, c.n + 1, (c.n, D)).astype(np.int32)  # any values will do
-    got = host(*k.interval_bounds(csr_on(k, c.dag[0]), c.topo(k), put(k, post)))
+    got = host(*k.interval_bounds(csr_on(k, c.dag[0]), c.topo(k), put(k, post.copy())))
     want = ref.interval_bounds(*c.dag[0], post)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
@@ -280,6 +312,24 @@ def check_window_bits(k, c, rng):
         want = ref.window_bits(c.dag[0], c.dag[1], hub_of, first, level, words)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def check_hub_and_window_bits(k, c, rng):
+    """The global hubs and the window hubs of the engine's choice in one call, each as its
+    reference gives it (windows of one word and of two)."""
+    dag, rev = CSR(*c.dag[0]), CSR(*c.dag[1])
+    level = ref.levels(*c.dag[0], c.n) if c.n else np.zeros(0, np.int64)
+    hub_of = hub_slots(np, dag, rev, 64 * shared.HUB_WORDS)
+    for words in (1, 2):
+        win_of, first = window_hubs(np, dag, level, int(level.max()) + 1 if c.n else 0,
+                                    words=words)
+        got = host(*k.hub_and_window_bits(csr_on(k, c.dag[0]), csr_on(k, c.dag[1]),
+                                          c.topo(k), put(k, hub_of), shared.HUB_WORDS,
+                                          put(k, win_of), words, put(k, first)))
+        want = (*ref.hub_bits(c.dag[0], c.dag[1], hub_of, shared.HUB_WORDS),
+                *ref.window_bits(c.dag[0], c.dag[1], win_of, first, level, words))
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
 
 
 # --- queries -------------------------------------------------------------------------------------
@@ -383,15 +433,13 @@ def check_hash_sums(k, c, rng):
 
 
 CHECKS = {f.__name__[len("check_"):]: f for f in (
-    check_csr, check_csr_of_pairs, check_reverse, check_edge_levels, check_trim,
-    check_reach_within_colour,
-    check_propagate_max_colour, check_rank_by_first_occurrence, check_representatives,
-    check_component_pairs,
-    check_topological_levels, check_tree_parents, check_tree_children, check_subtree_sizes,
-    check_post_orders,
-    check_interval_bounds, check_hub_bits, check_window_bits, check_answer_pairs,
-    check_bitmask_search,
-    check_hash_sums)}
+    check_csr, check_csr_of_pairs, check_csr_both_ways, check_reverse, check_edge_levels,
+    check_trim, check_reach_within_colour, check_propagate_max_colour,
+    check_rank_by_first_occurrence, check_representatives, check_component_pairs,
+    check_topological_levels, check_acyclic_levels, check_largest_rows, check_tree_parents,
+    check_tree_children, check_subtree_sizes, check_post_orders, check_interval_bounds,
+    check_hub_bits, check_window_bits, check_hub_and_window_bits, check_answer_pairs,
+    check_bitmask_search, check_hash_sums)}
 
 
 #: kernels whose reference is one breadth-first search per hub: on the larger fixed graphs (a
@@ -406,6 +454,27 @@ _SLOW = {("window_bits", g) for g in ("rmat-14", "degree-thresholds", "degree-th
     for g in ADVERSARIAL for k in CHECKS])
 def test_kernel_on_adversarial_graph(backend, kernel, graph):
     CHECKS[kernel](backend, case_named(graph), np.random.default_rng(0))
+
+
+#: the CPU's build sweeps on every path its settings choose between: each level shared by the
+#: cores, with every prefetch and record; one sweep per core, with none
+CPU_PATHS = {"levelwise": CpuSettings(level_work=0, level_threads=2, prefetch_degree=0),
+             "sweeps": CpuSettings(level_work=2**40, prefetch_degree=2**20)}
+BUILD_CHECKS = ("topological_levels", "acyclic_levels", "subtree_sizes", "post_orders",
+                "interval_bounds", "hub_bits", "window_bits", "hub_and_window_bits",
+                "hash_sums")
+#: the adversarial graphs whose references take under a second or two
+SMALL_ADVERSARIAL = [g for g in ADVERSARIAL
+                     if g not in ("rmat-14", "chain-5000", "degree-thresholds",
+                                  "degree-thresholds-cyclic")]
+
+
+@pytest.mark.parametrize("graph", SMALL_ADVERSARIAL)
+@pytest.mark.parametrize("path", list(CPU_PATHS))
+def test_cpu_build_sweeps_on_each_path(path, graph):
+    k = CpuKernels(settings=CPU_PATHS[path])
+    for kernel in BUILD_CHECKS:
+        CHECKS[kernel](k, case_named(graph), np.random.default_rng(0))
 
 
 @settings(max_examples=100)

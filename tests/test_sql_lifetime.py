@@ -223,6 +223,7 @@ def test_install_and_close_keep_nothing():
             c.close()
 
     def udfs():
+        gc.collect()        # the Udfs of earlier tests' dropped connections go first
         return sum(isinstance(o, connections.Udf) for o in gc.get_objects())
 
     for n in range(10):
@@ -235,7 +236,7 @@ def test_install_and_close_keep_nothing():
             cycle(n)
         kept.append(_kept_objects() - before)
     assert min(kept) < 60, f"{kept} objects kept by two windows of 60 install/close cycles"
-    assert udfs() == udfs_before
+    assert udfs() <= udfs_before
 
 
 def test_a_connection_dropped_after_an_error_is_released_at_once(tmp_path):

@@ -38,7 +38,7 @@ ids ``C0 .. C0 + N - 1``; ranks of every label are at most ``C0`` before the bat
   0, exact) and a new one reaches exactly the hubs its children reach (``down`` the OR of
   theirs, exact): both cuts keep their proofs for every pair.
 * **Window hubs** (a hub in u's down window that reaches t proves u -> t): a level below 0
-  reads the table of windows at its first entry (:func:`~grail_duckdb.kernels.cpu.labels.
+  reads the table of windows at its first entry (:func:`~grail_duckdb.kernels.cpu.hubs.
   window_base`), so a new component's down window is the first ``64 * WIN_WORDS`` hubs and
   holds the OR of its children's windows rebased into it (every bit a hub it reaches); its
   up window is empty (no hub reaches it). Only set bits claim anything, and each is true.

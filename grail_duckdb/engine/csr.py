@@ -1,14 +1,10 @@
-"""Packed edges of dense ids -> compressed sparse rows, forward and reverse.
+"""Packed edges -> forward and reverse rows (CSR), on the backend.
 
-The :class:`CSR` layout itself is defined with the kernel interface
-(:class:`grail_duckdb.kernels.protocol.CSR`), since every kernel reads it. Rows come out with
-their targets sorted, self-loops and duplicate edges dropped (neither changes reachability), so
-the rows depend on the set of edges alone.
-
-Memory: the edges arrive as one uint64 per edge (``src << 32 | dst``). The forward
-rows are made from them (the GPU sorts them in place), the halves are swapped in place, and the
-reverse rows are made from the same array: one 64-bit copy of the edge list, plus the sort's
-scratch, and the two CSRs (4 bytes per edge each).
+Both directions come from one array of packed edges (``src << 32 | dst``, uint64), which the
+backend consumes (:meth:`~grail_duckdb.kernels.protocol.Kernels.csr_both_ways`): the GPU sorts
+it in place, swaps its halves and sorts it again (one 64-bit copy of the edge list plus the
+sort's scratch); the CPU counts it into rows and reverses those rows, using the packed edges as
+the reversal's scratch. Either way the two CSRs take 4 bytes per edge each.
 
 >>> import numpy as np
 >>> from grail_duckdb.kernels import CpuKernels
@@ -20,23 +16,11 @@ scratch, and the two CSRs (4 bytes per edge each).
 from __future__ import annotations
 
 from ..kernels.protocol import CSR, Kernels
+from ..kernels.shared import swap_pairs
 
 __all__ = ["CSR", "forward_and_reverse", "swap_pairs"]
 
-#: packed edges swapped per step (bounds the temporaries)
-_STEP = 1 << 26
-
-
-def swap_pairs(xp, pairs) -> None:
-    """``src << 32 | dst`` -> ``dst << 32 | src``, in place, slice by slice."""
-    for lo in range(0, pairs.shape[0], _STEP):
-        part = pairs[lo:lo + _STEP]
-        xp.bitwise_or(part << xp.uint64(32), part >> xp.uint64(32), out=part)
-
 
 def forward_and_reverse(kernels: Kernels, pairs, n: int) -> tuple[CSR, CSR]:
-    """Both directions of packed edges; ``pairs`` is consumed (reordered and swapped)."""
-    fwd = CSR(*kernels.csr_of_pairs(pairs, n))
-    swap_pairs(kernels.xp, pairs)
-    rev = CSR(*kernels.csr_of_pairs(pairs, n))
-    return fwd, rev
+    """Both directions of packed edges; ``pairs`` is consumed (reordered and overwritten)."""
+    return kernels.csr_both_ways(pairs, n)

@@ -51,7 +51,8 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
         raise ValueError(f"labels must be >= 1, got {d}")
     tick = timer or (lambda name: None)
     xp = k.xp
-    topo = k.topological_levels(cond.dag, cond.dag_rev)
+    topo = cond.topo if cond.topo is not None else k.topological_levels(cond.dag,
+                                                                          cond.dag_rev)
     parent = k.tree_parents(cond.dag_rev, topo.level)
     tick("labels: levels and tree (pass 1)")
     tree = xp.empty((cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
@@ -70,18 +71,18 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
     tick("labels: intervals (pass 4)")
     if on_intervals is not None:
         on_intervals({"level": topo.level, "tree": tree, "inner": inner, "outer": outer})
-    hub_of = hub_slots(xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS)
-    down, up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, HUB_WORDS)
+    hub_of = hub_slots(xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS, k.largest_rows)
+    win_of, first = window_hubs(xp, cond.dag, topo.level, topo.levels,
+                                largest=k.largest_rows)
+    down, up, win_down, win_up = k.hub_and_window_bits(cond.dag, cond.dag_rev, topo, hub_of,
+                                                       HUB_WORDS, win_of, WIN_WORDS, first)
+    del hub_of, win_of
     tick("labels: hubs")
-    hub_of, first = window_hubs(xp, cond.dag, topo.level, topo.levels)
-    win_down, win_up = k.hub_bits(cond.dag, cond.dag_rev, topo, hub_of, WIN_WORDS, first)
-    del hub_of
-    tick("labels: window hubs")
     return k.query_labels(Labels(topo.level, inner, outer, tree, down, up,
                                  win_down=win_down, win_up=win_up, win_first=first))
 
 
-def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS):
+def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS, largest=None):
     """``(hub_of, first)``: the window hubs, numbered by level then id (``hub_of[v]``, or -1),
     and ``first[L]``, the number of them above level L (``levels + 1`` entries).
 
@@ -90,7 +91,8 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS):
     component keeps the bits of the 64 * ``words`` of them from its own level down and of as
     many down to its own level (``Kernels.hub_bits`` with ``first``), so ``u``'s down window
     and ``t``'s up window share the hubs between them when u and t are close in level: a
-    positive cut for the pairs that the global hubs miss (on deep citation DAGs, about 30%
+    positive cut for the pairs that the global hubs miss (``largest``: the backend's
+    ``Kernels.largest_rows``, else NumPy's or CuPy's sort; on deep citation DAGs about 30%
     fewer random pairs reach the exact search).
 
     >>> import numpy as np
@@ -106,7 +108,7 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS):
     hub_of = xp.full(c, -1, dtype=xp.int32)
     if count == 0:
         return hub_of, xp.zeros(levels + 1, xp.int32)
-    hubs = xp.argsort(-xp.diff(dag.indptr), kind="stable")[:count]
+    hubs = (largest or _largest_rows(xp))(dag, count)
     hubs = hubs[xp.argsort(level[hubs].astype(xp.int64) * c + hubs)]
     hub_of[hubs] = xp.arange(count, dtype=xp.int32)
     first = xp.searchsorted(level[hubs], xp.arange(levels + 1, dtype=level.dtype), side="left")
@@ -137,7 +139,7 @@ def reversed_levels(xp, topo: TopoOrder) -> TopoOrder:
                      (n - topo.offsets[::-1]).astype(topo.offsets.dtype))
 
 
-def hub_slots(xp, dag, dag_rev, count: int):
+def hub_slots(xp, dag, dag_rev, count: int, largest=None):
     """``hub_of[v]``: the hub bit of component v, or -1.
 
     The hubs alternate between the components of largest out-degree and those of largest
@@ -145,17 +147,23 @@ def hub_slots(xp, dag, dag_rev, count: int):
     once). In a citation graph the first are the papers citing the most others, which reach a
     large share of the graph, so many (new -> old) pairs meet one of them; the second are the
     most cited papers, which many reach (uniprot's single vertex of in-degree 1.5M settles
-    almost every reachable pair of that graph).
+    almost every reachable pair of that graph). ``largest``: the backend's
+    ``Kernels.largest_rows`` (else NumPy's or CuPy's sort).
     """
     c = dag.n
     hub_of = xp.full(c, -1, dtype=xp.int32)
     if c == 0:
         return hub_of
-    by_out = xp.argsort(-xp.diff(dag.indptr), kind="stable")[:count]
-    by_in = xp.argsort(-xp.diff(dag_rev.indptr), kind="stable")[:count]
+    largest = largest or _largest_rows(xp)
+    by_out, by_in = largest(dag, count), largest(dag_rev, count)
     both = xp.stack([by_out, by_in], axis=1).ravel()
     both = both.get() if hasattr(both, "get") else both  # 2 * count ids: pick on the host
     _, first = np.unique(both, return_index=True)
     hubs = both[np.sort(first)][:count]
     hub_of[xp.asarray(hubs)] = xp.arange(hubs.shape[0], dtype=xp.int32)
     return hub_of
+
+
+def _largest_rows(xp):
+    """``Kernels.largest_rows`` by a stable sort of the degrees (the references' way)."""
+    return lambda g, count: xp.argsort(-xp.diff(g.indptr), kind="stable")[:count]

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from .. import jit, progress
 from ..indexfile.digest import hash_bytes
-from ..kernels import resolve
+from ..kernels import CpuKernels, CpuSettings, resolve
 from .build import build_index
 
 __all__ = ["warm_up", "PARTS"]
@@ -44,7 +44,7 @@ PARTS = ("build", "query", "baseline", "append", "save")
 #: the two take about as long, and few kernels are compiled by both
 _GROUPS = (("build", "save"), ("query", "baseline", "append"))
 #: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
-_FIRST = {"build": "grail_duckdb.kernels.cpu.graph.csr_of_pairs",
+_FIRST = {"build": "grail_duckdb.kernels.cpu.rows._spread_pairs",
           "query": "grail_duckdb.kernels.cpu.classify.answer_range",
           "baseline": "grail_duckdb.kernels.cpu.search.bitmask_search",
           "append": "grail_duckdb.kernels.cpu.append.append_fold",
@@ -203,6 +203,10 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
         if not {"build", "query", "baseline", "append"} & set(parts):
             return
         rng = np.random.default_rng(11)
+        if build and backend == "cpu":      # the sweeps that share each level among the cores,
+            build_index(*next(_graphs()), progress=False,   # which a small graph would not take
+                        backend=CpuKernels(settings=CpuSettings(
+                            level_work=0, level_threads=2, prefetch_degree=0)))
         for src, dst in _graphs():
             with contextlib.nullcontext() if build else jit.forced("interpret"):
                 idx = build_index(src, dst, backend=backend, progress=False)

@@ -19,13 +19,13 @@ import functools
 import os
 
 from ..errors import BackendError
-from .cpu import CpuKernels
+from .cpu import CpuKernels, CpuSettings
 from .host import (Landing, TransferSettings, copy_into, is_device_array, mark_ready,
                    on_own_stream, to_host, to_host_all, to_host_columns, upload_pages,
                    upload_staging)
 from .protocol import CSR, Kernels, TopoOrder
 
-__all__ = ["CSR", "CpuKernels", "Kernels", "TopoOrder", "TransferSettings", "gpu_available",
+__all__ = ["CSR", "CpuKernels", "CpuSettings", "Kernels", "TopoOrder", "TransferSettings", "gpu_available",
            "kernels_for", "Landing", "copy_into", "is_device_array", "mark_ready",
            "on_own_stream", "resolve", "to_host", "to_host_all", "to_host_columns",
            "upload_pages", "upload_staging"]

@@ -37,7 +37,7 @@ from .gpu_append import GpuAppend
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
 from .protocol import CSR, TopoOrder
 from .shared import WINDOW as _ENCODE_WARP
-from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs
+from .shared import ORDER_BLOCK, cuda_header, order_params, pack_pairs, swap_pairs
 
 #: source files of the module, in the order they are concatenated
 _SOURCES = ("graph.cu", "scc.cu", "labels.cu", "search.cu", "classify.cu", "bidir.cu",
@@ -247,6 +247,13 @@ class GpuKernels(GpuQueries, GpuPaths, GpuAppend):
     def csr(self, src, dst, n):
         return self.csr_of_pairs(pack_pairs(cp, src, dst), n)
 
+    def csr_both_ways(self, pairs, n):
+        """The rows, then the halves swapped in place and the rows again: the one copy of
+        the edges serves both sorts."""
+        fwd = CSR(*self.csr_of_pairs(pairs, n))
+        swap_pairs(cp, pairs)
+        return fwd, CSR(*self.csr_of_pairs(pairs, n))
+
     @_out_of_memory
     def reverse(self, g: CSR):
         """Counts of in-edges, their running sum as row starts, then every edge written at its
@@ -337,8 +344,14 @@ class GpuKernels(GpuQueries, GpuPaths, GpuAppend):
         return out
 
     # --- labels ----------------------------------------------------------------------------
-    @_out_of_memory
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
+        topo = self.acyclic_levels(fwd, rev)
+        if topo is None:
+            raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
+        return topo
+
+    @_out_of_memory
+    def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
         n = fwd.n
         level = cp.zeros(n, cp.int32)
         order = cp.empty(n, cp.int32)
@@ -350,8 +363,11 @@ class GpuKernels(GpuQueries, GpuPaths, GpuAppend):
                          balance=self.settings.balance, frontier=n)
         levels, seen = (int(x) for x in self._read_back(ctr[6:8]))
         if seen != n:
-            raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
+            return None
         return TopoOrder(level, order, offs[: levels + 1].copy())
+
+    def largest_rows(self, g: CSR, count: int):
+        return cp.argsort(-cp.diff(g.indptr), kind="stable")[:count]
 
     def _pick(self, kernel, rows, level, best):
         """One advance of ``kernel`` over every row of ``rows``, keeping each vertex's best
@@ -438,6 +454,11 @@ class GpuKernels(GpuQueries, GpuPaths, GpuAppend):
                          np.uint64(0) if first is None else cp.asarray(first, cp.int32),
                          down, up, cp.empty(n, cp.int32), self._ctr())
         return down, up
+
+    def hub_and_window_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, win_of,
+                            win_words, first):
+        return (*self.hub_bits(fwd, rev, topo, hub_of, words),
+                *self.hub_bits(fwd, rev, topo, win_of, win_words, first))
 
     # --- queries (implemented in .gpu_queries; here they get the out-of-memory error) -------
     @_out_of_memory

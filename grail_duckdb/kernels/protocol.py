@@ -176,6 +176,10 @@ class Kernels(Protocol):
     def csr(self, src: Array, dst: Array, n: int) -> tuple[Array, Array]:
         """:meth:`csr_of_pairs` of two id columns."""
 
+    def csr_both_ways(self, pairs: Array, n: int) -> tuple[CSR, CSR]:
+        """The rows of packed edges (:meth:`csr_of_pairs`) and the rows of the same edges
+        reversed, with the same guarantees; ``pairs`` is consumed (reordered, overwritten)."""
+
     def reverse(self, g: CSR) -> tuple[Array, Array]:
         """``(indptr, indices)`` of ``g`` with every edge reversed, duplicates kept; the order
         within a row is not set (the CPU's rows are sorted, the GPU's follow its atomics), and
@@ -213,6 +217,16 @@ class Kernels(Protocol):
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
         """Levels and a level-by-level order of a DAG (Algorithm 2's sweep)."""
 
+    def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
+        """:meth:`topological_levels` of a graph that may have cycles: None when it has one
+        (the sweep then leaves some vertex unvisited). The condensation asks this first: a
+        graph without cycles needs none of its steps."""
+
+    def largest_rows(self, g: CSR, count: int) -> Array:
+        """The ids of the ``count`` rows with the most entries (all rows if fewer), by
+        entries descending, ties by id ascending: ``argsort(-degree, stable)[:count]``
+        (the hubs, :mod:`grail_duckdb.engine.labels`)."""
+
     def tree_parents(self, rev: CSR, level: Array) -> Array:
         """int32[n]: the smallest-id in-neighbour one level above, or -1 (step 1)."""
 
@@ -230,13 +244,20 @@ class Kernels(Protocol):
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post: Array) -> tuple[Array, Array]:
         """(inner, outer) int32[n, d]: min and max post rank over every DAG descendant (step 4,
-        Algorithm 6)."""
+        Algorithm 6). ``post`` is consumed (the CPU makes ``inner`` in its place)."""
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of: Array,
                  words: int, first: Array | None = None) -> tuple[Array, Array]:
         """(down, up) uint64[n, words]: the hubs each vertex reaches / that reach it; with
         ``first`` (int32[levels + 1], hubs above each level), each vertex's window of them
-        (cpu/labels.hub_bits)."""
+        (cpu/hubs.hub_bits)."""
+
+    def hub_and_window_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of: Array,
+                            words: int, win_of: Array, win_words: int,
+                            first: Array) -> tuple[Array, Array, Array, Array]:
+        """``(down, up, win_down, win_up)``: :meth:`hub_bits` of the global hubs (``hub_of``,
+        ``words``) and of the window hubs (``win_of``, ``win_words``, ``first``) at once (the
+        CPU walks the DAG once for both)."""
 
     # --- appends (:mod:`grail_duckdb.engine.append`) ------------------------------------------
     def append_fold(self, rows: CSR, topo: TopoOrder, inner: Array, outer: Array, down: Array,

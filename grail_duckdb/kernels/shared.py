@@ -163,6 +163,17 @@ def pack_pairs(xp, src, dst, out=None):
     return out
 
 
+#: packed edges swapped per step of :func:`swap_pairs` (bounds the temporaries)
+_SWAP_STEP = 1 << 26
+
+
+def swap_pairs(xp, pairs) -> None:
+    """``src << 32 | dst`` -> ``dst << 32 | src``, in place, slice by slice."""
+    for lo in range(0, pairs.shape[0], _SWAP_STEP):
+        part = pairs[lo:lo + _SWAP_STEP]
+        xp.bitwise_or(part << xp.uint64(32), part >> xp.uint64(32), out=part)
+
+
 def unpack_pairs(xp, pairs):
     """``(src, dst)`` int32 columns of packed edges (the inverse of :func:`pack_pairs`)."""
     return ((pairs >> xp.uint64(32)).astype(xp.int32),

@@ -1,9 +1,10 @@
 """The CPU backend: :class:`CpuKernels`, the kernel interface over NumPy arrays.
 
 The Numba twins of the CUDA sources live beside it, one module per source file:
-:mod:`.graph` (``graph.cu`` and ``scc.cu``), :mod:`.labels` (``labels.cu``), :mod:`.search`
-(``search.cu``), :mod:`.classify` (``classify.cu``), :mod:`.bidir` (``bidir.cu``) and
-:mod:`.paths` (``paths.cu``) and :mod:`.append` (``append.cu``). All are
+:mod:`.graph` and :mod:`.rows` (``graph.cu`` and ``scc.cu``), :mod:`.labels` and :mod:`.hubs`
+(``labels.cu``, with :mod:`.sweeps`), :mod:`.search` (``search.cu``), :mod:`.classify`
+(``classify.cu``), :mod:`.bidir` (``bidir.cu``), :mod:`.paths` (``paths.cu``) and
+:mod:`.append` (``append.cu``). All are
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
 
@@ -15,6 +16,14 @@ the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` 
 2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
 run side by side; a small batch while no two calls have overlapped lately (DuckDB on one
 thread) is spread over every core too (:func:`_chunk_rows`).
+
+The build runs its sweeps on every core too (:class:`CpuSettings`). Numba's OpenMP workers,
+between two parallel regions, spin by default; on a machine of few cores that other
+processes share (a laptop, a CI runner), a spinning worker takes a core from the one still
+working and every region waits for the slowest (a build of citeseer took 1.9 s instead of
+0.5 s on two busy cores). There, unless the process says otherwise (``OMP_WAIT_POLICY``,
+``GOMP_SPINCOUNT``), they sleep instead; on a machine of more cores the spin stays (a
+citeseer build on 16: 72 ms spinning, 96 ms sleeping).
 """
 from __future__ import annotations
 
@@ -23,15 +32,23 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
-import numba
-import numpy as np
+#: machines of at most this many cores are taken as shared: OpenMP's workers sleep between
+#: regions there (read when Numba first starts its workers)
+SHARED_CORES = 4
+if ((os.cpu_count() or 1) <= SHARED_CORES and "OMP_WAIT_POLICY" not in os.environ
+        and "GOMP_SPINCOUNT" not in os.environ):
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
 
 from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
-from . import append, bidir, classify, graph, labels, pages, search
+from . import append, bidir, classify, graph, hubs, labels, pages, rows, search, sweeps
 from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
@@ -82,6 +99,26 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
+@dataclass(frozen=True)
+class CpuSettings:
+    """Tuning knobs of one :class:`CpuKernels` instance (results never depend on them).
+
+    ``level_work``: the build's sweeps run level by level, each level shared by the cores,
+    when the levels hold this many vertices and edges per core on average; else one sweep
+    per core, the independent ones side by side. ``level_threads``: and when there are at
+    least this many cores: on two the independent sweeps keep both busy already, and a core
+    waiting at the end of a level for one that the system gave to another process (a shared
+    machine) loses milliseconds. ``prefetch_degree``: the sweeps over graphs of at least
+    this many edges per vertex prefetch the rows they will read, and the hubs' walks keep a
+    record of both rows per vertex (on sparser graphs the rows are few and mostly in order:
+    the prefetches and the records would cost more than the misses they save).
+    """
+
+    level_work: int = 64
+    level_threads: int = 3
+    prefetch_degree: int = 2
+
+
 class CpuKernels(CpuPaths):
     """Kernels over NumPy arrays (see :class:`grail_duckdb.kernels.protocol.Kernels`).
 
@@ -97,11 +134,13 @@ class CpuKernels(CpuPaths):
     #: to share, and the call's progress learns the search's rate from the first batch on
     search_together = 1
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, settings: CpuSettings | None = None):
+        self.settings = settings or CpuSettings()
         self._local = threading.local()
         self.threads = int(threads or os.cpu_count() or 1)
         self._pool = None
         self._pool_lock = threading.Lock()
+        self._chunks = 4 * self.threads  # pieces of a parallel counting sort's input
 
     def synchronize(self) -> None:
         return None
@@ -135,13 +174,21 @@ class CpuKernels(CpuPaths):
 
     # --- CSR -------------------------------------------------------------------------------
     def csr_of_pairs(self, pairs, n):
-        return graph.csr_of_pairs(np.ascontiguousarray(pairs, np.uint64), n)
+        with PARALLEL_LOCK:
+            return rows.csr_of_pairs(np.ascontiguousarray(pairs, np.uint64), n, self._chunks)
 
     def csr(self, src, dst, n):
         return self.csr_of_pairs(pack_pairs(np, src, dst), n)
 
+    def csr_both_ways(self, pairs, n):
+        pairs = np.ascontiguousarray(pairs, np.uint64)
+        with PARALLEL_LOCK:
+            fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
+            return fwd, CSR(*rows.reverse_rows(fwd.indptr, fwd.indices, self._chunks, pairs))
+
     def reverse(self, g: CSR):
-        return graph.reverse_rows(g.indptr, g.indices)
+        with PARALLEL_LOCK:
+            return rows.reverse_rows(g.indptr, g.indices, self._chunks)
 
     def edge_levels(self, g: CSR, level):
         return graph.edge_levels(g.indices, level)
@@ -168,32 +215,106 @@ class CpuKernels(CpuPaths):
 
     # --- labels ----------------------------------------------------------------------------
     def topological_levels(self, fwd: CSR, rev: CSR) -> TopoOrder:
-        level, order, seen = labels.topological_levels(fwd.indptr, fwd.indices, rev.indptr)
-        if seen != fwd.n:
+        topo = self.acyclic_levels(fwd, rev)
+        if topo is None:
             raise AssertionError("condensed graph is not acyclic")  # a bug, never user input
-        top = int(level.max()) + 1 if level.shape[0] else 0
-        offsets = np.searchsorted(level[order], np.arange(top + 1), side="left")
-        return TopoOrder(level, order, offsets.astype(np.int64))
+        return topo
+
+    def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
+        n = fwd.n
+        level, order = np.empty(n, np.int32), np.empty(n, np.int32)
+        offsets = np.empty(n + 2, np.int64)
+        with PARALLEL_LOCK:
+            levels, seen = labels.topological_levels(
+                fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
+                offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
+        return TopoOrder(level, order, offsets[:levels + 1].copy()) if seen == n else None
+
+    def _fetch(self, g: CSR) -> bool:
+        """Whether the sweeps over ``g`` prefetch (``CpuSettings.prefetch_degree``)."""
+        return g.m >= self.settings.prefetch_degree * g.n
+
+    def _parts(self, topo: TopoOrder | None, edges: int, n: int | None = None) -> int:
+        """How a sweep over ``topo``'s levels and ``edges`` edges shares the cores: 0, a core
+        per independent sweep; else level by level, each level in up to that many pieces
+        (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
+        ``topo`` (the sweep that finds the levels, of ``n`` vertices), as if it had one
+        level."""
+        threads = numba.get_num_threads()
+        if threads < max(2, self.settings.level_threads):
+            return 0
+        if topo is not None:
+            work = topo.order.shape[0] + edges
+            if work < self.settings.level_work * threads * topo.levels:
+                return 0
+        elif n + edges < self.settings.level_work * threads:
+            return 0
+        return sweeps.PIECES_PER_CORE * threads
+
+    def largest_rows(self, g: CSR, count: int):
+        return graph.largest_rows(g.indptr, int(count))
 
     def tree_parents(self, rev: CSR, level):
-        return labels.tree_parents(rev.indptr, rev.indices, level)
+        parent = np.empty(level.shape[0], np.int32)
+        with PARALLEL_LOCK:
+            labels.tree_parents(rev.indptr, rev.indices, level, parent)
+        return parent
 
     def subtree_sizes(self, parent, topo: TopoOrder):
-        return labels.subtree_sizes(parent, topo.order)
+        size = np.ones(parent.shape[0], np.int32)
+        with PARALLEL_LOCK:
+            labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
+        return size
 
     def tree_children(self, fwd: CSR, level):
-        return labels.tree_children(fwd.indptr, fwd.indices, level)
+        child = np.empty(level.shape[0], np.int32)
+        with PARALLEL_LOCK:
+            labels.tree_children(fwd.indptr, fwd.indices, level, child)
+        return child
 
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
-        return labels.post_orders(parent, topo.order, size, d, seed)
+        n = parent.shape[0]
+        post = np.empty((n, d), np.int32)
+        sums = np.empty((d, n), np.int32) if d > 1 else None
+        with PARALLEL_LOCK:
+            acc = np.empty((min(numba.get_num_threads(), d), n), np.int32)
+            labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
+                               self._parts(topo, 0))
+        return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
-        return labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, post)
+        outer = np.empty_like(post)
+        with PARALLEL_LOCK:
+            labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, topo.offsets, post,
+                                   outer, self._parts(topo, fwd.m), self._fetch(fwd))
+        return post, outer
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
         first = np.zeros(0, np.int32) if first is None else np.asarray(first, np.int32)
-        return labels.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
-                               np.asarray(hub_of, np.int32), words, topo.level, first)
+        n = topo.level.shape[0]
+        down, up = np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64)
+        with PARALLEL_LOCK:
+            hubs.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
+                            np.asarray(hub_of, np.int32), topo.level, first, down, up,
+                            self._fetch(fwd))
+        return down, up
+
+    def hub_and_window_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, win_of,
+                            win_words, first):
+        n = topo.level.shape[0]
+        two = words == 2 and win_words == 2  # one walk a side (else the outputs are ORed)
+        make = np.empty if two else np.zeros
+        out = [make((n, w), np.uint64) for w in (words, words, win_words, win_words)]
+        records = two and self._fetch(fwd)  # see hubs._both_sweep
+        rec = _aligned((2, n if records else 0, 4), np.uint64)
+        base_of = np.empty((2, n if two else 0), np.int32)
+        with PARALLEL_LOCK:
+            hubs.hub_and_window_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices,
+                                       topo.order, topo.offsets, np.asarray(hub_of, np.int32),
+                                       np.asarray(win_of, np.int32), topo.level,
+                                       np.asarray(first, np.int32), *out, rec, base_of,
+                                       self._parts(topo, fwd.m), self._fetch(fwd))
+        return tuple(out)
 
     # --- queries ---------------------------------------------------------------------------
     def append_fold(self, rows: CSR, topo: TopoOrder, inner, outer, down, wdown, base, span):
@@ -286,10 +407,23 @@ class CpuKernels(CpuPaths):
 
     # --- fingerprints ----------------------------------------------------------------------
     def edge_hash_sum(self, pairs):
-        return int(graph.edge_hash_sum(np.ascontiguousarray(pairs, np.uint64)))
+        pairs = np.ascontiguousarray(pairs, np.uint64)
+        with PARALLEL_LOCK:
+            return int(graph.edge_hash_sum(pairs))
 
     def key_hash_sum(self, keys):
-        return int(graph.key_hash_sum(keys))
+        with PARALLEL_LOCK:
+            return int(graph.key_hash_sum(keys))
+
+
+def _aligned(shape, dtype, align: int = 64):
+    """An empty C-contiguous array whose data starts on an ``align``-byte boundary (rows of
+    32 bytes never straddle two cache lines)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    raw = np.empty(count * dtype.itemsize + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def _chunk_rows(nq: int, threads: int) -> int:

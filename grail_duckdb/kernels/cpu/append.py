@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...jit import njit
-from .labels import shifted_word
+from .hubs import shifted_word
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 _INT_MAX = np.iinfo(np.int32).max

@@ -1,6 +1,6 @@
-"""CPU twins of ``kernels/graph.cu`` and ``kernels/scc.cu``: the CSR of packed edges, the SCC
-steps (Multistep: trim, forward-backward, colour propagation), the edges between components and
-the fingerprints.
+"""CPU twins of ``kernels/graph.cu`` and ``kernels/scc.cu`` (the CSR's rows are in
+:mod:`.rows`): the SCC steps (Multistep: trim, forward-backward, colour propagation), the edges
+between components, the largest rows and the fingerprints.
 
 Each computes exactly what its CUDA twin computes; only the schedule differs (a worklist in one
 pass where the GPU runs level-synchronous frontiers). Every function is ``nogil``.
@@ -8,48 +8,14 @@ pass where the GPU runs level-synchronous frontiers). Every function is ``nogil`
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from ...jit import njit
+
 from ..shared import EDGE_LEVEL_CAP, mix64
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
-
-
-@njit(**_JIT)
-def csr_of_pairs(pairs, n):
-    """Rows of packed edges (``src << 32 | dst``): ``(indptr[n+1] int64, indices int32)``.
-
-    Each row's targets come out sorted, self-loops and duplicate targets dropped (neither
-    changes reachability), so the rows are a function of the set of edges alone: the CUDA
-    twin sorts the packed edges and compacts them; here a counting sort by row, then each row
-    sorted and compacted in place. ``pairs`` is left as it is.
-    """
-    m = pairs.shape[0]
-    start = np.zeros(n + 1, np.int64)
-    for e in range(m):
-        start[np.int64(pairs[e] >> np.uint64(32)) + 1] += 1
-    for v in range(n):
-        start[v + 1] += start[v]
-    fill = start[:-1].copy()
-    tmp = np.empty(m, np.int32)
-    for e in range(m):
-        s = np.int64(pairs[e] >> np.uint64(32))
-        tmp[fill[s]] = np.int32(pairs[e] & np.uint64(0xFFFFFFFF))
-        fill[s] += 1
-    indptr = np.zeros(n + 1, np.int64)
-    k = 0
-    for v in range(n):
-        a, b = start[v], start[v + 1]
-        tmp[a:b].sort()
-        prev = -1
-        for e in range(a, b):
-            w = tmp[e]
-            if w != v and w != prev:
-                tmp[k] = w
-                k += 1
-            prev = w
-        indptr[v + 1] = k
-    return indptr, tmp[:k].copy()
+_PAR = dict(_JIT, parallel=True)
 
 
 @njit(**_JIT)
@@ -193,6 +159,52 @@ def representatives(comp):
     return np.concatenate([[True], running[1:] > running[:-1]])
 
 
+@njit(inline="always", **_JIT)
+def _beats(ptr, a, b):
+    """Row a ranks before row b: more entries, or as many and a smaller id."""
+    da, db = ptr[a + 1] - ptr[a], ptr[b + 1] - ptr[b]
+    return da > db or (da == db and a < b)
+
+
+@njit(**_JIT)
+def _sift_down(heap, size, ptr, i):
+    """Restore the heap below slot i (the root holds the row that ranks last)."""
+    while True:
+        worst = i
+        for c in (2 * i + 1, 2 * i + 2):
+            if c < size and _beats(ptr, heap[worst], heap[c]):
+                worst = c
+        if worst == i:
+            return
+        heap[i], heap[worst] = heap[worst], heap[i]
+        i = worst
+
+
+@njit(**_JIT)
+def largest_rows(ptr, count):
+    """The ``count`` rows of most entries, by entries descending, ties by id ascending
+    (``argsort(-degree, stable)[:count]``) in one pass: a heap of the best rows so far,
+    whose root, the one that ranks last, a later row must beat (rows come in id order, so
+    only one with more entries can)."""
+    n = ptr.shape[0] - 1
+    count = min(count, n)
+    heap = np.empty(count, np.int64)
+    for v in range(count):
+        heap[v] = v
+    for i in range(count // 2 - 1, -1, -1):
+        _sift_down(heap, count, ptr, i)
+    least = ptr[heap[0] + 1] - ptr[heap[0]] if count else 0
+    for v in range(count, n):
+        if count and ptr[v + 1] - ptr[v] > least:
+            heap[0] = v
+            _sift_down(heap, count, ptr, 0)
+            least = ptr[heap[0] + 1] - ptr[heap[0]]
+    keys = np.empty(count, np.int64)
+    for i in range(count):
+        keys[i] = -(ptr[heap[i] + 1] - ptr[heap[i]]) * (n + 1) + heap[i]
+    return heap[np.argsort(keys)]
+
+
 @njit(**_JIT)
 def component_pairs(ptr, idx, comp):
     """Every edge as a packed pair of components, ``comp[v] << 32 | comp[w]`` (edges inside a
@@ -207,27 +219,6 @@ def component_pairs(ptr, idx, comp):
 
 
 @njit(**_JIT)
-def reverse_rows(ptr, idx):
-    """``(indptr, indices)`` of the CSR with every edge reversed (reverse_count_kernel and
-    reverse_write_kernel): a counting sort by target; the sources are visited in order, so each
-    reversed row comes out sorted."""
-    n = ptr.shape[0] - 1
-    rptr = np.zeros(n + 1, np.int64)
-    for e in range(idx.shape[0]):
-        rptr[idx[e] + 1] += 1
-    for v in range(n):
-        rptr[v + 1] += rptr[v]
-    cursor = rptr[:n].copy()
-    ridx = np.empty(idx.shape[0], np.int32)
-    for v in range(n):
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            ridx[cursor[w]] = v
-            cursor[w] += 1
-    return rptr, ridx
-
-
-@njit(**_JIT)
 def edge_levels(idx, level):
     """int16 per edge: the level of its target, saturated at EDGE_LEVEL_CAP
     (edge_levels_kernel): what the exact search reads beside the edges."""
@@ -237,20 +228,39 @@ def edge_levels(idx, level):
     return out
 
 
-@njit(read_only=("keys",), **_JIT)
+#: pieces of a hash sum (a core each, several per core)
+_HASH_CHUNKS = 64
+
+
+@njit(read_only=("keys",), **_PAR)
 def key_hash_sum(keys):
-    """Order-independent 64-bit sum of mix64 over integer keys."""
+    """Order-independent 64-bit sum of mix64 over integer keys (chunks on every core: the
+    sum wraps modulo 2**64, in any order)."""
+    n = keys.shape[0]
+    part = np.zeros(_HASH_CHUNKS, np.uint64)
+    for c in prange(_HASH_CHUNKS):
+        acc = np.uint64(0)
+        for i in range(n * c // _HASH_CHUNKS, n * (c + 1) // _HASH_CHUNKS):
+            acc += mix64(np.uint64(keys[i]))
+        part[c] = acc
     acc = np.uint64(0)
-    for i in range(keys.shape[0]):
-        acc += mix64(np.uint64(keys[i]))
+    for c in range(_HASH_CHUNKS):
+        acc += part[c]
     return acc
 
 
-@njit(**_JIT)
+@njit(**_PAR)
 def edge_hash_sum(pairs):
     """Order-independent 64-bit sum of mix64(src << 32 | dst) over packed edges (duplicates
-    counted)."""
+    counted; chunks on every core)."""
+    m = pairs.shape[0]
+    part = np.zeros(_HASH_CHUNKS, np.uint64)
+    for c in prange(_HASH_CHUNKS):
+        acc = np.uint64(0)
+        for e in range(m * c // _HASH_CHUNKS, m * (c + 1) // _HASH_CHUNKS):
+            acc += mix64(pairs[e])
+        part[c] = acc
     acc = np.uint64(0)
-    for e in range(pairs.shape[0]):
-        acc += mix64(pairs[e])
+    for c in range(_HASH_CHUNKS):
+        acc += part[c]
     return acc

@@ -1,90 +1,221 @@
 """CPU twins of ``kernels/labels.cu``: the four breadth-first passes of the GRAIL labels (GRAIL
-GPU paper, Section 4, Algorithms 2-6) and the hub sets, as worklist sweeps in topological order.
+GPU paper, Section 4, Algorithms 2-6), as sweeps in topological order (the hub sets are in
+:mod:`.hubs`, what the sweeps share in :mod:`.sweeps`).
+
+Every array of a vertex or an edge is made by the caller (:class:`~.CpuKernels`) with NumPy and
+passed in to be filled: NumPy asks the kernel for huge pages, so the first touch of a large
+array costs a fraction of what Numba's own allocations cost. Independent sweeps run on a core
+each (the intervals' lower and upper bounds, the hubs down and up, the labels' sibling sums),
+the sweeps over graphs of several edges per vertex prefetch the rows they will read, and on
+more than two cores the sweeps over wide levels share each level among the cores.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
 from ...jit import njit
-from ..shared import ORDER_BLOCK, funnel, order_params, permute_step
+
+from ..shared import ORDER_BLOCK, order_params, permute_step
+from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause
+from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
+                     prefetch_along, prefetch_rows, wait_level)
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
+_PAR = dict(_JIT, parallel=True)
+#: the sibling sums prefetch the block they visit this many blocks later
+BLOCKS_AHEAD = 4
+#: Kahn's sweep shares this many levels among the cores at most (the counters of a level
+#: cost 24 bytes; a chain of more levels goes on on one core)
+MAX_SHARED_LEVELS = 1 << 20
+#: int32 entries per 64-byte cache line
+LINE_INTS = 16
+
+
+@njit(**_PAR)
+def _roots(rev_ptr, pending, level, order, chunks):
+    """Every vertex's count of parents in ``pending``; the roots (none) at level 0, in id
+    order, at the head of ``order``; returns how many there are."""
+    n = pending.shape[0]
+    count = np.zeros(chunks + 1, np.int64)
+    for c in prange(chunks):
+        for v in range(n * c // chunks, n * (c + 1) // chunks):
+            pending[v] = rev_ptr[v + 1] - rev_ptr[v]
+            if pending[v] == 0:
+                count[c + 1] += 1
+    for c in range(chunks):
+        count[c + 1] += count[c]
+    for c in prange(chunks):
+        at = count[c]
+        for v in range(n * c // chunks, n * (c + 1) // chunks):
+            if pending[v] == 0:
+                level[v] = 0
+                order[at] = v
+                at += 1
+    return count[chunks]
 
 
 @njit(**_JIT)
-def topological_levels(fwd_ptr, fwd_idx, rev_ptr):
-    """Kahn's sweep: level[v] = length of the longest path from a root to v; ``order`` lists
-    the vertices by non-decreasing level. Returns (level, order, n_visited)."""
-    n = rev_ptr.shape[0] - 1
-    pending = np.empty(n, np.int64)
-    level = np.zeros(n, np.int32)
-    order = np.empty(n, np.int32)
-    tail = 0
-    for v in range(n):
-        pending[v] = rev_ptr[v + 1] - rev_ptr[v]
-        if pending[v] == 0:
-            order[tail] = v
-            tail += 1
-    head = 0
+def _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, head, tail, levels, fetch):
+    """Kahn's sweep on one core from a queue ``order[head:tail]`` (levels 0 .. ``levels`` - 1
+    begun, their ``offsets`` set): returns (levels, vertices visited). The queue holds the
+    vertices in order of level, so a vertex is queued by its deepest parent, the last of
+    them: its level is that parent's plus one, set once."""
     while head < tail:
+        if fetch:
+            prefetch_rows(head, 1, tail, order, fwd_ptr, fwd_idx, pending, 1, level)
         v = order[head]
         head += 1
         lv = level[v] + 1
-        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
+            prefetch_along(e, end, long, fwd_idx, pending, 1, NONE)
             w = fwd_idx[e]
-            if level[w] < lv:
+            left = pending[w] - 1
+            pending[w] = left
+            if left == 0:
                 level[w] = lv
-            pending[w] -= 1
-            if pending[w] == 0:
+                if lv == levels:
+                    offsets[levels] = tail
+                    levels += 1
                 order[tail] = w
                 tail += 1
-    return level, order, tail
+    offsets[levels] = tail
+    return levels, tail
 
 
-@njit(**_JIT)
-def tree_parents(rev_ptr, rev_idx, level):
+@njit(**_PAR)
+def _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts, taken, done,
+                 ready):
+    """Kahn's sweep level by level on every core (one parallel region): the cores take the
+    pieces of a level in turn, each parent's release of a child an atomic decrement, each
+    child queued at an atomic tail; the core that finishes a level's last piece records
+    where the next one ends and lets the others go on. Stops after ``ready.shape[0] - 1``
+    levels at most (a longer sweep goes on on one core)."""
+    cap = ready.shape[0]
+    for _ in prange(parts // PIECES_PER_CORE):
+        lv = 0
+        while lv + 1 < cap:
+            lo, hi = offsets[lv], offsets[lv + 1]
+            if lo == hi:
+                break
+            k = pieces(lo, hi, parts)
+            c = claim(taken, lv, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                for i in range(a, b):
+                    v = order[i]
+                    for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+                        w = fwd_idx[e]
+                        if atomic_add(pending, w, -1) == 1:
+                            level[w] = lv + 1
+                            order[atomic_add(tail, 0, 1)] = w
+                if atomic_add(done, lv, 1) == k - 1:
+                    offsets[lv + 2] = atomic_load(tail, 0)
+                    atomic_add(ready, lv, 1)
+                c = claim(taken, lv, k)
+            while atomic_load(ready, lv) == 0:
+                spin_pause()
+            lv += 1
+
+
+def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets, fetch,
+                       parts, chunks):
+    """Kahn's sweep: level[v] = length of the longest path from a root to v; ``order`` lists
+    the vertices by non-decreasing level, level L at ``order[offsets[L]:offsets[L + 1]]``
+    (``offsets``: n + 2 entries of room). Returns (levels, n_visited): fewer than n visited
+    when the graph has a cycle (then the levels are not all set). ``parts`` > 0: the levels
+    on every core, each level in up to that many pieces (the order inside a level then
+    depends on the timing; nothing computed from it does); ``fetch``: on one core, prefetch
+    the rows ahead; ``chunks``: pieces of the count of parents."""
+    tail = _roots(rev_ptr, pending, level, order, chunks)
+    offsets[0], offsets[1] = 0, tail
+    if tail == 0:
+        return 0, 0
+    if parts == 0:
+        return _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, 0, tail, 1, fetch)
+    cap = min(offsets.shape[0] - 2, MAX_SHARED_LEVELS)
+    ready = np.zeros(cap, np.int64)
+    queue_tail = np.array([tail], np.int64)
+    _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, queue_tail, parts,
+                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), ready)
+    last = int(np.argmin(ready)) if ready.min() == 0 else cap  # the first level not done
+    if offsets[last] == offsets[last + 1]:  # the sweep ended: levels 0 .. last - 1
+        return last, int(offsets[last])
+    return _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, int(offsets[last]),
+                 int(offsets[last + 1]), last + 1, fetch)
+
+
+@njit(**_PAR)
+def tree_parents(rev_ptr, rev_idx, level, parent):
     """Step 1 (DAG -> directed tree): each vertex keeps, as its tree parent, the smallest-id
     in-neighbour one level above it; roots get -1. Deterministic on every backend."""
-    n = level.shape[0]
-    parent = np.full(n, -1, np.int32)
-    for v in range(n):
+    for v in prange(level.shape[0]):
         want = level[v] - 1
         best = -1
-        for e in range(rev_ptr[v], rev_ptr[v + 1]):
+        end = rev_ptr[v + 1]
+        long = end - rev_ptr[v] > LONG_ROW
+        for e in range(rev_ptr[v], end):
+            prefetch_along(e, end, long, rev_idx, level, 1, NONE)
             u = rev_idx[e]
             if level[u] == want and (best < 0 or u < best):
                 best = u
         parent[v] = best
-    return parent
 
 
-@njit(**_JIT)
-def tree_children(fwd_ptr, fwd_idx, level):
+@njit(**_PAR)
+def tree_children(fwd_ptr, fwd_idx, level, child):
     """The mirror of step 1: each vertex keeps, as its link in the tree of chosen children,
     its out-neighbour of smallest level (ties: the smallest id); sinks get -1."""
-    n = level.shape[0]
-    child = np.full(n, -1, np.int32)
-    for v in range(n):
+    for v in prange(level.shape[0]):
         best = -1
+        lb = 0
         for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
             w = fwd_idx[e]
-            if best < 0 or level[w] < level[best] or (level[w] == level[best] and w < best):
+            lw = level[w]
+            if best < 0 or lw < lb or (lw == lb and w < best):
                 best = w
+                lb = lw
         child[v] = best
-    return child
 
 
 @njit(**_JIT)
-def subtree_sizes(parent, order):
-    """Step 2 (Algorithm 4): size[v] = number of tree descendants of v, v included."""
-    n = parent.shape[0]
-    size = np.ones(n, np.int32)
-    for i in range(n - 1, -1, -1):
+def _subtree_sizes(parent, order, size):
+    """Step 2 (Algorithm 4) on one core: size[v] = number of tree descendants of v, v
+    included (``size`` comes filled with ones)."""
+    for i in range(parent.shape[0] - 1, -1, -1):
         v = order[i]
         p = parent[v]
         if p >= 0:
             size[p] += size[v]
-    return size
+
+
+@njit(**_PAR)
+def subtree_sizes(parent, order, offsets, size, parts):
+    """Step 2 (Algorithm 4): size[v] = number of tree descendants of v, v included
+    (``size`` comes filled with ones); ``parts`` > 0: level by level from the deepest on
+    every core, each vertex adding its size to its parent's atomically (a level's sizes are
+    final when it starts: every child lies deeper), else on one core."""
+    if parts == 0:
+        _subtree_sizes(parent, order, size)
+        return
+    levels = offsets.shape[0] - 1
+    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
+    for _ in prange(parts // PIECES_PER_CORE):
+        for step in range(levels):
+            lo, hi = offsets[levels - 1 - step], offsets[levels - step]
+            k = pieces(lo, hi, parts)
+            c = claim(taken, step, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                for i in range(a, b):
+                    v = order[i]
+                    if parent[v] >= 0:
+                        atomic_add(size, parent[v], size[v])
+                atomic_add(done, step, 1)
+                c = claim(taken, step, k)
+            wait_level(done, step, k)
 
 
 @njit(**_JIT)
@@ -103,147 +234,268 @@ def permuted_block(b, n_blocks, mask, a1, c, a2, shift):
 
 
 @njit(**_JIT)
-def post_orders(parent, order, size, d, seed):
-    """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders.
+def _block_order(n_blocks, j, seed):
+    """Label j's permutation of the blocks, ``BLOCKS_AHEAD`` zeros after it (so that a sweep
+    can name the block it will visit a few steps later without a test), and its xor."""
+    mask, a1, c, a2, shift, xor = order_params(n_blocks, j, seed)
+    blocks = np.zeros(n_blocks + BLOCKS_AHEAD, np.int64)
+    for b in range(n_blocks):
+        blocks[b] = permuted_block(b, n_blocks, mask, a1, c, a2, shift) * ORDER_BLOCK
+    return blocks, np.int64(xor)
+
+
+@njit(**_JIT)
+def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
+    """Label j's sizes of earlier siblings, ``out[v]`` for every v, in label j's order (the
+    blocks in the order ``permuted_block``, ids xored inside a block): each parent's running
+    sum of its children's sizes (roots are the children of a virtual root).
+
+    The roots' running sum needs the blocks in that order only through their totals
+    (``root_sum[b]``): each block's start comes from a pass over those, then the blocks
+    are visited in id order, a stream the cache can follow. Only the blocks that hold
+    children of real parents (``children[b]``, a bit per id) are visited in label j's order,
+    where each parent's sum is ``acc[p]``; those BLOCKS_AHEAD further on are prefetched."""
+    n = parent.shape[0]
+    n_blocks = root_sum.shape[0]
+    blocks, xor = _block_order(n_blocks, j, seed)
+    start = np.empty(n_blocks, np.int64)
+    running = 0
+    for b in range(n_blocks):
+        blk = blocks[b] // ORDER_BLOCK
+        start[blk] = running
+        running += root_sum[blk]
+    for blk in range(n_blocks):
+        base = blk * ORDER_BLOCK
+        roots = ~children[blk]
+        running = start[blk]
+        if roots == ~np.uint64(0) and base + ORDER_BLOCK <= n:  # a block of roots only
+            for o in range(ORDER_BLOCK):
+                v = base + (o ^ xor)
+                out[v] = running
+                running += size[v]
+            continue
+        for o in range(ORDER_BLOCK):
+            q = o ^ xor
+            if (roots >> np.uint64(q)) & np.uint64(1) and base + q < n:
+                out[base + q] = running
+                running += size[base + q]
+    acc[:] = 0
+    for b in range(n_blocks):
+        ahead = blocks[b + BLOCKS_AHEAD]
+        if children[ahead // ORDER_BLOCK]:
+            for q in range(0, ORDER_BLOCK, LINE_INTS):
+                prefetch(parent, ahead + q)
+                prefetch(size, ahead + q)
+                prefetch(out, ahead + q)
+        base = blocks[b]
+        kids = children[base // ORDER_BLOCK]
+        if kids == 0:
+            continue
+        for o in range(ORDER_BLOCK):
+            q = o ^ xor
+            if (kids >> np.uint64(q)) & np.uint64(1):
+                v = base + q
+                p = parent[v]
+                out[v] = acc[p]
+                acc[p] += size[v]
+
+
+@njit(**_JIT)
+def _blocks_of_children(parent, size, children, root_sum):
+    """Per block of ORDER_BLOCK ids: a bit for each child of a real parent, and the sizes
+    of its roots summed (what every label's sibling sums start from)."""
+    n = parent.shape[0]
+    for blk in range(root_sum.shape[0]):
+        kids = np.uint64(0)
+        total = 0
+        for q in range(min(ORDER_BLOCK, n - blk * ORDER_BLOCK)):
+            v = blk * ORDER_BLOCK + q
+            if parent[v] >= 0:
+                kids |= np.uint64(1) << np.uint64(q)
+            else:
+                total += size[v]
+        children[blk] = kids
+        root_sum[blk] = total
+
+
+@njit(**_PAR)
+def _transposed(rows, out, parent, size):
+    """``out[v, j] = rows[j, v]``, plus v's size where v is a root (whose subtree starts at
+    its sum: its post rank is final here), a block of ORDER_BLOCK vertices at a time."""
+    d, n = rows.shape
+    for b in prange((n + ORDER_BLOCK - 1) // ORDER_BLOCK):
+        lo = b * ORDER_BLOCK
+        hi = min(n, lo + ORDER_BLOCK)
+        for v in range(lo, hi):
+            own = size[v] if parent[v] < 0 else 0
+            for j in range(d):
+                out[v, j] = rows[j, v] + own
+
+
+@njit(**_JIT)
+def _starts_range(parent, order, size, post, lo, hi, roots_done):
+    """``post[v] += size[v]`` plus, below a root, the parent's start (``post[p] - size[p]``),
+    for every label at once, for the vertices at ``order[lo:hi]`` (each parent's row is
+    final before; the roots' rows are final already when ``roots_done``)."""
+    n, d = post.shape
+    for i in range(lo, hi):
+        if i + 2 * AHEAD < n:
+            prefetch(parent, order[i + 2 * AHEAD])
+        if i + AHEAD < n:
+            u = order[i + AHEAD]
+            prefetch(post, u * d)
+            prefetch(size, u)
+            q = parent[u]
+            if q >= 0:
+                prefetch(post, q * d)
+                prefetch(size, q)
+        v = order[i]
+        p = parent[v]
+        sv = size[v]
+        if p >= 0:
+            base = sv - size[p]
+            for j in range(d):
+                post[v, j] += post[p, j] + base
+        elif not roots_done:
+            for j in range(d):
+                post[v, j] += sv
+
+
+@njit(**_PAR)
+def _starts_down(parent, order, offsets, size, post, parts, roots_done):
+    """:func:`_starts_range` over the whole order: level by level, each level in up to
+    ``parts`` pieces that the cores take in turn (one parallel region: a core waits at the
+    end of each level for the pieces others hold), else (``parts`` 0) in one sweep."""
+    n = order.shape[0]
+    if parts == 0:
+        _starts_range(parent, order, size, post, 0, n, roots_done)
+        return
+    levels = offsets.shape[0] - 1
+    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
+    for _ in prange(parts // PIECES_PER_CORE):
+        for level in range(levels):
+            lo, hi = offsets[level], offsets[level + 1]
+            k = pieces(lo, hi, parts)
+            c = claim(taken, level, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                _starts_range(parent, order, size, post, a, b, roots_done)
+                atomic_add(done, level, 1)
+                c = claim(taken, level, k)
+            wait_level(done, level, k)
+
+
+@njit(**_PAR)
+def _all_sibling_sums(parent, size, seed, sums, acc):
+    """Every label's sibling sums (``sums[j]``), ``acc.shape[0]`` workers side by side, each
+    taking every so many labels with its own running sums (``acc[worker]``)."""
+    n_blocks = (parent.shape[0] + ORDER_BLOCK - 1) // ORDER_BLOCK
+    children = np.empty(n_blocks, np.uint64)
+    root_sum = np.empty(n_blocks, np.int64)
+    _blocks_of_children(parent, size, children, root_sum)
+    workers = acc.shape[0]
+    for w in prange(workers):
+        for j in range(w, sums.shape[0], workers):
+            _sibling_sums(parent, size, j, seed, children, root_sum, sums[j], acc[w])
+
+
+def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
+    """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders,
+    into ``post[C, d]`` (``sums``: d x C of room, None for one label; ``acc``: workers x C
+    of room; ``parts``: the last sweep level by level, each level in up to that many pieces
+    on every core, or 0: in one sweep).
 
     In label j, siblings (children of one tree parent; roots are the children of a virtual
     root) are ordered as they appear in label j's pseudo-random vertex order: blocks of
     ORDER_BLOCK consecutive ids in the order ``permuted_block``, and inside a block ids xored
     with a per-label constant. A vertex's post rank is the number of vertices finished before
-    its subtree starts (the sizes of earlier siblings along its root path) plus its own size.
-    Returns post[C, d] int32.
+    its subtree starts (the sizes of earlier siblings along its root path) plus its own size:
+    each label's sibling sums in a row of its own, turned into a row per vertex, then one
+    sweep down the order adds the parent's start to all d labels of a vertex at once.
     """
-    n = parent.shape[0]
-    post = np.empty((n, d), np.int32)
-    start = np.zeros(n, np.int64)  # vertices finished before v's subtree begins
-    excl = np.empty(n, np.int64)  # sizes of v's earlier siblings
-    acc = np.empty(n + 1, np.int64)
-    n_blocks = (n + ORDER_BLOCK - 1) // ORDER_BLOCK
-    for j in range(d):
-        mask, a1, c, a2, shift, xor = order_params(n_blocks, j, seed)
-        acc[:] = 0
-        for b in range(n_blocks):
-            base = permuted_block(b, n_blocks, mask, a1, c, a2, shift) * ORDER_BLOCK
-            for o in range(ORDER_BLOCK):
-                v = base + np.int64(np.uint64(o) ^ xor)
-                if v >= n:
-                    continue
-                p = parent[v] + 1
-                excl[v] = acc[p]
-                acc[p] += size[v]
-        for i in range(n):
-            v = order[i]
-            p = parent[v]
-            s = excl[v] + (start[p] if p >= 0 else 0)
-            start[v] = s
-            post[v, j] = s + size[v]
-    return post
+    if sums is None:  # one label: its sums are the one column of ``post`` already
+        _all_sibling_sums(parent, size, seed, post.reshape(1, -1), acc)
+    else:
+        _all_sibling_sums(parent, size, seed, sums, acc)
+        _transposed(sums, post, parent, size)
+    _starts_down(parent, order, offsets, size, post, parts, sums is not None)
 
 
 @njit(**_JIT)
-def interval_bounds(fwd_ptr, fwd_idx, order, post):
+def _bound(fwd_ptr, fwd_idx, order, out, upper, fetch):
+    """Each row of ``out`` (the post ranks) the min (``upper`` False) or max over its DAG
+    children's rows, bottom-up (``fetch``: prefetching the rows ahead)."""
+    n, d = out.shape
+    for i in range(n - 1, -1, -1):
+        if fetch:
+            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, d, NONE)
+        v = order[i]
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
+            prefetch_along(e, end, long, fwd_idx, out, d, NONE)
+            w = fwd_idx[e]
+            if upper:
+                for j in range(d):
+                    out[v, j] = max(out[v, j], out[w, j])
+            else:
+                for j in range(d):
+                    out[v, j] = min(out[v, j], out[w, j])
+
+
+@njit(**_JIT)
+def _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, lo, hi, fetch):
+    """Both bounds of the vertices at ``order[lo:hi]`` (their children's rows are final)."""
+    n, d = inner.shape
+    for i in range(hi - 1, lo - 1, -1):
+        if fetch:
+            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, inner, d, NONE)
+        v = order[i]
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
+            prefetch_along(e, end, long, fwd_idx, inner, d, NONE)
+            prefetch_along(e, end, long, fwd_idx, outer, d, NONE)
+            w = fwd_idx[e]
+            for j in range(d):
+                inner[v, j] = min(inner[v, j], inner[w, j])
+                outer[v, j] = max(outer[v, j], outer[w, j])
+
+
+@njit(**_PAR)
+def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch):
     """Step 4 (Algorithm 6): per label, the smallest and the largest post rank over v and
-    every DAG descendant of v: the interval [inner, outer].
+    every DAG descendant of v: the interval [inner, outer] (``inner`` comes as the post
+    ranks, ``outer`` as room for a copy of them). ``parts`` > 0: both bounds level by level
+    from the deepest, each level in up to that many pieces that the cores take in turn
+    (:func:`_starts_down`); 0: a core for each bound. ``fetch``: prefetch the rows ahead.
 
     The bounds run over all DAG children, not only tree children. The paper's tree is a DFS
     tree, where the largest is always v's own rank; ours comes from breadth-first levels, so a
     non-tree edge may lead to a larger rank and the outer bound is propagated too. Either way
     u reaches w only if [inner(w), outer(w)] lies inside [inner(u), outer(u)].
     """
-    n, d = post.shape
-    inner = post.copy()
-    outer = post.copy()
-    for i in range(n - 1, -1, -1):
-        v = order[i]
-        for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
-            w = fwd_idx[e]
-            for j in range(d):
-                if inner[w, j] < inner[v, j]:
-                    inner[v, j] = inner[w, j]
-                if outer[w, j] > outer[v, j]:
-                    outer[v, j] = outer[w, j]
-    return inner, outer
-
-
-@njit(inline="always", **_JIT)
-def shifted_word(bits, w, k, sh):
-    """Word k of row w of ``bits`` shifted ``sh`` bits towards the high end (``sh`` < 0:
-    towards the low end), with zeros shifted in: the row rebased from one window to another."""
-    words = bits.shape[1]
-    q = sh >> 6  # floor division, also for sh < 0
-    r = np.uint64(sh & 63)
-    a = k - q
-    hi = bits[w, a] if 0 <= a < words else np.uint64(0)
-    lo = bits[w, a - 1] if 0 <= a - 1 < words else np.uint64(0)
-    return funnel(lo, hi, r)
-
-
-@njit(inline="always", **_JIT)
-def window_base(v, level, first, span, up):
-    """Hub index of bit 0 of v's window: none (``first`` empty) 0; down (the hubs v may reach,
-    from its own level on) ``first[level[v]]``; up (the hubs that may reach v, down to its
-    own level) ``first[level[v] + 1] - span``. A level outside the table (an appended
-    component's, below every built one: :mod:`grail_duckdb.engine.append`) reads the table's
-    nearest end, as many hubs as lie above it: none above a level under 0."""
-    if first.shape[0] == 0:
-        return 0
-    top = first.shape[0] - 1
-    at = min(max(level[v] + 1 if up else level[v], 0), top)
-    return first[at] - span if up else first[at]
-
-
-@njit(inline="always", **_JIT)
-def _pull_bits(bits, v, ptr, idx, level, first, up):
-    """``bits[v] |=`` the rows of v's neighbours, each rebased into v's window."""
-    words = bits.shape[1]
-    span = 64 * words
-    if first.shape[0] == 0:  # one window for all (the global hubs): nothing to rebase
-        for e in range(ptr[v], ptr[v + 1]):
-            w = idx[e]
-            for k in range(words):
-                bits[v, k] |= bits[w, k]
+    n = inner.shape[0]
+    for b in prange((n + ORDER_BLOCK - 1) // ORDER_BLOCK):
+        lo, hi = b * ORDER_BLOCK, min(n, (b + 1) * ORDER_BLOCK)
+        outer[lo:hi] = inner[lo:hi]
+    if parts == 0:
+        for task in prange(2):
+            _bound(fwd_ptr, fwd_idx, order, outer if task else inner, task == 1, fetch)
         return
-    base = window_base(v, level, first, span, up)
-    for e in range(ptr[v], ptr[v + 1]):
-        w = idx[e]
-        sh = window_base(w, level, first, span, up) - base
-        if -span < sh < span:
-            for k in range(words):
-                bits[v, k] |= shifted_word(bits, w, k, sh)
+    levels = offsets.shape[0] - 1
+    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
+    for _ in prange(parts // PIECES_PER_CORE):
+        for step in range(levels):
+            level = levels - 1 - step
+            lo, hi = offsets[level], offsets[level + 1]
+            k = pieces(lo, hi, parts)
+            c = claim(taken, step, k)
+            while c >= 0:
+                a, b = piece(lo, hi, c, k)
+                _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, a, b, fetch)
+                atomic_add(done, step, 1)
+                c = claim(taken, step, k)
+            wait_level(done, step, k)
 
 
-@njit(**_JIT)
-def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, words, level, first):
-    """Reachability to and from hub vertices, as bit sets (one bit per hub).
-
-    ``down[v]``: the hubs v reaches (v included), bottom-up over every DAG child;
-    ``up[v]``: the hubs that reach v, top-down over every DAG parent. They are exact, so
-    ``down[u] & up[t] != 0`` proves u reaches t (through a hub), while a hub t reaches that u
-    does not (``down[t] & ~down[u]``), or one that reaches u but not t (``up[u] & ~up[t]``),
-    proves it does not.
-
-    ``first`` empty: ``hub_of[v]`` is v's bit, the same for every vertex. Else the hubs are
-    numbered by level (``first[L]``: hubs above level L) and each vertex keeps a window of
-    64 * ``words`` of them (:func:`window_base`): its down window starts at the first hub of
-    its own level, its up window ends at the last one. The windows are exact too: a hub in
-    v's down window that v reaches through a child c lies at c's level or below, so in c's
-    window (c's starts at or after v's, and ends after v's ends); the same upwards.
-    """
-    n = hub_of.shape[0]
-    span = 64 * words
-    down = np.zeros((n, words), np.uint64)
-    up = np.zeros((n, words), np.uint64)
-    one = np.uint64(1)
-    for i in range(n - 1, -1, -1):
-        v = order[i]
-        h = hub_of[v] - window_base(v, level, first, span, False)
-        if hub_of[v] >= 0 and 0 <= h < span:
-            down[v, h >> 6] |= one << np.uint64(h & 63)
-        _pull_bits(down, v, fwd_ptr, fwd_idx, level, first, False)
-    for i in range(n):
-        v = order[i]
-        h = hub_of[v] - window_base(v, level, first, span, True)
-        if hub_of[v] >= 0 and 0 <= h < span:
-            up[v, h >> 6] |= one << np.uint64(h & 63)
-        _pull_bits(up, v, rev_ptr, rev_idx, level, first, True)
-    return down, up

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...jit import njit
 from ..shared import hubs_exclude, hubs_meet, label_excludes, level_excludes, tree_contains
-from .labels import shifted_word, window_base
+from .hubs import shifted_word, window_base
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 

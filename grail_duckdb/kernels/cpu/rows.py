@@ -1,0 +1,241 @@
+"""CPU twins of the CSR part of ``kernels/graph.cu``: rows of packed edges and reversed rows, by
+a two-level counting sort on every core.
+
+The edges are first spread over buckets of ``2**ROW_BITS`` consecutive rows (each chunk of the
+input counts its edges per bucket, then writes them at its place in each bucket: a stable
+pass whose writes go to a few hundred streams), then each bucket is sorted by its rows on its
+own (its counts fit a core's L2 cache) and written at its final place. The result does not
+depend on the number of threads: the rows of packed edges are sorted and compacted, and the
+reversed rows list their sources in order because every step is stable.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from ...jit import njit
+
+_JIT = dict(cache=True, nogil=True, boundscheck=False)
+_PAR = dict(_JIT, parallel=True)
+
+#: rows per bucket of the second level: 32K rows' counts and cursors (256 KiB) fit in L2
+ROW_BITS = 15
+#: a row longer than this is sorted by NumPy's sort, shorter ones by insertion
+INSERTION_MAX = 24
+_LOW = np.uint64(0xFFFFFFFF)
+
+
+@njit(**_JIT)
+def _chunk_bounds(total, chunks, c):
+    """``[lo, hi)`` of chunk c of ``chunks`` near-equal chunks of ``total`` items."""
+    return total * c // chunks, total * (c + 1) // chunks
+
+
+@njit(**_JIT)
+def _bucket_starts(hist):
+    """Bucket-major running sums of ``hist[chunk, bucket]``, in place (each chunk's start in
+    each bucket); returns ``start[bucket]`` (``buckets + 1`` entries)."""
+    chunks, buckets = hist.shape
+    start = np.empty(buckets + 1, np.int64)
+    acc = 0
+    for b in range(buckets):
+        start[b] = acc
+        for c in range(chunks):
+            count = hist[c, b]
+            hist[c, b] = acc
+            acc += count
+    start[buckets] = acc
+    return start
+
+
+@njit(**_PAR)
+def _spread_pairs(pairs, shift, buckets, chunks, out):
+    """Packed edges into ``out`` grouped by bucket ``pairs >> shift``, stably; returns the
+    buckets' starts."""
+    m = pairs.shape[0]
+    hist = np.zeros((chunks, buckets), np.int64)
+    for c in prange(chunks):
+        lo, hi = _chunk_bounds(m, chunks, c)
+        for e in range(lo, hi):
+            hist[c, np.int64(pairs[e] >> shift)] += 1
+    start = _bucket_starts(hist)
+    for c in prange(chunks):
+        lo, hi = _chunk_bounds(m, chunks, c)
+        cursor = hist[c]
+        for e in range(lo, hi):
+            b = np.int64(pairs[e] >> shift)
+            out[cursor[b]] = pairs[e]
+            cursor[b] += 1
+    return start
+
+
+@njit(inline="always", **_JIT)
+def _sort_row(a, lo, hi):
+    """Sort ``a[lo:hi]`` in place (insertion for short rows)."""
+    if hi - lo > INSERTION_MAX:
+        a[lo:hi].sort()
+        return
+    for i in range(lo + 1, hi):
+        x = a[i]
+        j = i - 1
+        while j >= lo and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+
+
+@njit(**_JIT)
+def _bucket_rows(spread, lo, hi, r0, rows, count, kept):
+    """One bucket of packed edges ``spread[lo:hi]`` (rows r0 .. r0 + rows - 1) sorted by row
+    into ``kept`` (int32 targets), each row sorted, self-loops and duplicates dropped;
+    ``count[i]``: the kept targets of row r0 + i. Returns how many were kept."""
+    count[:rows + 1] = 0
+    for e in range(lo, hi):
+        count[np.int64(spread[e] >> np.uint64(32)) - r0 + 1] += 1
+    for i in range(rows):
+        count[i + 1] += count[i]
+    for e in range(lo, hi):
+        i = np.int64(spread[e] >> np.uint64(32)) - r0
+        kept[count[i]] = np.int32(spread[e] & _LOW)
+        count[i] += 1
+    out = 0
+    start = 0
+    for i in range(rows):
+        end = count[i]
+        _sort_row(kept, start, end)
+        v = r0 + i
+        prev = -1
+        first = out
+        for e in range(start, end):
+            w = kept[e]
+            if w != v and w != prev:
+                kept[out] = w
+                out += 1
+            prev = w
+        count[i] = out - first
+        start = end
+    return out
+
+
+@njit(**_PAR)
+def _kept_rows(spread, start, n, indptr):
+    """Each bucket of packed edges (grouped by :func:`_spread_pairs`) sorted into rows and
+    compacted: its kept targets written over its own edges (as int32, from the bucket's
+    start), each row's count of them in ``indptr[row + 1]``; returns the buckets' running
+    sums of kept targets."""
+    buckets = start.shape[0] - 1
+    size = 1 << ROW_BITS
+    kept_of = np.zeros(buckets + 1, np.int64)
+    targets = spread.view(np.int32)
+    for b in prange(buckets):
+        r0 = b * size
+        rows = min(size, n - r0)
+        lo, hi = start[b], start[b + 1]
+        count = np.empty(rows + 1, np.int64)
+        kept = np.empty(hi - lo, np.int32)
+        k = _bucket_rows(spread, lo, hi, r0, rows, count, kept)
+        targets[2 * lo:2 * lo + k] = kept[:k]
+        indptr[r0 + 1:r0 + rows + 1] = count[:rows]
+        kept_of[b + 1] = k
+    for b in range(buckets):
+        kept_of[b + 1] += kept_of[b]
+    return kept_of
+
+
+@njit(**_PAR)
+def _gather_rows(spread, start, kept_of, n, indptr, indices):
+    """The kept targets of every bucket moved to their final place, the counts in
+    ``indptr`` turned into row starts."""
+    buckets = start.shape[0] - 1
+    size = 1 << ROW_BITS
+    targets = spread.view(np.int32)
+    indptr[0] = 0
+    for b in prange(buckets):
+        r0 = b * size
+        lo, k0 = start[b], kept_of[b]
+        indices[k0:kept_of[b + 1]] = targets[2 * lo:2 * lo + kept_of[b + 1] - k0]
+        acc = k0
+        for v in range(r0, r0 + min(size, n - r0)):
+            acc += indptr[v + 1]
+            indptr[v + 1] = acc
+
+
+def buckets_of(n: int) -> int:
+    """Buckets of ``2**ROW_BITS`` rows covering ``n`` rows (one at least)."""
+    return max(1, -(-n // (1 << ROW_BITS)))
+
+
+def csr_of_pairs(pairs, n: int, chunks: int, scratch=None):
+    """Rows of packed edges (``src << 32 | dst``): ``(indptr[n+1] int64, indices int32)``,
+    each row's targets sorted, self-loops and duplicate targets dropped; ``pairs`` is left as
+    it is. ``chunks``: pieces of the input counted at once (a few per core); ``scratch``: a
+    uint64 array as long as ``pairs`` to use as the buckets' room (else one is made)."""
+    m = pairs.shape[0]
+    spread = np.empty(m, np.uint64) if scratch is None else scratch[:m]
+    start = _spread_pairs(pairs, np.uint64(32 + ROW_BITS), buckets_of(n), chunks, spread)
+    indptr = np.empty(n + 1, np.int64)
+    kept_of = _kept_rows(spread, start, n, indptr)
+    indices = np.empty(int(kept_of[-1]), np.int32)
+    _gather_rows(spread, start, kept_of, n, indptr, indices)
+    return indptr, indices
+
+
+@njit(**_PAR)
+def _spread_reversed(ptr, idx, buckets, chunks, out):
+    """Every edge v -> w of the rows as ``w << 32 | v`` in ``out``, grouped by the bucket of
+    w, each bucket in order of v; returns the buckets' starts."""
+    n, m = ptr.shape[0] - 1, idx.shape[0]
+    cut = np.searchsorted(ptr, np.arange(chunks + 1) * m // chunks)  # rows by their edges
+    cut[0], cut[chunks] = 0, n
+    hist = np.zeros((chunks, buckets), np.int64)
+    for c in prange(chunks):
+        lo, hi = cut[c], cut[c + 1]
+        for e in range(ptr[lo], ptr[hi]):
+            hist[c, idx[e] >> ROW_BITS] += 1
+    start = _bucket_starts(hist)
+    for c in prange(chunks):
+        lo, hi = cut[c], cut[c + 1]
+        cursor = hist[c]
+        for v in range(lo, hi):
+            for e in range(ptr[v], ptr[v + 1]):
+                w = idx[e]
+                b = w >> ROW_BITS
+                out[cursor[b]] = (np.uint64(w) << np.uint64(32)) | np.uint64(v)
+                cursor[b] += 1
+    return start
+
+
+@njit(**_PAR)
+def _reversed_of_spread(spread, start, n, rptr, ridx):
+    """Each bucket of reversed edges written at its place, stably by row."""
+    buckets = start.shape[0] - 1
+    size = 1 << ROW_BITS
+    rptr[0] = 0
+    for b in prange(buckets):
+        r0 = b * size
+        rows = min(size, n - r0)
+        lo, hi = start[b], start[b + 1]
+        cursor = np.zeros(rows + 1, np.int64)
+        for e in range(lo, hi):
+            cursor[np.int64(spread[e] >> np.uint64(32)) - r0 + 1] += 1
+        cursor[0] = lo
+        for i in range(rows):
+            cursor[i + 1] += cursor[i]
+        rptr[r0 + 1:r0 + rows + 1] = cursor[1:rows + 1]
+        for e in range(lo, hi):
+            i = np.int64(spread[e] >> np.uint64(32)) - r0
+            ridx[cursor[i]] = np.int32(spread[e] & _LOW)
+            cursor[i] += 1
+
+
+def reverse_rows(ptr, idx, chunks: int, scratch=None):
+    """``(indptr, indices)`` of the rows with every edge reversed (duplicates kept); the
+    sources are taken in order, so each reversed row comes out sorted. ``scratch``: a uint64
+    array at least as long as ``idx`` (else one is made)."""
+    n, m = ptr.shape[0] - 1, idx.shape[0]
+    spread = np.empty(m, np.uint64) if scratch is None else scratch[:m]
+    start = _spread_reversed(ptr, idx, buckets_of(n), chunks, spread)
+    rptr = np.empty(n + 1, np.int64)
+    ridx = np.empty(m, np.int32)
+    _reversed_of_spread(spread, start, n, rptr, ridx)
+    return rptr, ridx

@@ -766,14 +766,14 @@ def test_host_values_reach_a_slice_of_a_backend_array(backend):
     np.testing.assert_array_equal(to_host(flat), values.astype(np.int32))
     staging = upload_staging(xp, small)
     cols = xp.zeros((40, 700), xp.int32)
-    small = [rng.integers(-2**31, 2**31, 17 * j % 700) for j in range(40)]
+    pieces = [rng.integers(-2**31, 2**31, 17 * j % 700) for j in range(40)]
     for _ in range(2):  # the second call's buffers wait for the first's copies
-        copy_into([(cols[j, :v.shape[0]], v) for j, v in enumerate(small)]
+        copy_into([(cols[j, :v.shape[0]], v) for j, v in enumerate(pieces)]
                   + [(flat, values[::-1]), (dst[7:9], wide[:2])], staging, small)
     if xp is not np:
         xp.cuda.Device().synchronize()
     got = to_host(cols)
-    for j, v in enumerate(small):
+    for j, v in enumerate(pieces):
         np.testing.assert_array_equal(got[j, :v.shape[0]], v.astype(np.int32))
         assert not got[j, v.shape[0]:].any()
     np.testing.assert_array_equal(to_host(flat), values[::-1].astype(np.int32))

@@ -14,6 +14,10 @@ region (:mod:`.labels`): a core takes the next piece of a level with the first a
 the level's last piece with the second (sequentially consistent add, acquiring load), calling
 ``spin_pause()`` between two loads: x86's ``pause`` (a waiting hyperthread leaves its core's
 units to its sibling), nothing elsewhere.
+
+Each is a plain Python function that a compiled kernel replaces by the instruction
+(``numba.extending.overload``): a kernel still interpreted (:mod:`grail_duckdb.jit`, one
+thread) runs the Python meaning, so the build's kernels need no compiler for small work.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 __all__ = ["atomic_add", "atomic_load", "prefetch", "spin_pause"]
 
@@ -34,7 +38,7 @@ def _element(context, builder, signature, args):
 
 
 @intrinsic
-def prefetch(typingctx, arr, index):
+def _prefetch(typingctx, arr, index):
     """``prefetch(a, i)``: hint that ``a.flat[i]`` is read soon (no effect on results)."""
     if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
         return None
@@ -58,7 +62,7 @@ def _int_array(arr, index) -> bool:
 
 
 @intrinsic
-def atomic_add(typingctx, arr, index, value):
+def _atomic_add(typingctx, arr, index, value):
     """``atomic_add(a, i, v)``: ``a.flat[i] += v`` at once for every thread; the old value."""
     if not _int_array(arr, index) or not isinstance(value, types.Integer):
         return None
@@ -72,7 +76,7 @@ def atomic_add(typingctx, arr, index, value):
 
 
 @intrinsic
-def atomic_load(typingctx, arr, index):
+def _atomic_load(typingctx, arr, index):
     """``atomic_load(a, i)``: ``a.flat[i]`` as the last write of any thread left it."""
     if not _int_array(arr, index):
         return None
@@ -86,7 +90,7 @@ def atomic_load(typingctx, arr, index):
 
 
 @intrinsic
-def spin_pause(typingctx):
+def _spin_pause(typingctx):
     """``spin_pause()``: x86's ``pause`` inside a wait loop (elsewhere nothing)."""
 
     def codegen(context, builder, signature, args):
@@ -98,3 +102,43 @@ def spin_pause(typingctx):
         return context.get_dummy_value()
 
     return types.void(), codegen
+
+
+def prefetch(a, i) -> None:
+    """``prefetch(a, i)``: hint that ``a.flat[i]`` is read soon (no effect on results)."""
+
+
+def atomic_add(a, i, v):
+    """``atomic_add(a, i, v)``: ``a.flat[i] += v`` at once for every thread; the old value."""
+    old = a.flat[i]
+    a.flat[i] = old + v
+    return old
+
+
+def atomic_load(a, i):
+    """``atomic_load(a, i)``: ``a.flat[i]`` as the last write of any thread left it."""
+    return a.flat[i]
+
+
+def spin_pause() -> None:
+    """``spin_pause()``: x86's ``pause`` inside a wait loop (elsewhere nothing)."""
+
+
+@overload(prefetch, inline="always")
+def _prefetch_compiled(a, i):
+    return lambda a, i: _prefetch(a, i)
+
+
+@overload(atomic_add, inline="always")
+def _atomic_add_compiled(a, i, v):
+    return lambda a, i, v: _atomic_add(a, i, v)
+
+
+@overload(atomic_load, inline="always")
+def _atomic_load_compiled(a, i):
+    return lambda a, i: _atomic_load(a, i)
+
+
+@overload(spin_pause, inline="always")
+def _spin_pause_compiled():
+    return lambda: _spin_pause()

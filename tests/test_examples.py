@@ -35,6 +35,7 @@ def answers(hepth):
     return mod.main(["--edges", str(HEPTH)])  # asserts scalar == whole column itself
 
 
+@pytest.mark.slow
 def test_examples_match_networkx(hepth, answers):
     g = nx.DiGraph()
     g.add_edges_from(zip(hepth.column("src").to_pylist(), hepth.column("dst").to_pylist()))

@@ -164,11 +164,13 @@ def test_the_pipeline_compiles_each_query_kernel_once():
     from grail_duckdb.kernels.cpu import classify
 
     idx = _index(adversarial("cut-defeating"), "compile")
+    kernels = (classify.answer_range, classify._lookup_range, classify.pair_components)
+    before = [set(k.signatures) for k in kernels]   # other tests' layouts compile their own
     with jit.forced("compile"):
         for keys in (np.arange(40), pa.array(np.arange(40))):     # writable, read-only
             idx.reaches(keys, keys[::-1].copy() if isinstance(keys, np.ndarray) else keys)
-    for kernel in (classify.answer_range, classify._lookup_range, classify.pair_components):
-        assert len(kernel.signatures) <= 1, kernel.signatures
+    for kernel, had in zip(kernels, before):
+        assert len(set(kernel.signatures) - had) <= 1, kernel.signatures
 
 
 # --- progress while the compiler runs --------------------------------------------------------

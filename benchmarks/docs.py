@@ -108,9 +108,9 @@ def headline(runs: list[tuple[str, dict]]) -> str:
     """The README's table of current headline figures, with a link to the full page."""
     lines = ["| workload | index [machine] | build (ms) | 100K reachable (ms) | "
              "100K random (ms) |", "|---|---|---:|---:|---:|"]
-    for name, report in runs:
+    for _, report in runs:
         if isinstance(report, dict) and "workloads" in report:
-            lines += headline_rows(report, name)
+            lines += headline_rows(report)
     lines += ["", "Every figure, the baselines, the machines and the commands: "
               "[docs/benchmarks.md](docs/benchmarks.md)."]
     return "\n".join(lines)

@@ -292,9 +292,9 @@ def _reference_table(report: dict) -> list[str]:
     return out + ([""] if out else [])
 
 
-def headline_rows(report: dict, run: str) -> list[str]:
+def headline_rows(report: dict) -> list[str]:
     """The README's rows of one run: the engine on each backend, and every one-core index
-    measured beside it (build / reachable / random, ms)."""
+    measured beside it on the same machine (build / reachable / random, ms)."""
     m = report["machine"]
     where = m["gpu"] or f"{m['cores']}-core CPU"
     out = []
@@ -305,7 +305,7 @@ def headline_rows(report: dict, run: str) -> list[str]:
                        f"{_ms(per['build']['total_seconds'])} | "
                        f"{_ms(q['reachable']['seconds'])} | {_ms(q['random']['seconds'])} |")
         for name, fig in w.get("indices", {}).items():
-            out.append(f"| {w['name']} | {name}, one core [{run}] | {_ms(fig.get('build_seconds'))}"
+            out.append(f"| {w['name']} | {name}, one core [{where}] | {_ms(fig.get('build_seconds'))}"
                        f" | {_ms(fig.get('reachable_seconds'))} | {_ms(fig.get('random_seconds'))} |")
     return out
 

@@ -29,6 +29,20 @@ from benchmarks.datasets import datasets_dir as _datasets_dir  # noqa: E402
 from grail_duckdb.kernels import gpu_available, kernels_for  # noqa: E402
 from oracle import bfs_pairs, bfs_reachable  # noqa: F401  (re-exported)
 
+def pytest_configure(config):
+    """With several workers (pytest-xdist), the parent compiles the kernels into Numba's
+    on-disk cache first (``warm_up``, its own two processes): each worker would otherwise
+    compile every kernel it meets itself, on a cold cache twice the work. A warm cache loads
+    them in a few seconds."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", 0):
+        return
+    if config.option.collectonly:
+        return
+    from grail_duckdb import warm_up
+
+    warm_up(backend="cpu")
+
+
 settings.register_profile(
     "grail", deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,

@@ -53,7 +53,7 @@ def test_every_command_line_runs(tmp_path):
         assert r.returncode == 0, f"{line}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
         assert "Traceback" not in r.stderr and "leaked" not in r.stderr, (line, r.stderr)
         ran += 1
-    assert ran >= 6
+    assert ran >= (6 if data is not None else 5)     # the one line on the datasets skipped
     assert (work / "papers.duckdb.cites.grail.parquet").exists()
     answers = (work / "answers.csv").read_text().splitlines()
     assert answers[0] == '"src","dst","reaches"' and len(answers) > 20_000

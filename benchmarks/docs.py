@@ -78,12 +78,8 @@ def results(folder: Path = RESULTS) -> list[tuple[str, dict]]:
 
 def section(name: str, report) -> str:
     """One result file as a section of the page, by the kind of run that wrote it: the bench
-    (a dict with ``workloads``), the scale runs (a list of sizes), or any other measurement
+    (a dict with ``workloads``), or any other measurement
     of ``benchmarks/`` (a dict with ``kind``: its module renders it)."""
-    if isinstance(report, list):
-        from .scale import report as scale_report
-
-        return f"## {name}\n\n" + scale_report(report)
     if "workloads" in report:
         return to_markdown(report).replace("## Bench results", f"## {name}", 1)
     renderers = _renderers()
@@ -94,9 +90,9 @@ def section(name: str, report) -> str:
 
 def _renderers() -> dict:
     """Markdown renderers of the measurements that are not the bench's main run, by kind."""
-    from . import first_run, layouts
+    from . import first_run, layouts, scale
 
-    return {"layouts": layouts.render, "first_run": first_run.render}
+    return {"layouts": layouts.render, "first_run": first_run.render, "scale": scale.render}
 
 
 def render(runs: list[tuple[str, object]]) -> str:

@@ -18,8 +18,9 @@ CuPy's pool and reserved by it, sampled every 2 ms, also per edge and per vertex
 are checked where the truth is known without a search: every edge is reachable, no reversed
 edge is (the citation graph is a DAG), and every key reaches itself.
 
-Writes ``scale.json`` (every figure) and ``scale.md`` (the tables) into ``--out`` after every
-step, so a run cut short keeps what it measured.
+Writes ``scale.json`` (``"kind": "scale"``: the command, the machine and every figure of each
+size under ``runs``) and ``scale.md`` (the tables) into ``--out`` after every step, so a run
+cut short keeps what it measured; :func:`render` makes its section of docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from grail_duckdb.engine.index import load_index
 from grail_duckdb.kernels import resolve
 from grail_duckdb.tools.generators import write_citation_parquet
 
+from .bench import machine_info
 from .memory import rss_bytes as _rss_bytes
 
 GB = 1e9
@@ -327,6 +329,16 @@ def _dask(path, qs, qt, index, gpu: bool, args) -> dict:
             "loads_per_worker": [len(v) for v in loads.values()]}
 
 
+def render(kept: dict) -> str:
+    """A ``scale.json`` as a section of docs/benchmarks.md: the command and the machine, then
+    the tables of :func:`report`."""
+    m = kept["machine"]
+    where = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores" + (
+        f"; GPU: {m['gpu']}" if m.get("gpu") else "")
+    return (f"Command: `{kept['command']}`\n\nDate: {m.get('date', '?')}. Machine: {where}.\n\n"
+            + report(kept["runs"]))
+
+
 def report(results: list[dict]) -> str:
     """The markdown tables of the runs."""
     lines = ["| figure | " + " | ".join(f"{r['papers']:,} x {r['citations']:g}" for r in results) + " |",
@@ -422,14 +434,29 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def _command(args) -> str:
+    """The command line that repeats a run of these arguments."""
+    words = ["python -m benchmarks scale"]
+    for key, value in sorted(vars(args).items()):
+        if key in ("func", "command") or value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        words += [flag] if value is True else [flag, *map(str, value if isinstance(value, list)
+                                                            else [value])]
+    return " ".join(words)
+
+
 def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
 
+    command, machine = _command(args), machine_info()
+
     def write(current=None):
         done = results + ([current] if current is not None else [])
-        (out / "scale.json").write_text(json.dumps(done, indent=1, default=str))
+        kept = {"kind": "scale", "command": command, "machine": machine, "runs": done}
+        (out / "scale.json").write_text(json.dumps(kept, indent=1, default=str))
         (out / "scale.md").write_text(report(done))
 
     if not args.no_warm_up:

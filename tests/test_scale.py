@@ -65,7 +65,10 @@ def test_bench_scale_runs_end_to_end(tmp_path):
     assert benchmarks_main(["scale", "--papers", "3000", "--pairs", "20000", "--batch", "7000",
                      "--backend", "cpu", "--workdir", str(tmp_path / "w"), "--out", str(out),
                      "--io-repeats", "3"]) == 0
-    res = json.loads((out / "scale.json").read_text())[0]
+    kept = json.loads((out / "scale.json").read_text())
+    assert kept["kind"] == "scale" and "--papers 3000" in kept["command"]
+    assert kept["machine"]["cores"] >= 1
+    res = kept["runs"][0]
     assert res["check"] == {"edges": True, "reversed": True, "self": True}
     assert res["queries"]["answered"] == 20_000 and res["save"]["bytes"] > 0
     assert len(res["save"]["again"]) == len(res["load"]["again"]) == 2

@@ -90,13 +90,25 @@ CREATE OR REPLACE TEMP MACRO reaches(a, b) AS
         ELSE __grail_key_error(a, b) END;
 
 -- The list form: two lists of keys in, one list of answers out, one engine call per chunk of
--- rows (a NULL list on either side gives NULL).
+-- rows (a NULL list on either side gives NULL). A UBIGINT list goes to the engine as it is (a
+-- key above BIGINT's range is never a vertex: it reaches only itself).
 CREATE OR REPLACE TEMP MACRO reaches_list(a, b, index_name := '') AS
     CASE __grail_list_pair(__grail_list_kind(typeof(a)), __grail_list_kind(typeof(b)))
         WHEN 'str' THEN __grail_py_reaches_list_str(CAST(a AS VARCHAR[]), CAST(b AS VARCHAR[]),
                                                     CAST(index_name AS VARCHAR))
-        WHEN 'int' THEN __grail_py_reaches_list_int(CAST(a AS BIGINT[]), CAST(b AS BIGINT[]),
-                                                    CAST(index_name AS VARCHAR))
+        WHEN 'int' THEN
+            CASE WHEN typeof(a) = 'UBIGINT[]' AND typeof(b) = 'UBIGINT[]'
+                     THEN __grail_py_reaches_list_uint_uint(CAST(a AS UBIGINT[]), CAST(b AS UBIGINT[]),
+                                                            CAST(index_name AS VARCHAR))
+                 WHEN typeof(a) = 'UBIGINT[]'
+                     THEN __grail_py_reaches_list_uint_int(CAST(a AS UBIGINT[]), CAST(b AS BIGINT[]),
+                                                           CAST(index_name AS VARCHAR))
+                 WHEN typeof(b) = 'UBIGINT[]'
+                     THEN __grail_py_reaches_list_int_uint(CAST(a AS BIGINT[]), CAST(b AS UBIGINT[]),
+                                                           CAST(index_name AS VARCHAR))
+                 ELSE __grail_py_reaches_list_int(CAST(a AS BIGINT[]), CAST(b AS BIGINT[]),
+                                                  CAST(index_name AS VARCHAR))
+            END
         WHEN 'null' THEN CAST(NULL AS BOOLEAN[])
         ELSE __grail_type_error(typeof(a), typeof(b)) END;
 

@@ -325,7 +325,8 @@ def test_few_distinct_keys_of_mixed_integer_types():
 
 def test_ubigint_keys_beyond_bigint_are_no_vertices():
     """A UBIGINT key above 2**63 - 1 is never a vertex: false against any other key, true
-    against itself, NULL with NULL; on every path, and in Python."""
+    against itself, NULL with NULL; on every path, in lists beside signed keys, and in
+    Python."""
     big = 2**64 - 1
     con = fresh([(1, 2), (2, 3)])
     con.execute("SELECT grail_index('edges')").fetchall()
@@ -347,6 +348,11 @@ def test_ubigint_keys_beyond_bigint_are_no_vertices():
         assert con.execute(q).fetchall() == rows, q
         with gd.per_chunk(con):
             assert con.execute(q).fetchall() == rows, q
+    lists = con.execute("SELECT reaches_list(list(x ORDER BY rowid), list(y ORDER BY rowid)), "
+                        "reaches_list(list(x ORDER BY rowid), [1, -1, 2, 3, 3]), "
+                        "reaches_list([-1, 1, 2, 3, 3], list(y ORDER BY rowid)) FROM u").fetchall()
+    assert lists == [([w for *_, w in want], [False, False, False, None, True],
+                      [False, True, False, False, False])]
     index = gd.build_index([1, 2], [2, 3], backend="cpu")
     assert index.reaches(big, big) is True and index.reaches(big, 1) is False
     import pyarrow as pa

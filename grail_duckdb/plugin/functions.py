@@ -221,6 +221,9 @@ FUNCTIONS = [
       for k, t in _KEY.items()],
     *[(f"reaches_list_{k}", reaches_list, [f"{t}[]", f"{t}[]", "VARCHAR"], "BOOLEAN[]",
        "arrow", False) for k, t in _KEY.items()],
+    *[(f"reaches_list_{k}", reaches_list, [a, b, "VARCHAR"], "BOOLEAN[]", "arrow", False)
+      for k, a, b in (("uint_uint", "UBIGINT[]", "UBIGINT[]"), ("uint_int", "UBIGINT[]", "BIGINT[]"),
+                      ("int_uint", "BIGINT[]", "UBIGINT[]"))],
     *[(f"reach_count_{k}", reach_count, [t, "VARCHAR", "BOOLEAN"], "BIGINT", "arrow", False)
       for k, t in _KEY.items()],
     *[(f"hops_{k}", hops, [t, t, "VARCHAR"], "INTEGER", "arrow", False)

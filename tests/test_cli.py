@@ -124,6 +124,7 @@ def assert_input_error(r: subprocess.CompletedProcess, *words: str) -> None:
         assert word in r.stderr, r.stderr
 
 
+@pytest.mark.slow    # processes of the command line, a few seconds each
 def test_labels_out_of_range(tmp_path):
     edges = write_tsv(tmp_path / "g.tsv", [(1, 2)])
     assert_input_error(run_cli("build", edges, "--labels", "0"), "--labels", "1", "64")
@@ -158,6 +159,7 @@ def test_missing_database_is_not_created(tmp_path):
     assert not db.exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow    # processes of the command line, a few seconds each
 def test_database_is_opened_read_only(tmp_path):
     db = tmp_path / "papers.duckdb"
     con = duckdb.connect(str(db))
@@ -219,6 +221,7 @@ def test_header_less_text_keys(tmp_path, capsys):
                                                                   '"c","a",false']
 
 
+@pytest.mark.slow    # processes of the command line, a few seconds each
 def test_a_bad_cell_does_not_change_the_key_type(tmp_path, capsys):
     """An integer column with a bad cell is refused with the line at fault (it would have
     built a VARCHAR-keyed index, and integer queries would have failed later); --string-keys
@@ -284,6 +287,7 @@ def test_two_inputs_of_one_stem_do_not_share_an_index(tmp_path, capsys):
     assert gd.load_index(tmp_path / "e.parquet.grail.parquet").reaches(3, 1) is True
 
 
+@pytest.mark.slow    # processes of the command line, a few seconds each
 def test_build_of_a_folder_named_dot(tmp_path):
     """``build .`` in a folder of Parquet edges builds (the index beside the folder); in a
     folder of none it is an input error, never a traceback."""

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from .bench import machine_info
+from .report import publish
 
 __all__ = ["add_arguments", "measure", "render", "run", "TARGETS"]
 
@@ -139,11 +140,7 @@ def run(args) -> int:
     report = {"kind": "first_run", "machine": machine_info(), "commit": commit,
               "command": "python -m benchmarks first-run " + " ".join(sys.argv[2:]),
               "repeat": len(rounds), "figures": figures, "targets": TARGETS}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "first_run.json").write_text(json.dumps(report, indent=1))
-    print(render(report))
-    return 0
+    return publish(report, args.out, "first_run", render)
 
 
 def render(report: dict) -> str:

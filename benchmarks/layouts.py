@@ -22,11 +22,9 @@ benchmarks docs`` renders it with :func:`render`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import duckdb
 import numba
@@ -40,6 +38,7 @@ from grail_duckdb.plugin import install, per_chunk
 
 from . import baselines as bl
 from .bench import load_workload, machine_info
+from .report import publish
 from .workloads import random_pairs
 
 __all__ = ["add_arguments", "layout_costs", "per_chunk_costs", "render", "run"]
@@ -265,11 +264,7 @@ def run(args) -> int:
                                                           threads, args.repeat)
             _say(f"{w.name} per chunk, {threads or 'all'} threads: "
                  f"{rec[f'per chunk {threads}']['ratio']:.2f}x the identity UDF")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "layouts.json").write_text(json.dumps(report, indent=1))
-    print(render(report))
-    return 0
+    return publish(report, args.out, "layouts", render)
 
 
 def render(report: dict) -> str:

@@ -7,6 +7,7 @@ figures to beat); :func:`plot` draws the query figures (matplotlib, optional).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,17 @@ FIGURES_TO_BEAT = {
 
 
 # ----------------------------------------------------------------------------------------------
+def publish(report: dict, out, name: str, render) -> int:
+    """The end of a bench command: ``report`` written as ``out/name.json`` (the folder made
+    where it is missing; ``python -m benchmarks docs`` renders the copies kept in
+    ``benchmarks/results/``) and printed as ``render`` makes it. The command's exit status."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=1))
+    print(render(report))
+    return 0
+
+
 def method_rows(workload: dict) -> list[dict]:
     """Every measured method of a workload, one row each: name, kind, figures per query set.
 

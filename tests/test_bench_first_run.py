@@ -7,7 +7,6 @@ Speed is never asserted here: the figures are the bench's to report.
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 
@@ -45,12 +44,3 @@ def test_a_report_renders_with_its_targets():
     text = docs.section("first", report)
     assert "| demo (cold) | 1.5 | 30 | 2.0 / 3.0 (1.0); 1.5 / 2.5 (0.5) |" in text
     assert "| warm_up (cached) | 1.5 | – |" in text
-
-
-def test_the_committed_first_run_results_render():
-    runs = [(name, r) for name, r in docs.results() if isinstance(r, dict)
-            and r.get("kind") == "first_run"]
-    assert runs, "benchmarks/results/ holds no first_run report"
-    for name, report in runs:
-        assert docs.section(name, report).startswith(f"## {name}")
-        assert os.path.exists(docs.RESULTS / f"{name}.json")

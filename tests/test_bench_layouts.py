@@ -28,11 +28,3 @@ def test_a_small_run_measures_every_layout_and_renders(tmp_path):
     assert chunk["pairs"] == 5000 and chunk["per_chunk_seconds"] > 0
     text = docs.section("run", report)
     assert "| DuckDB relation |" in text and "per chunk / whole column" in text
-
-
-def test_the_committed_layout_results_render():
-    runs = [(name, r) for name, r in docs.results() if isinstance(r, dict)
-            and r.get("kind") == "layouts"]
-    assert runs, "benchmarks/results/ holds no layouts report"
-    for name, report in runs:
-        assert docs.section(name, report).startswith(f"## {name}")

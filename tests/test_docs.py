@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import docs
 from harness import ROOT
 
@@ -16,6 +18,16 @@ def test_benchmarks_page_and_headline_table_are_generated():
     readme = (ROOT / "README.md").read_text()
     assert docs.with_headline(readme, docs.headline(runs)) == readme, (
         "run python -m benchmarks docs")
+
+
+@pytest.mark.parametrize("kind", ["layouts", "first_run", "scale"])
+def test_the_committed_results_of_each_kind_render(kind):
+    runs = [(name, r) for name, r in docs.results() if isinstance(r, dict)
+            and r.get("kind") == kind]
+    assert runs, f"benchmarks/results/ holds no {kind} report"
+    for name, report in runs:
+        assert docs.section(name, report).startswith(f"## {name}")
+        assert (docs.RESULTS / f"{name}.json").exists()
 
 
 def test_the_readme_is_a_manual_without_history():

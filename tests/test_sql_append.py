@@ -29,6 +29,17 @@ def _connect(path):
     return con
 
 
+def _chain(tmp_path, monkeypatch, n: int, share: float = 100.0):
+    """A file database whose table e is the chain 0 -> 1 -> ... -> n, indexed with 2 labels,
+    its parts compacted past ``share`` of the index (100: never)."""
+    monkeypatch.setattr(appends, "COMPACT_SHARE", share)
+    path = str(tmp_path / "g.duckdb")
+    con = _connect(path)
+    con.execute(f"CREATE TABLE e AS SELECT range AS src, range + 1 AS dst FROM range({n})")
+    con.execute("SELECT grail_index('e', labels := 2)").fetchall()
+    return con, path
+
+
 def _edges(con):
     return con.execute("SELECT src, dst FROM e").fetchall()
 
@@ -150,11 +161,7 @@ def test_auto_rebuild_lasts_across_processes(tmp_path):
 
 
 def test_compaction_folds_the_parts_in_the_background(tmp_path, monkeypatch):
-    monkeypatch.setattr(appends, "COMPACT_SHARE", 0.1)
-    path = str(tmp_path / "g.duckdb")
-    con = _connect(path)
-    con.execute("CREATE TABLE e AS SELECT range AS src, range + 1 AS dst FROM range(20)")
-    con.execute("SELECT grail_index('e', labels := 2)").fetchall()
+    con, path = _chain(tmp_path, monkeypatch, 20, share=0.1)
     con.execute("INSERT INTO e VALUES (100, 3), (101, 100), (102, 5)")
     assert con.execute("SELECT reaches(101, 9)").fetchall() == [(True,)]  # absorbed, then 15%
     deadline = time.time() + 60
@@ -181,12 +188,8 @@ def _change(con, name="e"):
 
 
 def test_the_log_proves_an_append_in_a_file_database(tmp_path, monkeypatch):
-    monkeypatch.setattr(appends, "COMPACT_SHARE", 100.0)
-    path = str(tmp_path / "g.duckdb")
-    con = _connect(path)
-    con.execute("CREATE TABLE e AS SELECT range AS src, range + 1 AS dst FROM range(1000)")
+    con, _ = _chain(tmp_path, monkeypatch, 1000)
     con.execute("CREATE TABLE other (x INTEGER)")
-    con.execute("SELECT grail_index('e', labels := 2)").fetchall()
     con.execute("INSERT INTO e VALUES (5000, 3), (5001, 5000)")
     con.execute("INSERT INTO other VALUES (1)")
     con.execute("UPDATE other SET x = 2")  # another table's UPDATE changes nothing here
@@ -204,11 +207,7 @@ def test_the_log_proves_an_append_in_a_file_database(tmp_path, monkeypatch):
 
 
 def test_a_checkpoint_sends_the_check_to_the_scan(tmp_path, monkeypatch):
-    monkeypatch.setattr(appends, "COMPACT_SHARE", 100.0)
-    path = str(tmp_path / "g.duckdb")
-    con = _connect(path)
-    con.execute("CREATE TABLE e AS SELECT range AS src, range + 1 AS dst FROM range(100)")
-    con.execute("SELECT grail_index('e', labels := 2)").fetchall()
+    con, _ = _chain(tmp_path, monkeypatch, 100)
     con.execute("INSERT INTO e VALUES (500, 3)")
     con.execute("CHECKPOINT")
     found = _change(con)
@@ -281,11 +280,7 @@ def test_a_check_adds_its_own_catalog_versions(tmp_path):
 
 
 def test_concurrent_appends_stay_exact(tmp_path, monkeypatch):
-    monkeypatch.setattr(appends, "COMPACT_SHARE", 100.0)
-    path = str(tmp_path / "g.duckdb")
-    con = _connect(path)
-    con.execute("CREATE TABLE e AS SELECT range AS src, range + 1 AS dst FROM range(50)")
-    con.execute("SELECT grail_index('e', labels := 2)").fetchall()
+    con, _ = _chain(tmp_path, monkeypatch, 50)
     errors = []
 
     def writer(k):

@@ -19,8 +19,13 @@ from numba.core import caching
 _PACKAGE = Path(__file__).resolve().parent
 
 
+#: what a source file that Numba compiles into the package's kernels holds
+_KERNEL_MARKS = (b"njit", b"@intrinsic", b"@overload")
+
+
 def sources_hash(root: Path = _PACKAGE) -> str:
-    """A short hash of every ``.py`` file under ``root`` that defines Numba kernels.
+    """A short hash of every ``.py`` file under ``root`` that defines Numba kernels or code
+    that Numba inlines into them (``@intrinsic``, ``@overload``).
 
     >>> len(sources_hash())
     16
@@ -28,7 +33,7 @@ def sources_hash(root: Path = _PACKAGE) -> str:
     h = hashlib.blake2b(digest_size=8)
     for path in sorted(root.rglob("*.py")):
         text = path.read_bytes()
-        if b"njit" in text:
+        if any(mark in text for mark in _KERNEL_MARKS):
             h.update(str(path.relative_to(root)).encode() + b"\0" + text)
     return h.hexdigest()
 

@@ -24,3 +24,17 @@ def test_a_package_kernel_is_stamped_with_every_source():
     locator = lookup_dense._cache._impl.locator
     assert type(locator) in _numba_cache.LOCATORS
     assert locator.get_source_stamp()[1] == _numba_cache.sources_hash()
+
+
+def test_code_that_numba_inlines_counts_as_a_kernel_source(tmp_path):
+    """An intrinsic or an overload (the build's atomics, the key checks) is compiled into the
+    kernels that call it: a change to one makes them stale too."""
+    for name, text in (("c.py", "from numba.extending import intrinsic\n@intrinsic\ndef g(t):\n"
+                                "    return None\n"),
+                       ("d.py", "from numba.extending import overload\n@overload(len)\n"
+                                "def h(x):\n    return None\n")):
+        before = _numba_cache.sources_hash(tmp_path)
+        (tmp_path / name).write_text(text)
+        assert _numba_cache.sources_hash(tmp_path) != before
+        (tmp_path / name).write_text(text + "# changed\n")
+        assert _numba_cache.sources_hash(tmp_path) != before

@@ -39,7 +39,7 @@ def _element(context, builder, signature, args):
 
 @intrinsic
 def _prefetch(typingctx, arr, index):
-    """``prefetch(a, i)``: hint that ``a.flat[i]`` is read soon (no effect on results)."""
+    """The instruction of :func:`prefetch`."""
     if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
         return None
 
@@ -63,7 +63,7 @@ def _int_array(arr, index) -> bool:
 
 @intrinsic
 def _atomic_add(typingctx, arr, index, value):
-    """``atomic_add(a, i, v)``: ``a.flat[i] += v`` at once for every thread; the old value."""
+    """The instruction of :func:`atomic_add`."""
     if not _int_array(arr, index) or not isinstance(value, types.Integer):
         return None
 
@@ -77,7 +77,7 @@ def _atomic_add(typingctx, arr, index, value):
 
 @intrinsic
 def _atomic_load(typingctx, arr, index):
-    """``atomic_load(a, i)``: ``a.flat[i]`` as the last write of any thread left it."""
+    """The instruction of :func:`atomic_load`."""
     if not _int_array(arr, index):
         return None
 
@@ -91,7 +91,7 @@ def _atomic_load(typingctx, arr, index):
 
 @intrinsic
 def _spin_pause(typingctx):
-    """``spin_pause()``: x86's ``pause`` inside a wait loop (elsewhere nothing)."""
+    """The instruction of :func:`spin_pause`."""
 
     def codegen(context, builder, signature, args):
         if llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):

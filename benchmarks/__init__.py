@@ -4,7 +4,8 @@ Run it from a checkout: ``python -m benchmarks run`` (the bench: builds, query s
 baselines and the SQL paths), ``python -m benchmarks scale`` (generated graphs at scale:
 Parquet -> build -> save -> load -> pairs), ``python -m benchmarks sql`` (the SQL paths at
 any size), ``python -m benchmarks layouts`` (query key layouts and the per-chunk path),
-``python -m benchmarks first-run`` (a fresh install's first demo, build and query, warm-up)
-and ``python -m benchmarks docs`` (docs/benchmarks.md from the committed results).
+``python -m benchmarks first-run`` (a fresh install's first demo, build and query, warm-up),
+``python -m benchmarks paths`` (hops, paths, hop-bounded reachability and reach counts against
+issue 42's targets and the recursive CTE) and ``python -m benchmarks docs`` (docs/benchmarks.md from the committed results).
 docs/benchmarks.md says how each figure there was produced.
 """

@@ -1,4 +1,4 @@
-"""``python -m benchmarks run|scale|sql|layouts|first-run|docs``: see :mod:`benchmarks`."""
+"""``python -m benchmarks run|scale|sql|layouts|first-run|paths|docs``: see :mod:`benchmarks`."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import sys
 # (``first-run`` measures the default apart, in processes of its own)
 os.environ.setdefault("GRAIL_DUCKDB_JIT", "compile")
 
-from . import bench, docs, first_run, layouts, scale, sql_paths  # noqa: E402
+from . import bench, docs, first_run, layouts, paths, scale, sql_paths  # noqa: E402
 
 PROG = "python -m benchmarks"
 
@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("first-run", help="the first run of a fresh install: the demo, a small "
                                           "build and query, warm_up, cold and cached")
     first_run.add_arguments(p).set_defaults(func=first_run.run)
+    p = sub.add_parser("paths", help="hops, reaches_path, reaches_within and reach counts "
+                                     "against the targets and DuckDB's recursive CTE")
+    paths.add_arguments(p).set_defaults(func=paths.run)
     p = sub.add_parser("docs", help="write docs/benchmarks.md from benchmarks/results/")
     docs.add_arguments(p).set_defaults(func=docs.run)
     return top

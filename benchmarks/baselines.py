@@ -22,6 +22,8 @@ the plugin are driven from :mod:`benchmarks.bench`, because they need the index.
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -213,8 +215,8 @@ class DuckDBCteBaseline:
         self.con.register("bench_edges_view", table)
         self.con.execute("CREATE TABLE bench_edges AS SELECT * FROM bench_edges_view")
         self.con.unregister("bench_edges_view")
-        sql_type = "VARCHAR" if pa.types.is_large_string(table.column(0).type) else "BIGINT"
-        self.sql = _CTE.format(t=sql_type)
+        self.sql_type = "VARCHAR" if pa.types.is_large_string(table.column(0).type) else "BIGINT"
+        self.sql = _CTE.format(t=self.sql_type)
 
     def answer(self, src: pa.Array, dst: pa.Array) -> np.ndarray:
         out = np.zeros(len(src), bool)
@@ -263,3 +265,72 @@ def identity_udf_seconds(con, table: str) -> tuple[float, int]:
 
 #: the per-pair baselines, in the order they run
 PER_PAIR = (NetworkXBaseline, ScipyBaseline, DuckDBCteBaseline)
+
+_CTE_PATHS = """
+WITH RECURSIVE r(v, hops{path_col}) USING KEY (v) AS (
+    SELECT $s::{t}, 0{path_start}
+    UNION
+    SELECT e.dst, min(r.hops) + 1{path_step}
+    FROM r JOIN bench_edges e ON e.src = r.v
+    WHERE NOT EXISTS (SELECT 1 FROM recurring.r q WHERE q.v = e.dst)
+      AND NOT EXISTS (SELECT 1 FROM recurring.r q WHERE q.v = $t::{t}){bound}
+    GROUP BY e.dst
+)
+SELECT {answer} FROM r WHERE v = $t::{t}
+"""
+
+
+class DuckDBCtePaths(DuckDBCteBaseline):
+    """The path functions as one recursive CTE with ``USING KEY`` per pair: a breadth-first
+    search keyed by vertex, each round adding the targets not reached yet with their hops
+    (and, for ``reaches_path``, the smallest of the paths that reach them: the smallest
+    shortest path, as the engine's), stopped once the target is reached or, for
+    ``reaches_within``, at k hops. A query that runs past ``cap`` seconds is interrupted: its
+    answer is ``STOPPED`` and its time counts as ``cap`` (a lower bound).
+
+    >>> cte = DuckDBCtePaths(threads=1)
+    >>> cte.prepare(pa.array([1, 2, 1, 3]), pa.array([2, 3, 4, 4]))
+    >>> [cte.answer_one(f, 1, 4, k)[0] for f, k in (("path", None), ("hops", None), ("within", 0))]
+    [[1, 4], 1, False]
+    >>> cte.answer_one("path", 4, 1)[0], cte.answer_one("path", 2, 4)[0]
+    (None, [2, 3, 4])
+    """
+
+    name = "duckdb recursive CTE (USING KEY)"
+    STOPPED = "stopped"
+
+    def __init__(self, threads: int = 0, cap: float = 10.0):
+        super().__init__(threads)
+        self.cap = cap
+
+    def prepare(self, src: pa.Array, dst: pa.Array) -> None:
+        if self.threads <= 0:
+            self.threads = os.cpu_count() or 1
+        super().prepare(src, dst)
+        t = self.sql_type
+        plain = dict(t=t, path_col="", path_start="", path_step="")
+        path = dict(t=t, path_col=", path", path_start=f", [$s::{t}]",
+                    path_step=", min(list_append(r.path, e.dst))")
+        self.queries = {
+            "within": _CTE_PATHS.format(**plain, bound=" AND r.hops < $k",
+                                        answer="min(hops) IS NOT NULL"),
+            "hops": _CTE_PATHS.format(**plain, bound="", answer="min(hops)"),
+            "path": _CTE_PATHS.format(**path, bound="", answer="min(path)"),
+        }
+
+    def answer_one(self, function: str, s, t, k: int | None = None):
+        """``(answer, seconds)`` of one pair: the function is ``within`` (needs ``k``),
+        ``hops`` or ``path``."""
+        params = {"s": s, "t": t} if k is None else {"s": s, "t": t, "k": int(k)}
+        timer = threading.Timer(self.cap, self.con.interrupt)
+        timer.start()
+        t0 = time.perf_counter()
+        try:
+            got = self.con.execute(self.queries[function], params).fetchall()[0][0]
+        except Exception as exc:  # duckdb.InterruptException, by the timer
+            if "interrupt" not in str(exc).lower():
+                raise
+            got = self.STOPPED
+        finally:
+            timer.cancel()
+        return got, time.perf_counter() - t0

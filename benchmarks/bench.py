@@ -79,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Register the bench options on ``parser`` (the ``bench`` subcommand of the CLI)."""
     parser.add_argument("--datasets", nargs="+", metavar="WORKLOAD", default=None,
                         help="dataset names (see benchmarks/datasets.py), edge files, or "
-                             "gen:citation:N, gen:random:N:DEGREE, gen:rmat:SCALE[:FACTOR] "
+                             "gen:citation:N[:MEAN], gen:random:N:DEGREE, "
+                             "gen:rmat:SCALE[:FACTOR] "
                              f"(default: {' '.join(DEFAULT_DATASETS)})")
     parser.add_argument("--queries", type=int, default=None,
                         help="pairs per query set (default 100000; --quick: 2000)")
@@ -225,13 +226,13 @@ def check_workload(spec: str) -> None:
     """Refuse a spec that cannot load before any work starts (a typo must not cost a run)."""
     if spec.startswith("gen:"):
         kind, *nums = spec.split(":")[1:]
-        arity = {"citation": (1,), "random": (2,), "rmat": (1, 2)}.get(kind, ())
+        arity = {"citation": (1, 2), "random": (2,), "rmat": (1, 2)}.get(kind, ())
         try:
             ok = len(nums) in arity and all(float(x) > 0 for x in nums)
         except ValueError:
             ok = False
         if not ok:
-            raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N, "
+            raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N[:MEAN], "
                                   "gen:random:N:DEGREE or gen:rmat:SCALE[:EDGE_FACTOR]")
     elif not os.path.exists(spec):
 
@@ -243,13 +244,15 @@ def check_workload(spec: str) -> None:
 
 
 def _generated(spec: str, seed: int) -> pa.Table:
-    """Edges of ``gen:citation:N``, ``gen:random:N:DEGREE`` or ``gen:rmat:SCALE[:FACTOR]``."""
+    """Edges of ``gen:citation:N[:MEAN]``, ``gen:random:N:DEGREE`` or
+    ``gen:rmat:SCALE[:FACTOR]`` (MEAN: mean citations per paper, default 4.38)."""
 
     parts = spec.split(":")
     try:
         kind, nums = parts[1], [float(p) for p in parts[2:]]
-        if kind == "citation" and len(nums) == 1:
-            return _src_dst(gen.citation_dag(int(nums[0]), seed=seed))
+        if kind == "citation" and len(nums) in (1, 2):
+            mean = {"mean_citations": nums[1]} if len(nums) == 2 else {}
+            return _src_dst(gen.citation_dag(int(nums[0]), seed=seed, **mean))
         if kind == "random" and len(nums) == 2:
             return _src_dst(gen.random_dag(int(nums[0]), nums[1], seed=seed))
         if kind == "rmat" and len(nums) in (1, 2):
@@ -257,7 +260,7 @@ def _generated(spec: str, seed: int) -> pa.Table:
             return _src_dst(gen.rmat(int(nums[0]), factor, seed=seed))
     except (IndexError, ValueError):
         pass
-    raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N, "
+    raise BenchInputError(f"bad generator spec {spec!r}; use gen:citation:N[:MEAN], "
                           "gen:random:N:DEGREE or gen:rmat:SCALE[:EDGE_FACTOR]")
 
 

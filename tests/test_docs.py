@@ -20,7 +20,7 @@ def test_benchmarks_page_and_headline_table_are_generated():
         "run python -m benchmarks docs")
 
 
-@pytest.mark.parametrize("kind", ["layouts", "first_run", "scale"])
+@pytest.mark.parametrize("kind", ["layouts", "first_run", "scale", "paths"])
 def test_the_committed_results_of_each_kind_render(kind):
     runs = [(name, r) for name, r in docs.results() if isinstance(r, dict)
             and r.get("kind") == kind]

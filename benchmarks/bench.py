@@ -89,8 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "this machine has (default)")
     parser.add_argument("--out", default="bench-out", help="folder for bench.md, bench.json, "
                         "bench.png (default: bench-out)")
-    parser.add_argument("--labels", type=int, default=DEFAULT_LABELS,
-                        help=f"GRAIL label pairs d (default {DEFAULT_LABELS})")
+    parser.add_argument("--labels", type=int, default=None,
+                        help="GRAIL label pairs d (default: each backend's, "
+                             f"{DEFAULT_LABELS['cpu']} on the CPU, {DEFAULT_LABELS['gpu']} on "
+                             "a GPU)")
     parser.add_argument("--seed", type=int, default=0, help="seed of generators, queries, "
                         "labels and roots (default 0)")
     parser.add_argument("--budget", type=float, default=None,
@@ -122,7 +124,7 @@ def settings(args) -> dict:
         "queries": int(args.queries or (QUICK_QUERIES if quick else 100_000)),
         "backend": args.backend,
         "out": str(args.out),
-        "labels": int(args.labels),
+        "labels": None if args.labels is None else int(args.labels),
         "seed": int(args.seed),
         "budget": float(args.budget if args.budget is not None
                         else (QUICK_BUDGET if quick else 10.0)),
@@ -141,8 +143,9 @@ def command_line(s: dict) -> str:
     """The command that reproduces a run with these settings (quoted for a POSIX shell)."""
     prog = s.get("prog", "python -m benchmarks run").split()
     words = [*prog, "--datasets", *s["datasets"],
-             "--queries", str(s["queries"]), "--backend", s["backend"], "--labels",
-             str(s["labels"]), "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
+             "--queries", str(s["queries"]), "--backend", s["backend"],
+             *(() if s["labels"] is None else ("--labels", str(s["labels"]))),
+             "--seed", str(s["seed"]), "--budget", f"{s['budget']:g}",
              "--roots", str(s["roots"]), "--threads", str(s["threads"]), "--out", s["out"]]
     words += ["--scale", *(str(x) for x in s.get("scale", SCALE_SIZES))]
     if not s["baselines"]:

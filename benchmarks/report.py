@@ -86,6 +86,15 @@ def _cell(fig: dict | None, best: float | None) -> list[str]:
     return [f"{mark}{_ms(fig['seconds'])}{bad}", _rate(fig["pairs_per_second"]), ratio]
 
 
+def _labels(report: dict) -> str:
+    """The label pairs d of the run: as asked, else each backend's as its builds reported."""
+    if report["settings"].get("labels") is not None:
+        return str(report["settings"]["labels"])
+    ds = {b: per["build"]["summary"]["labels"] for w in report["workloads"]
+          for b, per in w["backends"].items()}
+    return ", ".join(f"{d} [{b}]" for b, d in sorted(ds.items())) or "the backend's default"
+
+
 def to_markdown(report: dict) -> str:
     """The whole report as Markdown: machine, build table, query tables, GTEPS, references."""
     s, m = report["settings"], report["machine"]
@@ -98,7 +107,7 @@ def to_markdown(report: dict) -> str:
         f"{m['numba']}. Threads: the build's Numba kernels are serial, a query call of the "
         f"CPU backend uses all {m['cores']} cores; DuckDB `threads={s['threads']}`. Load average "
         f"when the run began: {m.get('load_average_at_start')}.", "",
-        f"d = {s['labels']} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
+        f"d = {_labels(report)} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
         "set. Times in ms; `~` = measured on a prefix of the pairs that fits "
         f"{s['budget']:g} s and scaled to the whole set; ✗ = answers differ from the engine's; "
         "ratio = best baseline's time / this row's time (above 1: faster than every baseline).",
@@ -308,7 +317,7 @@ def _reference_table(report: dict) -> list[str]:
                    "|---|---|---:|---:|---:|"]
         for b, per in w["backends"].items():
             q = per["queries"]["grail_duckdb"]
-            out.append(f"| {w['name']} | grail_duckdb [{b}], d={report['settings']['labels']} "
+            out.append(f"| {w['name']} | grail_duckdb [{b}], d={per['build']['summary']['labels']} "
                        f"| {_ms(per['build']['total_seconds'])} | "
                        f"{_ms(q['reachable']['seconds'])} | {_ms(q['random']['seconds'])} |")
         for name, (bt, pos, rnd) in ref.items():

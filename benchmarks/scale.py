@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from grail_duckdb.engine.build import DEFAULT_LABELS, build_index
+from grail_duckdb.engine.build import build_index
 from grail_duckdb.engine.index import load_index
 from grail_duckdb.kernels import resolve
 from grail_duckdb.tools.generators import write_citation_parquet
@@ -138,7 +138,7 @@ def _check(index, folder: Path, seed: int) -> dict:
 
 
 def warm_up(backend: str, workdir: Path, papers: int = 200_000,
-            labels: int = DEFAULT_LABELS) -> float:
+            labels: int | None = None) -> float:
     """One small run of every path the timed run takes (generate, build from Parquet, save,
     load), so that first-use compiles (Numba's, CUDA's) are not timed; its seconds."""
     t0 = time.perf_counter()
@@ -419,8 +419,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1, help="also answer on replicas of 1..G GPUs")
     p.add_argument("--dask", type=int, default=0, metavar="PAIRS",
                    help="also answer this many of the pairs on a local Dask cluster")
-    p.add_argument("--labels", type=int, default=DEFAULT_LABELS,
-                   help=f"GRAIL label pairs d (default {DEFAULT_LABELS}, as a build's)")
+    p.add_argument("--labels", type=int, default=None,
+                   help="GRAIL label pairs d (default: the backend's, as a build's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     p.add_argument("--workdir", default="scale-work", help="where the Parquet files go")

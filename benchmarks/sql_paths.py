@@ -65,7 +65,7 @@ def bench_sql(edges: pa.Table, sets: dict[str, pa.Table], expected: dict, backen
 
 def _sql_rows(con, edges, sets, expected, s) -> dict:
     install(con)
-    seconds = _load_edges(con, edges, int(s["labels"]))
+    seconds = _load_edges(con, edges, s["labels"])
     if isinstance(seconds, str):
         return {"_note": seconds}
     out: dict = {"_build_seconds": seconds}
@@ -77,14 +77,14 @@ def _sql_rows(con, edges, sets, expected, s) -> dict:
     return out
 
 
-def _load_edges(con, edges: pa.Table, labels: int):
+def _load_edges(con, edges: pa.Table, labels: int | None):
     """``bench_edges`` as a table and its index through SQL; the build's seconds (or a note)."""
     con.register("bench_edges_view", edges.select(["src", "dst"]))
     con.execute("CREATE OR REPLACE TABLE bench_edges AS SELECT * FROM bench_edges_view")
     con.unregister("bench_edges_view")
     t0 = time.perf_counter()
     try:
-        con.execute(f"SELECT grail_index('bench_edges', labels := {labels})").fetchall()
+        con.execute("SELECT grail_index('bench_edges', labels := ?)", [labels]).fetchall()
     except Exception as exc:  # report, do not abort the bench
         return f"SQL paths not measured: grail_index failed: {exc}"[:300]
     return time.perf_counter() - t0

@@ -366,9 +366,10 @@ def test_messages_say_what_to_do(tmp_path):
     refused without advice to delete it."""
     path = tmp_path / "g.duckdb"
     con = fresh([(1, 2), (2, 3)], con=duckdb.connect(str(path)))
-    with pytest.raises(gd.EdgeInputError, match=r"from 1 to 64, got 100 \(9 is the default"):
+    real = rf"the default: {gd.DEFAULT_LABELS['cpu']} on the CPU, {gd.DEFAULT_LABELS['gpu']} on a GPU"
+    with pytest.raises(gd.EdgeInputError, match=rf"from 1 to 64, got 100 \({real}"):
         con.execute("SELECT grail_index('edges', labels := 100)").fetchall()
-    with pytest.raises(gd.EdgeInputError, match="9 is the default"):
+    with pytest.raises(gd.EdgeInputError, match=real):
         gd.build_index([1], [2], labels=0)
     with pytest.raises(gd.GrailError, match="is not a grail_duckdb index file") as info:
         con.execute("SELECT grail_index('edges', path := $p)", {"p": str(path)}).fetchall()

@@ -13,7 +13,7 @@ import time
 
 from .. import indexfile
 from ..errors import EdgeInputError, IndexNotSavedError
-from ..kernels import Kernels, kernels_for
+from ..kernels import Kernels, kernels_for, resolve
 from ..model import VertexIds
 from ..progress import BUILD_PHASES, build_progress
 from .condensation import Condensation, condense
@@ -25,12 +25,14 @@ from . import paths
 from .labels import grail_labels
 
 __all__ = ["DEFAULT_LABELS", "DEFAULT_SEED", "MAX_LABELS", "PhaseTimer", "build_index",
-           "check_labels", "edges_fingerprint", "fingerprint_of"]
+           "check_labels", "default_labels", "edges_fingerprint", "fingerprint_of"]
 
-#: GRAIL label pairs d by default: 9 fill the GPU's 128-byte label record (with two hub words a
-#: side), and each interval prunes the exact search (about a fifth faster than 5 on deep
-#: citation graphs, for 32 bytes more per component)
-DEFAULT_LABELS = 9
+#: GRAIL label pairs d of a build that names none, by backend. On a GPU 9 fill the 128-byte
+#: label record (with two hub words a side), and each interval prunes the exact search (about
+#: a fifth faster than 5 on deep citation graphs, for 32 bytes more per component). On the CPU
+#: the post orders and the intervals take a sweep per pair, and on the bench's graphs and
+#: query mixes 3 settle as many pairs as 9 in a build a fifth shorter (docs/benchmarks.md).
+DEFAULT_LABELS = {"cpu": 3, "gpu": 9}
 DEFAULT_SEED = 0
 #: the largest number of label pairs a build accepts: each pair costs 8 bytes per component and
 #: a pass of the build, and beyond a few dozen they settle no more queries
@@ -100,12 +102,23 @@ def check_labels(labels) -> int:
                              f"{labels!r}") from None
     if not 1 <= d <= MAX_LABELS:
         raise EdgeInputError(f"labels must be from 1 to {MAX_LABELS}, got {d} "
-                             f"({DEFAULT_LABELS} is the default; more than a few dozen settle "
+                             f"(the default: {DEFAULT_LABELS['cpu']} on the CPU, "
+                             f"{DEFAULT_LABELS['gpu']} on a GPU; more than a few dozen settle "
                              "no more queries)")
     return d
 
 
-def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LABELS,
+def default_labels(backend=None) -> int:
+    """The label pairs d of a build on ``backend`` (a name, None or ``Kernels``, as
+    :func:`build_index` takes it) that names none: :data:`DEFAULT_LABELS`.
+
+    >>> default_labels("cpu")
+    3
+    """
+    return DEFAULT_LABELS[resolve(backend)]
+
+
+def build_index(edges, dst="dst", *, src: str = "src", labels: int | None = None,
                 seed: int = DEFAULT_SEED, backend=None, progress=None,
                 save_to=None) -> GrailIndex:
     """Build an exact reachability index of an edge list.
@@ -123,7 +136,8 @@ def build_index(edges, dst="dst", *, src: str = "src", labels: int = DEFAULT_LAB
         The source column's name (default ``"src"``; SQL's ``grail_index(t, src := ...)``
         and the command line's ``--src`` use the same names).
     labels : int
-        GRAIL label pairs d, 1..64 (default 9).
+        GRAIL label pairs d, 1..64 (default: 3 on the CPU, 9 on a GPU; see
+        :data:`DEFAULT_LABELS`).
     seed : int
         Makes the labels reproducible.
     backend : {'cpu', 'gpu', 'auto'} or Kernels, optional
@@ -180,8 +194,9 @@ def _build(edges, dst, src, labels, seed, backend, progress, save_to=None) -> Gr
     """The pipeline of :func:`build_index`, each phase reported to ``progress``; with
     ``save_to``, the file's checks come first (a path that is not an index of ours is refused
     before any work) and its children are written from the condensation on."""
-    d = check_labels(labels)
+    d = None if labels is None else check_labels(labels)
     k = kernels_for(backend)
+    d = d or default_labels(k)
     writer = (save_to if save_to is None or isinstance(save_to, indexfile.IndexWriter)
               else indexfile.IndexWriter(save_to))
     try:

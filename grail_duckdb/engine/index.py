@@ -9,7 +9,7 @@ ingest -> ids -> CSR -> condensation -> labels -> index file; queries -> cuts ->
 >>> idx.reaches(1, 3), idx.reaches(1, 9)
 (True, False)
 >>> idx
-GrailIndex(vertices=3, edges=3, components=1, dag_edges=0, labels=9, key_type='int', backend='cpu')
+GrailIndex(vertices=3, edges=3, components=1, dag_edges=0, labels=3, key_type='int', backend='cpu')
 """
 from __future__ import annotations
 

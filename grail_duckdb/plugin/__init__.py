@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import duckdb
 
-from ..engine.build import DEFAULT_LABELS
 from . import connections, duckdb_api, hooks, statements
 from .registry import Registry
 from .sqlerrors import grail_error
@@ -97,7 +96,7 @@ def registry_of(con) -> Registry:
 
 
 def build(con, table: str, *, src: str = "src", dst: str = "dst",
-          labels: int = DEFAULT_LABELS, name: str | None = None, path=None, rebuild: bool = False,
+          labels: int | None = None, name: str | None = None, path=None, rebuild: bool = False,
           auto_rebuild: bool | None = None, progress=None) -> dict:
     """Python twin of ``SELECT grail_index(...)``: build (or load a fresh persisted) index of
     ``table`` on ``con``'s database and return its summary dict."""

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine import paths
-from ..engine.build import DEFAULT_LABELS
 from ..errors import EdgeInputError, GrailError, KeyTypeError
 from . import chunks, duckdb_api, names, traversal
 from .registry import SUMMARY_SQL, SUMMARY_TYPE
@@ -101,7 +100,7 @@ def grail_index(reg, tables, srcs, dsts, labels, names, paths, rebuilds, autos, 
             raise EdgeInputError("grail_index: the table name is NULL")
         label = labels[i].as_py()
         rows.append(reg.build(table, src=srcs[i].as_py() or "src", dst=dsts[i].as_py() or "dst",
-                              labels=DEFAULT_LABELS if label is None else label,
+                              labels=label,
                               name=names[i].as_py() or None, path=paths[i].as_py() or None,
                               rebuild=bool(rebuilds[i].as_py()),
                               auto_rebuild=autos[i].as_py(),

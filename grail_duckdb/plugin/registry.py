@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ..engine.build import DEFAULT_LABELS, build_index, check_labels
+from ..engine.build import build_index, check_labels, default_labels
 from ..engine.index import load_index
 from ..engine.paths import EdgeSource
 from ..errors import GrailError, IndexFileError, IndexNotSavedError, StaleIndexError
@@ -336,7 +336,7 @@ class Registry:
             entry.verified, entry.signals, entry.pending = version, sig, pending
 
     # --- build, reuse or load ---------------------------------------------------------------
-    def build(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS, name=None,
+    def build(self, table: str, *, src="src", dst="dst", labels=None, name=None,
               path=None, rebuild=False, auto_rebuild=None, progress=None,
               session=None) -> dict:
         """Build, reuse or load the index ``name`` of ``table``; returns its summary."""
@@ -344,7 +344,7 @@ class Registry:
                                 rebuild=rebuild, auto_rebuild=auto_rebuild,
                                 progress=progress, session=session).summary()
 
-    def build_entry(self, table: str, *, src="src", dst="dst", labels=DEFAULT_LABELS,
+    def build_entry(self, table: str, *, src="src", dst="dst", labels=None,
                     name=None, path=None, rebuild=False, auto_rebuild=None,
                     progress=None, session=None) -> Entry:
         """Build, reuse or load the index ``name`` of ``table``. ``session``: the calling
@@ -355,7 +355,7 @@ class Registry:
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)
         explicit = bool(name)
         name = names.index_name(name if name else names.table_leaf(table))
-        labels = check_labels(labels)
+        labels = check_labels(default_labels() if labels is None else labels)
         with self.lock:
             where, qtable = self._resolve(qtable, session)
             cur = self.cursor()

@@ -462,8 +462,9 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--format", help="override the format detected from the file name")
     b.add_argument("--reverse", action="store_true", help="swap the columns (cited citing files)")
     _add_text_options(b, keys=True)
-    b.add_argument("--labels", type=labels, default=DEFAULT_LABELS,
-                   help=f"GRAIL label pairs, 1..{MAX_LABELS} (default {DEFAULT_LABELS})")
+    b.add_argument("--labels", type=labels, default=None,
+                   help=f"GRAIL label pairs, 1..{MAX_LABELS} (default: {DEFAULT_LABELS['cpu']} "
+                        f"on the CPU, {DEFAULT_LABELS['gpu']} on a GPU)")
     b.add_argument("--seed", type=seed, default=0)
     b.add_argument("--backend", choices=["auto", "cpu", "gpu"], default=None)
     b.add_argument("--name", help="index name for file.duckdb:table (default: the table name)")

@@ -1,4 +1,4 @@
-"""``python -m benchmarks run|scale|sql|layouts|first-run|paths|docs``: see :mod:`benchmarks`."""
+"""``python -m benchmarks run|scale|sql|layouts|first-run|paths|append|docs``: see :mod:`benchmarks`."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import sys
 # (``first-run`` measures the default apart, in processes of its own)
 os.environ.setdefault("GRAIL_DUCKDB_JIT", "compile")
 
-from . import bench, docs, first_run, layouts, paths, scale, sql_paths  # noqa: E402
+from . import append, bench, docs, first_run, layouts, paths, scale, sql_paths  # noqa: E402
 
 PROG = "python -m benchmarks"
 
@@ -34,6 +34,10 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("paths", help="hops, reaches_path, reaches_within and reach counts "
                                      "against the targets and DuckDB's recursive CTE")
     paths.add_arguments(p).set_defaults(func=paths.run)
+    p = sub.add_parser("append", help="living data: new papers appended to an index without a "
+                                      "rebuild, against the rebuilt index; the freshness check "
+                                      "after an INSERT")
+    append.add_arguments(p).set_defaults(func=append.run)
     p = sub.add_parser("docs", help="write docs/benchmarks.md from benchmarks/results/")
     docs.add_arguments(p).set_defaults(func=docs.run)
     return top

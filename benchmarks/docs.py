@@ -90,10 +90,10 @@ def section(name: str, report) -> str:
 
 def _renderers() -> dict:
     """Markdown renderers of the measurements that are not the bench's main run, by kind."""
-    from . import first_run, layouts, paths, scale
+    from . import append, first_run, layouts, paths, scale
 
     return {"layouts": layouts.render, "first_run": first_run.render, "scale": scale.render,
-            "paths": paths.render}
+            "paths": paths.render, "append": append.render}
 
 
 def render(runs: list[tuple[str, object]]) -> str:

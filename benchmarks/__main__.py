@@ -1,4 +1,4 @@
-"""``python -m benchmarks run|scale|sql|layouts|first-run|paths|append|docs``: see :mod:`benchmarks`."""
+"""``python -m benchmarks run|scale|sql|layouts|first-run|paths|append|docs``: :mod:`benchmarks`."""
 from __future__ import annotations
 
 import argparse

@@ -316,6 +316,7 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
         full, t = _timed(lambda: build_index(edges, backend=backend, progress=False), backend)
         builds.append(t)
     res["full_build_seconds"], res["full_build_rounds"] = min(builds), builds
+    res["labels"] = int(full.d)
     t = min(builds)
     res["others"]["full builds"] = others.done()
     res["full_build_phases"] = {k: float(v) for k, v in (full.build_seconds or {}).items()}
@@ -560,7 +561,7 @@ def run_freshness(args, backend: str, workdir: Path, report: dict, write) -> Non
     _say(f"freshness: table of {res['table_rows']:,} rows in {res['table_seconds']:.1f} s")
     write()
     summary, res["grail_index_seconds"] = _grail_index(con, backend)
-    res["grail_index_action"] = summary["action"]
+    res["grail_index_action"], res["labels"] = summary["action"], summary["labels"]
     res["index_file_bytes"] = Path(summary["path"]).stat().st_size if summary["path"] else None
     _say(f"freshness: grail_index('edges') {res['grail_index_seconds']:.1f} s "
          f"({summary['action']})")
@@ -781,6 +782,7 @@ def _appends_md(a: dict, t: dict) -> list[str]:
               "build returned: its arrays move once, at the first append)")
            + f"; then {a['appends']} appends of "
            f"{a.get('papers_per_append', 0):,} new papers each ({a['share']:.0%}). "
+           + (f"Labels: d = {a['labels']} (the backend's default). " if a.get("labels") else "")
            + (f"**Full build** of all the edges (the index rebuilt on the same data): "
               f"**{full:.2f} s**" + (" (each: " + " / ".join(
                   f"{x:.2f}" for x in a.get("full_build_rounds", [])) + " s)" if several else "")
@@ -881,7 +883,7 @@ def _freshness_md(f: dict, t: dict) -> list[str]:
            f"whose table `edges` holds gen:citation:{f['papers']:,}: "
            f"**{f.get('table_rows', 0):,} rows** (made in {f.get('table_seconds', 0):.1f} s); "
            f"`grail_index('edges')` {f.get('grail_index_seconds', 0):.1f} s "
-           f"({f.get('grail_index_action')}). Then {len(rows)} INSERTs of "
+           f"({f.get('grail_index_action')}, d = {f.get('labels', '?')}). Then {len(rows)} INSERTs of "
            f"{f['insert_rows']:,} rows (new papers citing older ones), each followed by "
            f"`{_NEXT}`. Check: `appends.changes` (the file's header and the log's new entries "
            "prove an append; the new rows read); absorb: `appends.absorb`; freshness step: "

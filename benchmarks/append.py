@@ -901,11 +901,13 @@ def _freshness_md(f: dict, t: dict) -> list[str]:
     checks = [r["changes_seconds"] * 1e3 for r in rows]
     if checks:
         later = checks[1:] or checks
-        out += ["", f"The check: median {statistics.median(checks):.1f} ms, max "
-                f"{max(checks):.1f} ms (the first INSERT's {checks[0]:.1f} ms; median of the "
-                f"later ones {statistics.median(later):.1f} ms); target at most "
+        within = sum(c <= t["check_ms"] for c in checks)
+        out += ["", f"The check: median {statistics.median(checks):.2f} ms, max "
+                f"{max(checks):.2f} ms (the first INSERT's {checks[0]:.2f} ms; median of the "
+                f"later ones {statistics.median(later):.2f} ms); target at most "
                 f"{t['check_ms']:g} ms: median {_verdict(statistics.median(checks), t['check_ms'])}"
-                f", max {_verdict(max(checks), t['check_ms'])}. The whole next statement: "
+                f", max {_verdict(max(checks), t['check_ms'])} ({within} of {len(checks)} "
+                "checks within it). The whole next statement: "
                 f"median {statistics.median(r['statement_seconds'] for r in rows) * 1e3:.1f} "
                 "ms."]
         out += _first_move([r["absorb_seconds"] for r in rows])

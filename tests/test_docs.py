@@ -3,6 +3,7 @@ README's headline table from benchmarks/results/ (``python -m benchmarks docs``)
 README stays the manual."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -20,7 +21,7 @@ def test_benchmarks_page_and_headline_table_are_generated():
         "run python -m benchmarks docs")
 
 
-@pytest.mark.parametrize("kind", ["layouts", "first_run", "scale", "paths"])
+@pytest.mark.parametrize("kind", ["layouts", "first_run", "scale", "paths", "append"])
 def test_the_committed_results_of_each_kind_render(kind):
     runs = [(name, r) for name, r in docs.results() if isinstance(r, dict)
             and r.get("kind") == kind]
@@ -28,6 +29,24 @@ def test_the_committed_results_of_each_kind_render(kind):
     for name, report in runs:
         assert docs.section(name, report).startswith(f"## {name}")
         assert (docs.RESULTS / f"{name}.json").exists()
+
+
+def test_an_append_report_cut_short_renders():
+    """The append bench rewrites its report after every step: a run cut at a time limit (no
+    full build, no rebuilt index's queries yet) still renders, and says it was cut."""
+    from benchmarks import append
+
+    name, report = next((n, r) for n, r in docs.results() if isinstance(r, dict)
+                        and r.get("kind") == "append" and r.get("appends"))
+    cut = json.loads(json.dumps(report))
+    cut["complete"] = False
+    cut["appends"].pop("full_build_seconds")
+    cut["appends"]["queries"] = {
+        k: {f: v for f, v in q.items() if not f.startswith("rebuilt")
+            and f not in ("ratio", "answers_equal")} for k, q in cut["appends"]["queries"].items()}
+    text = append.render(cut)
+    assert "cut short" in text and "The full build did not run" in text
+    assert append.render(report).count("**NO**") == 0, f"{name}: answers differ"
 
 
 def test_the_readme_is_a_manual_without_history():

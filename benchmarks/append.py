@@ -806,12 +806,7 @@ def _appends_md(a: dict, t: dict) -> list[str]:
                    + (" " + " / ".join(_ms(x) for x in r.get("each_round_seconds", []))
                       + " |" if several else ""))
     if shares:
-        out += ["", f"Absorb + persist, of the full build: mean {statistics.mean(shares):.2%}, "
-                f"max {max(shares):.2%}; target at most {t['append_share']:.0%} each: "
-                f"{_verdict(max(shares), t['append_share'])}"
-                + (f"; without the first append: max {max(shares[1:]):.2%}, "
-                   f"{_verdict(max(shares[1:]), t['append_share'])}" if len(shares) > 1 else "")
-                + "."]
+        out += ["", _shares_line("Absorb + persist", shares, t["append_share"], "append")]
         out += _first_move([r["absorb_seconds"] for r in rows], a.get("after_load", False))
     out.append("")
     qs = a.get("queries") or {}
@@ -843,6 +838,17 @@ def _appends_md(a: dict, t: dict) -> list[str]:
     return out + _others_md(a.get("others")) + [""]
 
 
+def _shares_line(what: str, shares: list[float], target: float, step: str) -> str:
+    """The summary of a column of shares of the full build against the target: over every
+    step, then without the first (whose absorb moves the index's arrays)."""
+    line = (f"{what}, of the full build: mean {statistics.mean(shares):.2%}, max "
+            f"{max(shares):.2%}; target at most {target:.0%} each: {_verdict(max(shares), target)}")
+    if len(shares) > 1:
+        line += (f"; without the first {step}: max {max(shares[1:]):.2%}, "
+                 f"{_verdict(max(shares[1:]), target)}")
+    return line + "."
+
+
 def _sql_md(s: dict, full, t: dict) -> list[str]:
     out = ["### Appends through SQL", "",
            f"The base papers' edges as table `edges` of a database file "
@@ -866,12 +872,7 @@ def _sql_md(s: dict, full, t: dict) -> list[str]:
                    f"{_ms(r['part_seconds'])} | "
                    + ("–" if share is None else f"{share:.2%}") + f" | {'; '.join(r['found'])} |")
     if shares:
-        out += ["", f"Statement + part, of the full build: mean {statistics.mean(shares):.2%}, "
-                f"max {max(shares):.2%} (target {t['append_share']:.0%}: "
-                f"{_verdict(max(shares), t['append_share'])})"
-                + (f"; without the first INSERT: max {max(shares[1:]):.2%}, "
-                   f"{_verdict(max(shares[1:]), t['append_share'])}" if len(shares) > 1 else "")
-                + "."]
+        out += ["", _shares_line("Statement + part", shares, t["append_share"], "INSERT")]
         out += _first_move([r["absorb_seconds"] for r in s.get("rows", [])])
     return out + [""]
 

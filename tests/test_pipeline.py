@@ -18,6 +18,9 @@ from strategies import (ADVERSARIAL, CUT_DEFEATING_PAIRS, KEY_KINDS, Graph, adve
                         graphs, keys_of)
 
 def build(g: Graph, backend, kind="int", **kw):
+    """The index of ``g`` on ``backend``; the GPU's label pairs on every backend unless ``kw``
+    names them (the backends' defaults differ, and these tests compare the labels)."""
+    kw.setdefault("labels", gd.DEFAULT_LABELS["gpu"])
     return gd.build_index(keys_of(g.src, kind), keys_of(g.dst, kind), backend=backend, **kw)
 
 

@@ -61,9 +61,9 @@ def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
         pytest.skip("no CUDA device visible to CuPy")
     import cupy as cp
     edges = citation_dag(3000, seed=3)
-    cpu = gd.build_index(edges, backend="cpu", progress=False)
+    cpu = gd.build_index(edges, labels=9, backend="cpu", progress=False)
     if how == "built":
-        idx = gd.build_index(edges, backend="gpu", progress=False)
+        idx = gd.build_index(edges, labels=9, backend="gpu", progress=False)
     elif how == "loaded":
         cpu.save(tmp_path / "g.grail.parquet")
         idx = gd.load_index(tmp_path / "g.grail.parquet", backend="gpu")

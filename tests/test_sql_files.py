@@ -60,6 +60,25 @@ def test_a_file_copied_over_another_index_is_refused(tmp_path):
     con.close()
 
 
+def test_an_index_file_of_other_label_pairs_is_loaded_unless_they_are_named(tmp_path):
+    """The backends' default label pairs differ (a file built on a GPU has 9, the CPU builds
+    3): a grail_index that names none loads the file as it is; one that names other pairs
+    builds them."""
+    path = tmp_path / "x.duckdb"
+    con = gd.install(duckdb.connect(str(path)))
+    con.execute("CREATE TABLE edges AS SELECT * FROM (VALUES (1, 2), (2, 3)) t(src, dst)")
+    gpu_default = gd.DEFAULT_LABELS["gpu"]
+    con.execute(f"SELECT grail_index('edges', labels := {gpu_default})").fetchall()
+    con.close()
+    con = reopen(path)
+    row = con.execute("SELECT action, labels FROM grail_index('edges')").fetchall()
+    assert row == [("loaded", gpu_default)]
+    assert con.execute("SELECT reaches(1, 3)").fetchall() == [(True,)]
+    row = con.execute("SELECT action, labels FROM grail_index('edges', labels := 2)").fetchall()
+    assert row == [("built", 2)]
+    con.close()
+
+
 def test_a_renamed_database_finds_its_index_and_a_changed_copy_says_why_not(tmp_path):
     database(tmp_path / "x.duckdb", [(1, 2), (2, 3)]).close()
     (tmp_path / "x.duckdb").rename(tmp_path / "y.duckdb")

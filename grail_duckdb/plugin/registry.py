@@ -71,6 +71,14 @@ class Entry:
     tracker: object = None  # what the index's snapshot of the table was (.appends)
     cache: dict = field(default_factory=dict)  # one-to-all sets and the like (traversal)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    #: the caller named the label pairs (else any index of the table will do, whatever its d:
+    #: the backends' defaults differ, and a file built on one is loaded on the other)
+    labels_named: bool = True
+
+    def same_source(self, table: str, src: str, dst: str, labels: int) -> bool:
+        """Whether an index of ``table``'s columns with ``labels`` pairs serves this one."""
+        return ((table, src, dst) == (self.table, self.src, self.dst)
+                and (labels == self.labels or not self.labels_named))
 
     def rebuild_sql(self) -> str:
         """The statement that rebuilds this index as it was built (pasteable)."""
@@ -355,7 +363,8 @@ class Registry:
         qsrc, qdst = names.quote_column(src), names.quote_column(dst)
         explicit = bool(name)
         name = names.index_name(name if name else names.table_leaf(table))
-        labels = check_labels(default_labels() if labels is None else labels)
+        named = labels is not None
+        labels = check_labels(labels if named else default_labels())
         with self.lock:
             where, qtable = self._resolve(qtable, session)
             cur = self.cursor()
@@ -369,7 +378,7 @@ class Registry:
                 with appends.snapshot(cur, where) as mark:
                     check = table_check(cur, qtable, qsrc, qdst)
                     probe = Entry(name, None, qtable, qsrc, qdst, labels, target, check, where,
-                                  auto_rebuild=bool(auto_rebuild))
+                                  auto_rebuild=bool(auto_rebuild), labels_named=named)
                     self._check_owner(probe, explicit, rebuild)
                     probe.tracker = appends.baseline(cur, where, qtable, mark)
                     entry = None if rebuild else self._reusable(cur, probe, version)
@@ -439,12 +448,12 @@ class Registry:
         return EdgeSource(read, what=f"the rows of {names.readable(entry.table)}", trusted=True)
 
     def _reusable(self, cur, probe: Entry, version: int) -> Entry | None:
-        """A cached or persisted index of the same table, columns and labels that is still
-        fresh (or absorbs what was appended to its table); a stale one is refused (rebuild :=
-        true replaces it); None when there is none."""
+        """A cached or persisted index of the same table, columns and labels (any, where the
+        caller named none) that is still fresh (or absorbs what was appended to its table); a
+        stale one is refused (rebuild := true replaces it); None when there is none."""
         entry = self.entries.get(probe.name)
-        same = (probe.table, probe.src, probe.dst, probe.labels)
-        if (entry is not None and (entry.table, entry.src, entry.dst, entry.labels) == same
+        if (entry is not None and probe.same_source(entry.table, entry.src, entry.dst,
+                                                    entry.labels)
                 and entry.path == probe.path):
             if entry.tracker is not None and entry.stale is None:
                 with contextlib.suppress(StaleIndexError):
@@ -458,8 +467,9 @@ class Registry:
         if target is None or not target.exists():
             return None
         side = appends.current_source(target)
-        if (side["table"], side["src"], side["dst"], side["labels"]) != same:
+        if not probe.same_source(side["table"], side["src"], side["dst"], side["labels"]):
             return None
+        probe.labels = side["labels"]
         probe.auto_rebuild = side.get("auto_rebuild") == "True"
         if not same_check(side, probe.check) and appends.tracker_of(side, probe.where):
             probe.tracker = appends.tracker_of(side, probe.where)

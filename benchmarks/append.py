@@ -87,8 +87,9 @@ from grail_duckdb.kernels import resolve
 from grail_duckdb.tools.generators import citation_dag
 
 from .bench import _json_default, machine_info
-from .report import publish
-from .workloads import _walks
+from .memory import free_device
+from .report import _ms, publish
+from .workloads import _walks, random_pairs
 
 __all__ = ["add_arguments", "render", "run", "TARGETS"]
 
@@ -205,14 +206,6 @@ def _reachable(edges: pa.Table, papers: int, count: int, seed: int) -> pa.Table:
                      "dst": np.concatenate(ends).astype(np.int64)})
 
 
-def _random(keys, count: int, seed: int) -> pa.Table:
-    """``count`` uniform random pairs of ``keys`` (as :func:`~.workloads.random_pairs`)."""
-    keys = pa.array(keys) if not isinstance(keys, (pa.Array, pa.ChunkedArray)) else keys
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, len(keys), (2, int(count)))
-    return pa.table({"src": keys.take(pa.array(pick[0])), "dst": keys.take(pa.array(pick[1]))})
-
-
 def _check_batch(index, batch: pa.Table, seed: int) -> None:
     """Some of the batch's edges reachable, their reversals not (the graph is a DAG)."""
     rng = np.random.default_rng(seed)
@@ -238,7 +231,7 @@ def warm_up(backend: str, mean: float, workdir: Path) -> float:
             idx = idx.append(b)
             idx.save_parts()
         full = build_index(edges, backend=backend, progress=False)
-        pairs = [_random(full.ids.keys, 50_000, 1), _reachable(edges, 20_200, 5_000, 2)]
+        pairs = [random_pairs(full.ids.keys, 50_000, seed=1), _reachable(edges, 20_200, 5_000, 2)]
         for q in pairs:
             for index in (idx, full):
                 index.reaches(q.column("src"), q.column("dst"))
@@ -271,7 +264,7 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
         if r:
             del idx
             gc.collect()
-            _free(backend)
+            free_device(backend)
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir(parents=True)
         idx = _append_round(args, backend, path, base, batches, res, write)
@@ -293,7 +286,7 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
                              f"{edges.num_rows:,}")
     # the first random set, the reachable pairs, the other random sets (the largest last: a
     # run cut short by a time limit loses the fewest)
-    queries = {f"{n:,} random": _random(idx.ids.keys, n, 1) for n in args.random}
+    queries = {f"{n:,} random": random_pairs(idx.ids.keys, n, seed=1) for n in args.random}
     if args.reachable:
         names = list(queries)
         queries = {k: queries[k] for k in names[:1]} | {
@@ -306,13 +299,13 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
             write()
         del idx
         gc.collect()
-        _free(backend)
+        free_device(backend)
     others = _Others()
     full, builds = None, []
     for _ in range(max(1, args.append_rounds)):  # as many as the rounds of appends
         del full
         gc.collect()
-        _free(backend)
+        free_device(backend)
         full, t = _timed(lambda: build_index(edges, backend=backend, progress=False), backend)
         builds.append(t)
     res["full_build_seconds"], res["full_build_rounds"] = min(builds), builds
@@ -334,7 +327,7 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
     if args.sql:
         del full
         gc.collect()
-        _free(backend)
+        free_device(backend)
         run_sql_appends(args, backend, workdir, base, batches, res, write)
 
 
@@ -350,7 +343,7 @@ def _append_round(args, backend: str, path: Path, base, batches, res: dict, writ
     if args.after_load:
         del idx
         gc.collect()
-        _free(backend)
+        free_device(backend)
         idx, rd["base_load_seconds"] = _timed(lambda: load_index(path, backend=backend),
                                               backend)
         _say(f"base loaded in {rd['base_load_seconds']:.2f} s")
@@ -368,13 +361,6 @@ def _append_round(args, backend: str, path: Path, base, batches, res: dict, writ
              f"{absorb * 1e3:.1f} ms, persist {persist * 1e3:.1f} ms")
         write()
     return idx
-
-
-def _free(backend: str) -> None:
-    if backend == "gpu":
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def _rounds(res: dict, name: str, q: pa.Table, appended, rebuilt, repeat: int, backend: str,
@@ -714,13 +700,6 @@ def run(args) -> int:
 
 
 # --- the report ------------------------------------------------------------------------------
-def _ms(seconds) -> str:
-    if seconds is None:
-        return "–"
-    ms = seconds * 1e3
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:,.1f}" if ms >= 1 else f"{ms:.2f}"
-
-
 def _verdict(value, target) -> str:
     return "**met**" if value <= target else "**missed**"
 

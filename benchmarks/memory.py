@@ -3,12 +3,24 @@ sampling thread) and CuPy's pool (its peak during a build; its growth over the q
 """
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import sys
 import threading
 
-__all__ = ["PeakMemory", "PoolGrowth", "max_rss_bytes", "query_memory", "rss_bytes"]
+__all__ = ["PeakMemory", "PoolGrowth", "free_device", "max_rss_bytes", "query_memory",
+           "rss_bytes"]
+
+
+def free_device(backend: str) -> None:
+    """Hand the device memory of dropped objects back to the driver (CuPy keeps freed blocks
+    in its pool): the next index or step starts from an empty pool."""
+    gc.collect()
+    if backend == "gpu":
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def rss_bytes() -> int:

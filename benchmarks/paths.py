@@ -36,7 +36,6 @@ and ``python -m benchmarks docs`` renders it with :func:`render`.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import shutil
 import subprocess
@@ -59,7 +58,7 @@ from grail_duckdb.tools.generators import citation_dag, write_citation_parquet
 from . import baselines as bl
 from .bench import (_json_default, check_workload, load_workload, machine_info, query_sets,
                     warm_up as warm_up_reaches)
-from .memory import PeakMemory
+from .memory import PeakMemory, free_device
 from .paths_report import (COUNT_TARGETS, CPU_GPU_TARGET, CTE_TARGET, FUNCTIONS, K, TARGETS,
                            WITHIN_2_SIGMA, render)
 from .report import publish
@@ -127,14 +126,6 @@ def _load(spec: str, args) -> dict:
     w = load_workload(spec, args.seed)
     return {"name": w.name, "source": w.edges, "edges": w.edges,
             "generate": {"seconds": time.perf_counter() - t0, "edges": w.edges.num_rows}}
-
-
-def _free_device(backend: str) -> None:
-    gc.collect()
-    if backend == "gpu":
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,7 +250,7 @@ def bench_counts(idx, modes: list[str], args, say, exact=None) -> tuple[dict, di
                      "gpu_pool_peak_bytes": mem.as_dict()["gpu_pool_peak_bytes"]}
         say(f"  {backend} {mode} counts: {seconds:.3f} s")
     if "approximate" in tables:
-        _free_device(backend)  # the sketches' registers: room for the checks' searches
+        free_device(backend)  # the sketches' registers: room for the checks' searches
         out["approximate"]["check"] = check_estimates(
             idx, tables["approximate"], tables.get("exact", exact), args)
         c = out["approximate"]["check"]
@@ -370,7 +361,7 @@ def bench_graph(spec: str, args, say, partial) -> dict:
         for b in args.backend:
             rec["backends"][b] = per = {}
             per["warm_up_seconds"] = warm_up(b, g["edges"], Path(args.workdir))
-            _free_device(b)
+            free_device(b)
             t0 = time.perf_counter()
             idx = build_index(g["source"], backend=b, progress=False)
             per["build_seconds"] = time.perf_counter() - t0
@@ -378,7 +369,7 @@ def bench_graph(spec: str, args, say, partial) -> dict:
                        components=idx.n_components, dag_edges=idx.dag.m)
             say(f"  {b} build: {per['build_seconds']:.2f} s ({idx.n_vertices:,} vertices, "
                 f"{idx.n_components:,} components)")
-            _free_device(b)
+            free_device(b)
             if args.pairs and not sets:
                 if g["edges"] is None:
                     g["edges"] = pq.read_table(g["folder"]).select([0, 1]).rename_columns(
@@ -407,7 +398,7 @@ def bench_graph(spec: str, args, say, partial) -> dict:
                     say(f"  {b}: the observed error exceeds the stated bound")
             partial(rec)
             del idx
-            _free_device(b)
+            free_device(b)
         rec["identical"] = _identical(answers, counts, failures)
         partial(rec)
         if sets and args.cte_sample:

@@ -3,6 +3,8 @@ held to: per graph, the calls against the targets and the recursive CTE, what th
 and how they were checked, and the reach counts."""
 from __future__ import annotations
 
+from .report import _ms
+
 FUNCTIONS = ("reaches_within", "hops", "reaches_path")
 #: the hop bound of ``reaches_within``
 K = 3
@@ -21,13 +23,6 @@ COUNT_TARGETS = {("cit-HepTh", "cpu", "exact"): 5.0,
 #: the share of the approximate counts' relative errors that must lie within twice the
 #: stated relative standard error (a normal error's share: 95.4%)
 WITHIN_2_SIGMA = 0.95
-
-
-def _ms(seconds) -> str:
-    if seconds is None:
-        return "–"
-    ms = seconds * 1e3
-    return f"{ms:,.0f}" if ms >= 100 else f"{ms:,.1f}" if ms >= 1 else f"{ms:.3f}"
 
 
 def _mark(ok: bool) -> str:

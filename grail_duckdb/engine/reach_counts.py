@@ -132,9 +132,9 @@ def reach_counts(index, mode: str = "auto", precision: int = DEFAULT_PRECISION,
 
 def _per_vertex(counts: np.ndarray, comp) -> np.ndarray:
     """Each vertex's count, itself excluded: its component's count less one (``comp``: the
-    component of each vertex, or None where each vertex is one)."""
-    out = counts if comp is None else counts[comp]
-    out = out.astype(np.int64, copy=comp is None)
+    component of each vertex, or None where each vertex is one). ``counts`` is the caller's
+    to give up: where it is already one int64 per vertex it is shifted in place."""
+    out = (counts if comp is None else counts[comp]).astype(np.int64, copy=False)
     out -= 1
     np.maximum(out, 0, out=out)
     return out

@@ -129,6 +129,15 @@ class Kernel(CPUDispatcher):
                 FELL_BACK.add(self.py_func.__qualname__)
         return super().__call__(*args, **kws)
 
+    def runs_compiled(self, args) -> bool:
+        """Whether a call with ``args`` runs compiled (module notes): the tasks of one piece
+        of work spread over threads (:mod:`grail_duckdb.kernels.cpu.cores`) all run alike."""
+        if getattr(self, "_settled", False) and _forced is None:
+            return True
+        if getattr(_local, "inside", False):
+            return False
+        return not self._interpret(args)
+
     def _interpret(self, args) -> bool:
         """Whether this call runs the Python source (module notes)."""
         how = mode()

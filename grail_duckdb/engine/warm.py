@@ -44,7 +44,7 @@ PARTS = ("build", "query", "baseline", "append", "save")
 #: the two take about as long, and few kernels are compiled by both
 _GROUPS = (("build", "save"), ("query", "baseline", "append"))
 #: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
-_FIRST = {"build": "grail_duckdb.kernels.cpu.rows._spread_pairs",
+_FIRST = {"build": "grail_duckdb.kernels.cpu.rows._count_pairs",
           "query": "grail_duckdb.kernels.cpu.classify.answer_range",
           "baseline": "grail_duckdb.kernels.cpu.search.bitmask_search",
           "append": "grail_duckdb.kernels.cpu.append.append_fold",

@@ -8,22 +8,16 @@ The Numba twins of the CUDA sources live beside it, one module per source file:
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
 
-Queries use every core within a call: a large batch is classified with ``prange`` over chunks
-(one parallel region at a time: Numba's default thread pool is not safe for concurrent
-parallel regions), and the deferred pairs are searched by a pool of threads, each running the
+Queries use every core within a call: a large batch is classified in chunks on every core
+(:mod:`.cores`; one such call at a time, under PARALLEL_LOCK, so that two never share out the
+same cores), and the deferred pairs are searched by a pool of threads, each running the
 nogil bidirectional search on blocks of pairs taken from a shared counter (dynamic balance:
 the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` pairs (DuckDB's
 2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
 run side by side; a small batch while no two calls have overlapped lately (DuckDB on one
 thread) is spread over every core too (:func:`_chunk_rows`).
 
-The build runs its sweeps on every core too (:class:`CpuSettings`). Numba's OpenMP workers,
-between two parallel regions, spin by default; on a machine of few cores that other
-processes share (a laptop, a CI runner), a spinning worker takes a core from the one still
-working and every region waits for the slowest (a build of citeseer took 1.9 s instead of
-0.5 s on two busy cores). There, unless the process says otherwise (``OMP_WAIT_POLICY``,
-``GOMP_SPINCOUNT``), they sleep instead; on a machine of more cores the spin stays (a
-citeseer build on 16: 72 ms spinning, 96 ms sleeping).
+The build runs its sweeps on every core too (:class:`CpuSettings`, :mod:`.cores`).
 """
 from __future__ import annotations
 
@@ -34,21 +28,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-#: machines of at most this many cores are taken as shared: OpenMP's workers sleep between
-#: regions there (read when Numba first starts its workers)
-SHARED_CORES = 4
-if ((os.cpu_count() or 1) <= SHARED_CORES and "OMP_WAIT_POLICY" not in os.environ
-        and "GOMP_SPINCOUNT" not in os.environ):
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
 from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import append, bidir, classify, graph, hubs, labels, pages, rows, search, sweeps
+from .cores import cores
 from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
@@ -240,7 +227,7 @@ class CpuKernels(CpuPaths):
         (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
         ``topo`` (the sweep that finds the levels, of ``n`` vertices), as if it had one
         level."""
-        threads = numba.get_num_threads()
+        threads = cores()
         if threads < max(2, self.settings.level_threads):
             return 0
         if topo is not None:
@@ -277,7 +264,7 @@ class CpuKernels(CpuPaths):
         post = np.empty((n, d), np.int32)
         sums = np.empty((d, n), np.int32) if d > 1 else None
         with PARALLEL_LOCK:
-            acc = np.empty((min(numba.get_num_threads(), d), n), np.int32)
+            acc = np.empty((min(cores(), d), n), np.int32)
             labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
                                self._parts(topo, 0))
         return post
@@ -348,7 +335,7 @@ class CpuKernels(CpuPaths):
         with IN_FLIGHT as alone:
             large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
             spread = large or (alone and nq >= ALONE_MIN and self.threads > 1
-                               and numba.get_num_threads() > 1)
+                               and cores() > 1)
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = classify.answer_parallel(*args, bits, codes,

@@ -8,14 +8,14 @@ pass where the GPU runs level-synchronous frontiers). Every function is ``nogil`
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ...jit import njit
 
 from ..shared import EDGE_LEVEL_CAP, mix64
+from .cores import cores, on_cores
+from .rows import sort_range
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
-_PAR = dict(_JIT, parallel=True)
 
 
 @njit(**_JIT)
@@ -202,7 +202,10 @@ def largest_rows(ptr, count):
     keys = np.empty(count, np.int64)
     for i in range(count):
         keys[i] = -(ptr[heap[i] + 1] - ptr[heap[i]]) * (n + 1) + heap[i]
-    return heap[np.argsort(keys)]
+    sort_range(keys, 0, count)
+    for i in range(count):
+        heap[i] = keys[i] - (keys[i] // (n + 1)) * (n + 1)  # the id: the key modulo n + 1
+    return heap
 
 
 @njit(**_JIT)
@@ -228,39 +231,45 @@ def edge_levels(idx, level):
     return out
 
 
-#: pieces of a hash sum (a core each, several per core)
+#: pieces of a hash sum (several per core)
 _HASH_CHUNKS = 64
 
 
-@njit(read_only=("keys",), **_PAR)
-def key_hash_sum(keys):
-    """Order-independent 64-bit sum of mix64 over integer keys (chunks on every core: the
-    sum wraps modulo 2**64, in any order)."""
-    n = keys.shape[0]
-    part = np.zeros(_HASH_CHUNKS, np.uint64)
-    for c in prange(_HASH_CHUNKS):
+@njit(read_only=("keys",), **_JIT)
+def _key_hash_parts(task, tasks, keys, part):
+    """Each chunk's (every ``tasks``-th from ``task``) wrapping sum of mix64 over its keys."""
+    n, chunks = keys.shape[0], part.shape[0]
+    for c in range(task, chunks, tasks):
         acc = np.uint64(0)
-        for i in range(n * c // _HASH_CHUNKS, n * (c + 1) // _HASH_CHUNKS):
+        for i in range(n * c // chunks, n * (c + 1) // chunks):
             acc += mix64(np.uint64(keys[i]))
         part[c] = acc
-    acc = np.uint64(0)
-    for c in range(_HASH_CHUNKS):
-        acc += part[c]
-    return acc
 
 
-@njit(**_PAR)
-def edge_hash_sum(pairs):
-    """Order-independent 64-bit sum of mix64(src << 32 | dst) over packed edges (duplicates
-    counted; chunks on every core)."""
-    m = pairs.shape[0]
-    part = np.zeros(_HASH_CHUNKS, np.uint64)
-    for c in prange(_HASH_CHUNKS):
+@njit(**_JIT)
+def _edge_hash_parts(task, tasks, pairs, part):
+    """Each chunk's wrapping sum of mix64 over its packed edges."""
+    m, chunks = pairs.shape[0], part.shape[0]
+    for c in range(task, chunks, tasks):
         acc = np.uint64(0)
-        for e in range(m * c // _HASH_CHUNKS, m * (c + 1) // _HASH_CHUNKS):
+        for e in range(m * c // chunks, m * (c + 1) // chunks):
             acc += mix64(pairs[e])
         part[c] = acc
-    acc = np.uint64(0)
-    for c in range(_HASH_CHUNKS):
-        acc += part[c]
-    return acc
+
+
+def _hash_sum(kernel, values) -> int:
+    """The chunks' sums of ``kernel`` on every core, summed modulo 2**64 (in any order)."""
+    part = np.zeros(_HASH_CHUNKS, np.uint64)
+    on_cores(kernel, min(cores(), _HASH_CHUNKS), values, part)
+    return int(part.sum(dtype=np.uint64))
+
+
+def key_hash_sum(keys) -> int:
+    """Order-independent 64-bit sum of mix64 over integer keys."""
+    return _hash_sum(_key_hash_parts, keys)
+
+
+def edge_hash_sum(pairs) -> int:
+    """Order-independent 64-bit sum of mix64(src << 32 | dst) over packed edges (duplicates
+    counted)."""
+    return _hash_sum(_edge_hash_parts, pairs)

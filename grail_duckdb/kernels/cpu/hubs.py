@@ -6,17 +6,16 @@ window hubs' (each component keeps the window of them around its own level:
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ...jit import njit
 
 from ..shared import funnel
+from .cores import on_cores
 from .intrinsics import atomic_add, prefetch
 from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
                      prefetch_along, prefetch_rows, wait_level)
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
-_PAR = dict(_JIT, parallel=True)
 
 
 @njit(inline="always", **_JIT)
@@ -205,7 +204,6 @@ def _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec, base_of, bit
         bits[v, 0], bits[v, 1], wbits[v, 0], wbits[v, 1] = a0, a1, w0, w1
 
 
-@njit(**_PAR)
 def hub_and_window_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of, win_of,
                         level, first, down, up, win_down, win_up, rec, base_of, parts, fetch):
     """:func:`hub_bits` of the global hubs (``hub_of``) and of the window hubs (``win_of``,
@@ -215,40 +213,57 @@ def hub_and_window_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_
     one core and up on another; other
     widths: a walk for each set, down and up on a core each (the outputs come zeroed).
     ``fetch``: the other widths' walks prefetch the rows ahead."""
-    n = hub_of.shape[0]
     two = down.shape[1] == 2 and win_down.shape[1] == 2
+    args = (fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of, win_of, level, first,
+            down, up, win_down, win_up, rec, base_of, parts, fetch)
     if two and parts > 0:
         levels = offsets.shape[0] - 1
-        taken, done = np.zeros(2 * levels, np.int64), np.zeros(2 * levels, np.int64)
-        for _ in prange(parts // PIECES_PER_CORE):
-            for step in range(2 * levels):
-                task = 1 if step >= levels else 0  # down from the deepest level, then up
-                at = step - levels if task else levels - 1 - step
-                lo, hi = offsets[at], offsets[at + 1]
-                ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-                bits, wbits = (up, win_up) if task else (down, win_down)
-                k = pieces(lo, hi, parts)
-                c = claim(taken, step, k)
-                while c >= 0:
-                    a, b = piece(lo, hi, c, k)
-                    _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task],
-                                base_of[task], bits, wbits, task == 1, a, b)
-                    atomic_add(done, step, 1)
-                    c = claim(taken, step, k)
-                wait_level(done, step, k)
-        return
-    for task in prange(2):
-        ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-        bits, wbits = (up, win_up) if task else (down, win_down)
-        if two:
-            _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task],
-                        base_of[task], bits, wbits, task == 1, 0, n)
-        else:
-            _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
-            _window_sweep(ptr, idx, order, win_of, level, first, wbits, task == 1, fetch)
+        on_cores(_both_levels, parts // PIECES_PER_CORE, *args,
+                 np.zeros(2 * levels, np.int64), np.zeros(2 * levels, np.int64))
+    else:
+        on_cores(_sides, 2, *args)
 
 
-@njit(**_PAR)
+@njit(**_JIT)
+def _both_levels(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of,
+                 win_of, level, first, down, up, win_down, win_up, rec, base_of, parts, fetch,
+                 taken, done):
+    """:func:`hub_and_window_bits` of rows of two words level by level, down from the
+    deepest level and then up, one of ``tasks`` side by side."""
+    levels = offsets.shape[0] - 1
+    for step in range(2 * levels):
+        side = 1 if step >= levels else 0  # down from the deepest level, then up
+        at = step - levels if side else levels - 1 - step
+        lo, hi = offsets[at], offsets[at + 1]
+        ptr, idx = (rev_ptr, rev_idx) if side else (fwd_ptr, fwd_idx)
+        bits, wbits = (up, win_up) if side else (down, win_down)
+        k = pieces(lo, hi, parts)
+        c = claim(taken, step, k)
+        while c >= 0:
+            a, b = piece(lo, hi, c, k)
+            _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[side],
+                        base_of[side], bits, wbits, side == 1, a, b)
+            atomic_add(done, step, 1)
+            c = claim(taken, step, k)
+        wait_level(done, step, k)
+
+
+@njit(**_JIT)
+def _sides(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of, win_of,
+           level, first, down, up, win_down, win_up, rec, base_of, parts, fetch):
+    """:func:`hub_and_window_bits` on a core a side: task 0 down, task 1 up."""
+    n = hub_of.shape[0]
+    two = down.shape[1] == 2 and win_down.shape[1] == 2
+    ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
+    bits, wbits = (up, win_up) if task else (down, win_down)
+    if two:
+        _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task],
+                    base_of[task], bits, wbits, task == 1, 0, n)
+    else:
+        _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
+        _window_sweep(ptr, idx, order, win_of, level, first, wbits, task == 1, fetch)
+
+
 def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first, down, up,
              fetch):
     """Reachability to and from hub vertices, as bit sets (one bit per hub).
@@ -267,10 +282,17 @@ def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first, do
     window (c's starts at or after v's, and ends after v's ends); the same upwards.
     ``down`` and ``up`` (C x words) come zeroed; ``fetch``: prefetch the rows ahead.
     """
-    for task in prange(2):
-        ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-        bits = up if task else down
-        if first.shape[0] == 0:
-            _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
-        else:
-            _window_sweep(ptr, idx, order, hub_of, level, first, bits, task == 1, fetch)
+    on_cores(_hub_side, 2, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first,
+             down, up, fetch)
+
+
+@njit(**_JIT)
+def _hub_side(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first,
+              down, up, fetch):
+    """:func:`hub_bits` on a core a side: task 0 down, task 1 up."""
+    ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
+    bits = up if task else down
+    if first.shape[0] == 0:
+        _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
+    else:
+        _window_sweep(ptr, idx, order, hub_of, level, first, bits, task == 1, fetch)

@@ -12,17 +12,16 @@ more than two cores the sweeps over wide levels share each level among the cores
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from ...jit import njit
 
 from ..shared import ORDER_BLOCK, order_params, permute_step
+from .cores import cores, on_cores, task_range
 from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause
 from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
                      prefetch_along, prefetch_rows, wait_level)
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
-_PAR = dict(_JIT, parallel=True)
 #: the sibling sums prefetch the block they visit this many blocks later
 BLOCKS_AHEAD = 4
 #: Kahn's sweep shares this many levels among the cores at most (the counters of a level
@@ -32,27 +31,40 @@ MAX_SHARED_LEVELS = 1 << 20
 LINE_INTS = 16
 
 
-@njit(**_PAR)
-def _roots(rev_ptr, pending, level, order, chunks):
-    """Every vertex's count of parents in ``pending``; the roots (none) at level 0, in id
-    order, at the head of ``order``; returns how many there are."""
-    n = pending.shape[0]
-    count = np.zeros(chunks + 1, np.int64)
-    for c in prange(chunks):
+@njit(**_JIT)
+def _count_parents(task, tasks, rev_ptr, pending, count):
+    """Every vertex's count of parents in ``pending``; each chunk's count of roots in
+    ``count[chunk + 1]`` (a task takes every ``tasks``-th chunk)."""
+    n, chunks = pending.shape[0], count.shape[0] - 1
+    for c in range(task, chunks, tasks):
         for v in range(n * c // chunks, n * (c + 1) // chunks):
             pending[v] = rev_ptr[v + 1] - rev_ptr[v]
             if pending[v] == 0:
                 count[c + 1] += 1
-    for c in range(chunks):
-        count[c + 1] += count[c]
-    for c in prange(chunks):
+
+
+@njit(**_JIT)
+def _queue_roots(task, tasks, pending, level, order, count):
+    """Each chunk's roots at level 0, in id order, from ``order[count[chunk]]`` on."""
+    n, chunks = pending.shape[0], count.shape[0] - 1
+    for c in range(task, chunks, tasks):
         at = count[c]
         for v in range(n * c // chunks, n * (c + 1) // chunks):
             if pending[v] == 0:
                 level[v] = 0
                 order[at] = v
                 at += 1
-    return count[chunks]
+
+
+def _roots(rev_ptr, pending, level, order, chunks):
+    """Every vertex's count of parents in ``pending``; the roots (none) at level 0, in id
+    order, at the head of ``order``; returns how many there are."""
+    count = np.zeros(chunks + 1, np.int64)
+    tasks = min(cores(), chunks)
+    on_cores(_count_parents, tasks, rev_ptr, pending, count)
+    np.cumsum(count, out=count)
+    on_cores(_queue_roots, tasks, pending, level, order, count)
+    return int(count[chunks])
 
 
 @njit(**_JIT)
@@ -85,39 +97,38 @@ def _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, head, tail, levels, 
     return levels, tail
 
 
-@njit(**_PAR)
-def _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts, taken, done,
-                 ready):
-    """Kahn's sweep level by level on every core (one parallel region): the cores take the
+@njit(**_JIT)
+def _kahn_levels(task, tasks, fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts,
+                 taken, done, ready):
+    """Kahn's sweep level by level, one of ``tasks`` side by side: the tasks take the
     pieces of a level in turn, each parent's release of a child an atomic decrement, each
-    child queued at an atomic tail; the core that finishes a level's last piece records
+    child queued at an atomic tail; the task that finishes a level's last piece records
     where the next one ends and lets the others go on. Stops after ``ready.shape[0] - 1``
     levels at most (a longer sweep goes on on one core)."""
     cap = ready.shape[0]
-    for _ in prange(parts // PIECES_PER_CORE):
-        lv = 0
-        while lv + 1 < cap:
-            lo, hi = offsets[lv], offsets[lv + 1]
-            if lo == hi:
-                break
-            k = pieces(lo, hi, parts)
+    lv = 0
+    while lv + 1 < cap:
+        lo, hi = offsets[lv], offsets[lv + 1]
+        if lo == hi:
+            break
+        k = pieces(lo, hi, parts)
+        c = claim(taken, lv, k)
+        while c >= 0:
+            a, b = piece(lo, hi, c, k)
+            for i in range(a, b):
+                v = order[i]
+                for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
+                    w = fwd_idx[e]
+                    if atomic_add(pending, w, -1) == 1:
+                        level[w] = lv + 1
+                        order[atomic_add(tail, 0, 1)] = w
+            if atomic_add(done, lv, 1) == k - 1:
+                offsets[lv + 2] = atomic_load(tail, 0)
+                atomic_add(ready, lv, 1)
             c = claim(taken, lv, k)
-            while c >= 0:
-                a, b = piece(lo, hi, c, k)
-                for i in range(a, b):
-                    v = order[i]
-                    for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
-                        w = fwd_idx[e]
-                        if atomic_add(pending, w, -1) == 1:
-                            level[w] = lv + 1
-                            order[atomic_add(tail, 0, 1)] = w
-                if atomic_add(done, lv, 1) == k - 1:
-                    offsets[lv + 2] = atomic_load(tail, 0)
-                    atomic_add(ready, lv, 1)
-                c = claim(taken, lv, k)
-            while atomic_load(ready, lv) == 0:
-                spin_pause()
-            lv += 1
+        while atomic_load(ready, lv) == 0:
+            spin_pause()
+        lv += 1
 
 
 def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets, fetch,
@@ -138,8 +149,9 @@ def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets
     cap = min(offsets.shape[0] - 2, MAX_SHARED_LEVELS)
     ready = np.zeros(cap, np.int64)
     queue_tail = np.array([tail], np.int64)
-    _kahn_levels(fwd_ptr, fwd_idx, pending, level, order, offsets, queue_tail, parts,
-                 np.zeros(cap, np.int64), np.zeros(cap, np.int64), ready)
+    on_cores(_kahn_levels, parts // PIECES_PER_CORE, fwd_ptr, fwd_idx, pending, level, order,
+             offsets, queue_tail, parts, np.zeros(cap, np.int64), np.zeros(cap, np.int64),
+             ready)
     last = int(np.argmin(ready)) if ready.min() == 0 else cap  # the first level not done
     if offsets[last] == offsets[last + 1]:  # the sweep ended: levels 0 .. last - 1
         return last, int(offsets[last])
@@ -147,11 +159,17 @@ def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets
                  int(offsets[last + 1]), last + 1, fetch)
 
 
-@njit(**_PAR)
 def tree_parents(rev_ptr, rev_idx, level, parent):
     """Step 1 (DAG -> directed tree): each vertex keeps, as its tree parent, the smallest-id
     in-neighbour one level above it; roots get -1. Deterministic on every backend."""
-    for v in prange(level.shape[0]):
+    on_cores(_tree_parents, cores(), rev_ptr, rev_idx, level, parent)
+
+
+@njit(**_JIT)
+def _tree_parents(task, tasks, rev_ptr, rev_idx, level, parent):
+    """:func:`tree_parents` of task ``task``'s share of the vertices."""
+    lo, hi = task_range(level.shape[0], task, tasks)
+    for v in range(lo, hi):
         want = level[v] - 1
         best = -1
         end = rev_ptr[v + 1]
@@ -164,11 +182,17 @@ def tree_parents(rev_ptr, rev_idx, level, parent):
         parent[v] = best
 
 
-@njit(**_PAR)
 def tree_children(fwd_ptr, fwd_idx, level, child):
     """The mirror of step 1: each vertex keeps, as its link in the tree of chosen children,
     its out-neighbour of smallest level (ties: the smallest id); sinks get -1."""
-    for v in prange(level.shape[0]):
+    on_cores(_tree_children, cores(), fwd_ptr, fwd_idx, level, child)
+
+
+@njit(**_JIT)
+def _tree_children(task, tasks, fwd_ptr, fwd_idx, level, child):
+    """:func:`tree_children` of task ``task``'s share of the vertices."""
+    lo, hi = task_range(level.shape[0], task, tasks)
+    for v in range(lo, hi):
         best = -1
         lb = 0
         for e in range(fwd_ptr[v], fwd_ptr[v + 1]):
@@ -191,7 +215,6 @@ def _subtree_sizes(parent, order, size):
             size[p] += size[v]
 
 
-@njit(**_PAR)
 def subtree_sizes(parent, order, offsets, size, parts):
     """Step 2 (Algorithm 4): size[v] = number of tree descendants of v, v included
     (``size`` comes filled with ones); ``parts`` > 0: level by level from the deepest on
@@ -201,21 +224,27 @@ def subtree_sizes(parent, order, offsets, size, parts):
         _subtree_sizes(parent, order, size)
         return
     levels = offsets.shape[0] - 1
-    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
-    for _ in prange(parts // PIECES_PER_CORE):
-        for step in range(levels):
-            lo, hi = offsets[levels - 1 - step], offsets[levels - step]
-            k = pieces(lo, hi, parts)
+    on_cores(_subtree_levels, parts // PIECES_PER_CORE, parent, order, offsets, size, parts,
+             np.zeros(levels, np.int64), np.zeros(levels, np.int64))
+
+
+@njit(**_JIT)
+def _subtree_levels(task, tasks, parent, order, offsets, size, parts, taken, done):
+    """:func:`subtree_sizes` level by level, one of ``tasks`` side by side."""
+    levels = offsets.shape[0] - 1
+    for step in range(levels):
+        lo, hi = offsets[levels - 1 - step], offsets[levels - step]
+        k = pieces(lo, hi, parts)
+        c = claim(taken, step, k)
+        while c >= 0:
+            a, b = piece(lo, hi, c, k)
+            for i in range(a, b):
+                v = order[i]
+                if parent[v] >= 0:
+                    atomic_add(size, parent[v], size[v])
+            atomic_add(done, step, 1)
             c = claim(taken, step, k)
-            while c >= 0:
-                a, b = piece(lo, hi, c, k)
-                for i in range(a, b):
-                    v = order[i]
-                    if parent[v] >= 0:
-                        atomic_add(size, parent[v], size[v])
-                atomic_add(done, step, 1)
-                c = claim(taken, step, k)
-            wait_level(done, step, k)
+        wait_level(done, step, k)
 
 
 @njit(**_JIT)
@@ -318,12 +347,14 @@ def _blocks_of_children(parent, size, children, root_sum):
         root_sum[blk] = total
 
 
-@njit(**_PAR)
-def _transposed(rows, out, parent, size):
+@njit(**_JIT)
+def _transposed(task, tasks, rows, out, parent, size):
     """``out[v, j] = rows[j, v]``, plus v's size where v is a root (whose subtree starts at
-    its sum: its post rank is final here), a block of ORDER_BLOCK vertices at a time."""
+    its sum: its post rank is final here), a block of ORDER_BLOCK vertices at a time (task
+    ``task``'s share of the blocks)."""
     d, n = rows.shape
-    for b in prange((n + ORDER_BLOCK - 1) // ORDER_BLOCK):
+    first, last = task_range((n + ORDER_BLOCK - 1) // ORDER_BLOCK, task, tasks)
+    for b in range(first, last):
         lo = b * ORDER_BLOCK
         hi = min(n, lo + ORDER_BLOCK)
         for v in range(lo, hi):
@@ -361,31 +392,35 @@ def _starts_range(parent, order, size, post, lo, hi, roots_done):
                 post[v, j] += sv
 
 
-@njit(**_PAR)
 def _starts_down(parent, order, offsets, size, post, parts, roots_done):
     """:func:`_starts_range` over the whole order: level by level, each level in up to
-    ``parts`` pieces that the cores take in turn (one parallel region: a core waits at the
-    end of each level for the pieces others hold), else (``parts`` 0) in one sweep."""
-    n = order.shape[0]
+    ``parts`` pieces that the cores take in turn (a core waits at the end of each level for
+    the pieces others hold), else (``parts`` 0) in one sweep."""
     if parts == 0:
-        _starts_range(parent, order, size, post, 0, n, roots_done)
+        _starts_range(parent, order, size, post, 0, order.shape[0], roots_done)
         return
     levels = offsets.shape[0] - 1
-    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
-    for _ in prange(parts // PIECES_PER_CORE):
-        for level in range(levels):
-            lo, hi = offsets[level], offsets[level + 1]
-            k = pieces(lo, hi, parts)
+    on_cores(_starts_levels, parts // PIECES_PER_CORE, parent, order, offsets, size, post,
+             parts, roots_done, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
+
+
+@njit(**_JIT)
+def _starts_levels(task, tasks, parent, order, offsets, size, post, parts, roots_done, taken,
+                   done):
+    """:func:`_starts_down` level by level, one of ``tasks`` side by side."""
+    levels = offsets.shape[0] - 1
+    for level in range(levels):
+        lo, hi = offsets[level], offsets[level + 1]
+        k = pieces(lo, hi, parts)
+        c = claim(taken, level, k)
+        while c >= 0:
+            a, b = piece(lo, hi, c, k)
+            _starts_range(parent, order, size, post, a, b, roots_done)
+            atomic_add(done, level, 1)
             c = claim(taken, level, k)
-            while c >= 0:
-                a, b = piece(lo, hi, c, k)
-                _starts_range(parent, order, size, post, a, b, roots_done)
-                atomic_add(done, level, 1)
-                c = claim(taken, level, k)
-            wait_level(done, level, k)
+        wait_level(done, level, k)
 
 
-@njit(**_PAR)
 def _all_sibling_sums(parent, size, seed, sums, acc):
     """Every label's sibling sums (``sums[j]``), ``acc.shape[0]`` workers side by side, each
     taking every so many labels with its own running sums (``acc[worker]``)."""
@@ -393,10 +428,15 @@ def _all_sibling_sums(parent, size, seed, sums, acc):
     children = np.empty(n_blocks, np.uint64)
     root_sum = np.empty(n_blocks, np.int64)
     _blocks_of_children(parent, size, children, root_sum)
-    workers = acc.shape[0]
-    for w in prange(workers):
-        for j in range(w, sums.shape[0], workers):
-            _sibling_sums(parent, size, j, seed, children, root_sum, sums[j], acc[w])
+    on_cores(_labels_sibling_sums, acc.shape[0], parent, size, seed, children, root_sum, sums,
+             acc)
+
+
+@njit(**_JIT)
+def _labels_sibling_sums(task, tasks, parent, size, seed, children, root_sum, sums, acc):
+    """The sibling sums of every ``tasks``-th label from ``task`` on, with ``acc[task]``."""
+    for j in range(task, sums.shape[0], tasks):
+        _sibling_sums(parent, size, j, seed, children, root_sum, sums[j], acc[task])
 
 
 def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
@@ -417,7 +457,7 @@ def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
         _all_sibling_sums(parent, size, seed, post.reshape(1, -1), acc)
     else:
         _all_sibling_sums(parent, size, seed, sums, acc)
-        _transposed(sums, post, parent, size)
+        on_cores(_transposed, cores(), sums, post, parent, size)
     _starts_down(parent, order, offsets, size, post, parts, sums is not None)
 
 
@@ -462,7 +502,6 @@ def _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, lo, hi, fetch):
                 outer[v, j] = max(outer[v, j], outer[w, j])
 
 
-@njit(**_PAR)
 def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch):
     """Step 4 (Algorithm 6): per label, the smallest and the largest post rank over v and
     every DAG descendant of v: the interval [inner, outer] (``inner`` comes as the post
@@ -475,27 +514,37 @@ def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch
     non-tree edge may lead to a larger rank and the outer bound is propagated too. Either way
     u reaches w only if [inner(w), outer(w)] lies inside [inner(u), outer(u)].
     """
-    n = inner.shape[0]
-    for b in prange((n + ORDER_BLOCK - 1) // ORDER_BLOCK):
-        lo, hi = b * ORDER_BLOCK, min(n, (b + 1) * ORDER_BLOCK)
-        outer[lo:hi] = inner[lo:hi]
+    np.copyto(outer, inner)
     if parts == 0:
-        for task in prange(2):
-            _bound(fwd_ptr, fwd_idx, order, outer if task else inner, task == 1, fetch)
+        on_cores(_bound_side, 2, fwd_ptr, fwd_idx, order, inner, outer, fetch)
         return
     levels = offsets.shape[0] - 1
-    taken, done = np.zeros(levels, np.int64), np.zeros(levels, np.int64)
-    for _ in prange(parts // PIECES_PER_CORE):
-        for step in range(levels):
-            level = levels - 1 - step
-            lo, hi = offsets[level], offsets[level + 1]
-            k = pieces(lo, hi, parts)
+    on_cores(_bounds_levels, parts // PIECES_PER_CORE, fwd_ptr, fwd_idx, order, offsets, inner,
+             outer, parts, fetch, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
+
+
+@njit(**_JIT)
+def _bound_side(task, tasks, fwd_ptr, fwd_idx, order, inner, outer, fetch):
+    """Task 0: the lower bounds (:func:`_bound` of ``inner``); task 1: the upper ones."""
+    _bound(fwd_ptr, fwd_idx, order, outer if task else inner, task == 1, fetch)
+
+
+@njit(**_JIT)
+def _bounds_levels(task, tasks, fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch,
+                   taken, done):
+    """:func:`interval_bounds` level by level from the deepest, one of ``tasks`` side by
+    side."""
+    levels = offsets.shape[0] - 1
+    for step in range(levels):
+        level = levels - 1 - step
+        lo, hi = offsets[level], offsets[level + 1]
+        k = pieces(lo, hi, parts)
+        c = claim(taken, step, k)
+        while c >= 0:
+            a, b = piece(lo, hi, c, k)
+            _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, a, b, fetch)
+            atomic_add(done, step, 1)
             c = claim(taken, step, k)
-            while c >= 0:
-                a, b = piece(lo, hi, c, k)
-                _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, a, b, fetch)
-                atomic_add(done, step, 1)
-                c = claim(taken, step, k)
-            wait_level(done, step, k)
+        wait_level(done, step, k)
 
 

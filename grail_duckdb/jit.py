@@ -36,7 +36,7 @@ from numba.core.registry import CPUDispatcher
 
 from . import progress
 
-__all__ = ["Kernel", "njit", "mode", "forced", "on_compiled", "compile_lines",
+__all__ = ["Kernel", "njit", "mode", "forced", "interpreted", "on_compiled", "compile_lines",
            "cached_kernels", "uncached_kernels", "to_compile", "FAMILIES", "COMPILE_LINE"]
 
 ENV_VAR = "GRAIL_DUCKDB_JIT"
@@ -51,6 +51,7 @@ FELL_BACK: set = set()
 #: the text that starts the compile line
 COMPILE_LINE = "grail_duckdb: compiling the CPU kernels"
 _forced: str | None = None
+_interpreted: frozenset = frozenset()  # modules whose kernels run their source (interpreted())
 _local = threading.local()          # .inside: an interpreted kernel is running in this thread
 
 
@@ -76,6 +77,18 @@ def forced(how: str):
         yield
     finally:
         _forced = before
+
+
+@contextlib.contextmanager
+def interpreted(modules):
+    """Inside the block, every kernel of ``modules`` (module names) runs its Python source,
+    whatever the mode: a warm-up process leaves their compile to another."""
+    global _interpreted
+    before, _interpreted = _interpreted, frozenset(modules)
+    try:
+        yield
+    finally:
+        _interpreted = before
 
 
 def _general(t, read_only: bool = False):
@@ -140,6 +153,8 @@ class Kernel(CPUDispatcher):
 
     def _interpret(self, args) -> bool:
         """Whether this call runs the Python source (module notes)."""
+        if self.py_func.__module__ in _interpreted:
+            return True
         how = mode()
         if how != "auto":
             return how == "interpret"

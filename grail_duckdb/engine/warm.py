@@ -43,6 +43,9 @@ PARTS = ("build", "query", "baseline", "append", "save")
 #: the parts one process compiles (the first group in this process, the other in a child):
 #: the two take about as long, and few kernels are compiled by both
 _GROUPS = (("build", "save"), ("query", "baseline", "append"))
+#: the build's kernels that a second process compiles while the first compiles the rest of
+#: the build's (the build's kernels are most of the compile: this evens the two out)
+_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.hubs",)
 #: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
 _FIRST = {"build": "grail_duckdb.kernels.cpu.rows._count_pairs",
           "query": "grail_duckdb.kernels.cpu.classify.answer_range",
@@ -95,9 +98,7 @@ def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
         raise ValueError(f"warm_up(parts=...): no part {sorted(unknown)}; the parts: {PARTS}")
     needed = _uncompiled(parts)
     if needed:
-        groups = [g for g in (tuple(p for p in group if p in needed) for group in _GROUPS) if g]
-        if (workers or os.cpu_count() or 1) < 2 or len(groups) < 2:
-            groups = [needed]
+        groups = _groups(needed, workers or os.cpu_count() or 1)
         with CompileProgress(to_compile(needed), len(groups)) as line, \
                 jit.compile_lines(False):
             _compile_parts(groups, line)
@@ -106,6 +107,19 @@ def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
         if resolve(backend) == "gpu":
             _exercise(parts, "gpu")
     return time.perf_counter() - t0
+
+
+def _groups(needed, workers: int) -> list:
+    """``[(parts, left out)]``: what each process of the compile exercises, and the modules
+    whose kernels it leaves to the other (runs interpreted); the first is this process."""
+    if workers < 2:
+        return [(needed, ())]
+    groups = [g for g in (tuple(p for p in group if p in needed) for group in _GROUPS) if g]
+    if "build" not in needed:
+        return [(g, ()) for g in groups] if len(groups) > 1 else [(needed, ())]
+    rest = tuple(m for m in jit.FAMILIES["build"] if m not in _BUILD_SPLIT)
+    second = (groups[1] if len(groups) > 1 else ()) + ("build",)
+    return [(groups[0], _BUILD_SPLIT), (second, rest)]
 
 
 def to_compile(parts=PARTS) -> int:
@@ -149,24 +163,28 @@ class CompileProgress(progress.Progress):
 
 def _compile_parts(groups, line: CompileProgress) -> None:
     """Compile each group of parts in its own process (the first in this one), into Numba's
-    on-disk cache; a child that fails leaves its kernels to be compiled here afterwards."""
-    children = [_start_child(group) for group in groups[1:]]
+    on-disk cache (:func:`_groups`); a child that fails leaves its kernels to be compiled
+    here afterwards."""
+    children = [_start_child(*group) for group in groups[1:]]
     readers = [threading.Thread(target=_follow, args=(c, line), daemon=True) for c in children]
     for r in readers:
         r.start()
-    with jit.on_compiled(lambda kernel: line.add() if _counted(kernel) else None):
-        _exercise(groups[0], "cpu", quiet=True)
+    with jit.on_compiled(lambda kernel: line.add() if _counted(kernel) else None), \
+            jit.interpreted(groups[0][1]):
+        _exercise(groups[0][0], "cpu", quiet=True)
     for child, reader in zip(children, readers):
         child.wait()
         reader.join()
 
 
-def _start_child(parts) -> subprocess.Popen:
-    """A Python process that compiles ``parts`` (see :func:`_child`)."""
+def _start_child(parts, left_out=()) -> subprocess.Popen:
+    """A Python process that compiles ``parts`` but the kernels of ``left_out`` (see
+    :func:`_child`)."""
     env = dict(os.environ, GRAIL_DUCKDB_BACKEND="cpu", GRAIL_DUCKDB_PROGRESS="0")
     root = str(Path(__file__).resolve().parents[2])       # this copy of the package first
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    code = f"from grail_duckdb.engine.warm import _child; _child({list(parts)!r})"
+    code = (f"from grail_duckdb.engine.warm import _child; "
+            f"_child({list(parts)!r}, {list(left_out)!r})")
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
 
@@ -183,13 +201,14 @@ def _follow(child: subprocess.Popen, line: CompileProgress) -> None:
             line.add()
 
 
-def _child(parts) -> None:
-    """A warm-up process: compile the kernels of ``parts``, one line on stdout per kernel."""
+def _child(parts, left_out=()) -> None:
+    """A warm-up process: compile the kernels of ``parts`` but those of the modules
+    ``left_out``, one line on stdout per kernel."""
     def report(kernel) -> None:
         if _counted(kernel):
             print("compiled", kernel.py_func.__qualname__, flush=True)
 
-    with jit.on_compiled(report):
+    with jit.on_compiled(report), jit.interpreted(left_out):
         _exercise(tuple(parts), "cpu", quiet=True)
 
 

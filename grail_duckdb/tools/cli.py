@@ -50,7 +50,7 @@ _EDGE_SUFFIXES = {".gz", ".tsv", ".csv", ".txt", ".gra", ".parquet", ".cites", "
 #: the demo's graph: the recursive CTEs beside the index take seconds (some are stopped)
 DEMO_PAPERS = 50_000
 #: seconds after which the demo stops a recursive CTE
-DEMO_CTE_BUDGET = 3.0
+DEMO_CTE_BUDGET = 1.0
 #: the kernels the demo compiles ahead (:data:`grail_duckdb.engine.warm.PARTS`)
 DEMO_PARTS = ("build", "query")
 #: the library's messages name Python keywords; the command line names its flags

@@ -87,34 +87,6 @@ struct StepState {
     int spill[SPILL];   // (each warp stops after the round of 32 edges that overflowed)
 };
 
-// Named barrier `id` of `threads` threads (bar.sync with immediates: ptxas then reserves the
-// barriers the kernel names, where an id in a register reserves all 16 of the block, and the
-// driver fits only 4 blocks of 16 barriers on an SM).
-template <int ID, int THREADS>
-__device__ __forceinline__ void named_barrier() {
-    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
-}
-
-// Barrier of a group of G warps: the warp itself, the whole block (G = WARPS_PER_BLOCK), or
-// else the group's own named barrier (1 + its index in the block; 0 is __syncthreads'), as the
-// block's groups work on different pairs and reach their barriers at different times.
-template <int G>
-__device__ __forceinline__ void group_sync() {
-    constexpr int groups = WARPS_PER_BLOCK / G;
-    static_assert(G == 1 || groups <= 4, "named barriers for up to 4 groups per block");
-    if (G == 1) {
-        __syncwarp();
-    } else if (G == WARPS_PER_BLOCK) {
-        __syncthreads();
-    } else {
-        const int group = (int)(threadIdx.x >> 5) / G;
-        if (group == 0) named_barrier<1, 32 * G>();
-        else if (group == 1) named_barrier<2, 32 * G>();
-        else if (groups > 2 && group == 2) named_barrier<3, 32 * G>();
-        else if (groups > 3) named_barrier<4, 32 * G>();
-    }
-}
-
 // Shared-memory slots per warp for the survivors of the level cut (`pack`): up to 31 waiting
 // and the 32 edges of one step.
 #define PACK_SLOTS 64
@@ -163,7 +135,7 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
         qb[0] = t;
         st->nspill = 0;
     }
-    group_sync<G>();
+    group_sync<G, WARPS_PER_BLOCK>();
     int hf = 0, tf = 1, hb = 0, tb = 1;
     int result = 0;
     const int level_s = lab.levels[s], level_t = lab.levels[t];
@@ -180,7 +152,7 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
             st->tail = end;
             st->flag = 0;
         }
-        group_sync<G>();
+        group_sync<G, WARPS_PER_BLOCK>();
         // Edge-parallel over the frontier, each warp 32 vertices at a time: a warp scan of
         // their degrees, then each lane takes one edge and finds its vertex by a binary search
         // over the scan. The level cut filters the edges; the survivors are visited where
@@ -238,10 +210,10 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
             }
             if (last) break;
         }
-        group_sync<G>();
+        group_sync<G, WARPS_PER_BLOCK>();
         const int flag = *((volatile int*)&st->flag);
         const int tail = min(*((volatile int*)&st->tail), cap);
-        group_sync<G>();
+        group_sync<G, WARPS_PER_BLOCK>();
         if (fwd) { hf = end; tf = tail; } else { hb = end; tb = tail; }
         if (flag) {
             result = flag == 1 ? 1 : 2;
@@ -261,7 +233,7 @@ __device__ int bidir_pair(int s, int t, const i64* ptr, const int* idx, const i6
         for (int i = gt; i < tb; i += G * 32) seen.remove(qb[i]);
         for (int i = gt; i < nspill; i += G * 32) seen.remove(st->spill[i]);
     }
-    group_sync<G>();
+    group_sync<G, WARPS_PER_BLOCK>();
     return result;
 }
 
@@ -301,9 +273,9 @@ __device__ void bidir_round(int npairs, const int* ids, const int* pu, const int
     int* pk = packed + (threadIdx.x >> 5) * PACK_SLOTS;
     for (;;) {
         if (gt == 0) st->pair = atomicAdd(next, 1);
-        group_sync<G>();
+        group_sync<G, WARPS_PER_BLOCK>();
         const int k = *((volatile int*)&st->pair);
-        group_sync<G>();
+        group_sync<G, WARPS_PER_BLOCK>();
         if (k >= npairs) return;
         const int id = ids ? ids[k] : k;
         const int r = bidir_pair<G>(pu[id], pt[id], ptr, idx, rptr, ridx, lvl, rlvl, lab, seen,

@@ -127,6 +127,34 @@ __device__ T warp_inclusive_scan(T x) {
     return x;
 }
 
+// Named barrier `id` of `threads` threads (bar.sync with immediates: ptxas then reserves the
+// barriers the kernel names, where an id in a register reserves all 16 of the block, and the
+// driver fits only 4 blocks of 16 barriers on an SM).
+template <int ID, int THREADS>
+__device__ __forceinline__ void named_barrier() {
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
+// Barrier of a group of G warps in blocks of W warps: the warp itself, the whole block (G = W),
+// or else the group's own named barrier (1 + its index in the block; 0 is __syncthreads'), as
+// the block's groups work on different pairs and reach their barriers at different times.
+template <int G, int W>
+__device__ __forceinline__ void group_sync() {
+    constexpr int groups = W / G;
+    static_assert(G == 1 || groups <= 4, "named barriers for up to 4 groups per block");
+    if (G == 1) {
+        __syncwarp();
+    } else if (G == W) {
+        __syncthreads();
+    } else {
+        const int group = (int)(threadIdx.x >> 5) / G;
+        if (group == 0) named_barrier<1, 32 * G>();
+        else if (group == 1) named_barrier<2, 32 * G>();
+        else if (groups > 2 && group == 2) named_barrier<3, 32 * G>();
+        else if (groups > 3) named_barrier<4, 32 * G>();
+    }
+}
+
 // Edge-balanced advance: an exclusive prefix sum of the items' degrees (per block, then across
 // blocks), then edge e of the frontier goes to thread e mod T, which finds its row by binary
 // search. Two grid syncs per level, no per-row imbalance at all.

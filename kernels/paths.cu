@@ -1,17 +1,20 @@
 // Hop counts, shortest paths and reach counts (twin of grail_duckdb/kernels/cpu/paths.py).
 //
-// pair_hops_kernel: one warp per pair, a bidirectional breadth-first search on the original
+// pair_hops_g*_kernel: one group of G warps per pair (one warp in the first round, where most
+// searches are small; more in the later ones, which take the few large searches the first hands
+// back, each a critical path of its own), a bidirectional breadth-first search on the original
 // graph, one whole level of one side at a time (the side whose frontier has fewer edges, as the
 // CPU twin: counting vertices instead sent the search into the rows of the papers cited most,
-// tens of thousands of edges, 3x slower on walks' pairs of the deep citation DAG). The first
+// tens of thousands of edges, 3x slower on walks' pairs of the deep citation DAG). The group
+// shares the edges of each chunk of 32 G frontier rows (a scan of their degrees). The first
 // level that reaches the other side gives the distance; the edges the level cut settles are read
 // beside their rows (int16 levels), no vertex touched. With paths, the level is finished (every
 // meeting vertex), the source's side is marked back from the meeting vertices layer by layer
-// (over the out-rows of each layer's vertices), and the warp walks the lexicographically
-// smallest shortest path, the smallest admissible successor at each step (a warp-wide minimum),
-// as the CPU twin does: the same path.
+// (over the out-rows of each layer's vertices), and the group's first warp walks the
+// lexicographically smallest shortest path, the smallest admissible successor at each step (a
+// warp-wide minimum), as the CPU twin does: the same path.
 //
-// A warp's scratch is its own: a hash set of 64-bit entries (1 << tbits slots, at most half of
+// A group's scratch is its own: a hash set of 64-bit entries (1 << tbits slots, at most half of
 // them used), the source's side level after level (`qcap` vertices, and where each level
 // starts), the target side's frontier and next level and the meeting vertices (`qcap` each).
 // An entry packs the vertex, its side, its hops from its side's end, two flags
@@ -78,37 +81,52 @@ struct PairSet {
     }
 };
 
-// Per-warp state in shared memory.
-struct WarpState {
+// Per-group state in shared memory (a group: G warps on one pair, PW_WARPS / G per block).
+template <int G>
+struct GroupState {
     int nnext;     // next level's size
     int nmeet;     // meeting vertices found
     int inserted;  // entries reserved in the set
     int flag;      // 2: out of scratch
+    int q;         // the pair taken (broadcast from the group's first thread)
+    i64 pos;       // where its path goes
     unsigned long long nedges;  // next level's edges
-    i64 pre[32];   // inclusive prefix sums of the chunk's degrees
-    i64 beg[32];   // the chunk's row starts
-    int vtx[32];   // the chunk's vertices
+    i64 wsum[G];     // each warp's sum of the chunk's degrees
+    i64 pre[32 * G]; // inclusive prefix sums of the chunk's degrees
+    i64 beg[32 * G]; // the chunk's row starts
+    int vtx[32 * G]; // the chunk's vertices
 };
+
+template <int G>
+__device__ __forceinline__ void gsync() { group_sync<G, PW_WARPS>(); }
+
+// The group's own thread index (0 .. 32 G - 1).
+template <int G>
+__device__ __forceinline__ int group_thread() { return (int)(threadIdx.x % (32 * G)); }
 
 __device__ __forceinline__ int comp_of(const int* comp, int v) { return comp ? comp[v] : v; }
 
-// The edge of index j (< the chunk's total) of the warp's current chunk of rows, and (`row`)
+// The edge of index j (< the chunk's total) of the group's current chunk of rows, and (`row`)
 // the chunk's vertex whose row holds it.
-__device__ __forceinline__ i64 chunk_edge(const WarpState& ws, i64 j, int* row = nullptr) {
-    int lo = 0, hi = 31;
+template <int G>
+__device__ __forceinline__ i64 chunk_edge(const GroupState<G>& gs, i64 j, int* row = nullptr) {
+    int lo = 0, hi = 32 * G - 1;
     while (lo < hi) {
         const int mid = (lo + hi) >> 1;
-        if (ws.pre[mid] > j) hi = mid; else lo = mid + 1;
+        if (gs.pre[mid] > j) hi = mid; else lo = mid + 1;
     }
-    if (row) *row = ws.vtx[lo];
-    return ws.beg[lo] + (j - (lo ? ws.pre[lo - 1] : 0));
+    if (row) *row = gs.vtx[lo];
+    return gs.beg[lo] + (j - (lo ? gs.pre[lo - 1] : 0));
 }
 
-// Load a chunk of up to 32 rows (items[i0 + lane]) into ws; returns its edges.
-__device__ __forceinline__ i64 load_chunk(WarpState& ws, const int* items, int n, int i0,
+// Load a chunk of up to 32 G rows (items[i0 + group thread]) into gs: a scan of their degrees
+// over the whole group, so that its threads share the chunk's edges however they fall among
+// its rows (a hub's thousands); returns its edges.
+template <int G>
+__device__ __forceinline__ i64 load_chunk(GroupState<G>& gs, const int* items, int n, int i0,
                                           const i64* p) {
-    const int lane = threadIdx.x & 31;
-    const int i = i0 + lane;
+    const int gt = group_thread<G>();
+    const int i = i0 + gt;
     i64 b = 0, deg = 0;
     int v = -1;
     if (i < n) {
@@ -116,27 +134,34 @@ __device__ __forceinline__ i64 load_chunk(WarpState& ws, const int* items, int n
         b = p[v];
         deg = p[v + 1] - b;
     }
-    const i64 inc = warp_inclusive_scan(deg);
-    ws.pre[lane] = inc;
-    ws.beg[lane] = b;
-    ws.vtx[lane] = v;
-    __syncwarp();
-    return __shfl_sync(FULL_MASK, inc, 31);
+    i64 inc = warp_inclusive_scan(deg);
+    if (G > 1) {
+        const int gw = gt >> 5;
+        if ((gt & 31) == 31) gs.wsum[gw] = inc;
+        gsync<G>();
+        for (int k = 0; k < gw; ++k) inc += gs.wsum[k];
+    }
+    gs.pre[gt] = inc;
+    gs.beg[gt] = b;
+    gs.vtx[gt] = v;
+    gsync<G>();
+    return gs.pre[32 * G - 1];
 }
 
 // One level of one side (fwd: from s over (p, x, xl); else from t over the reverse rows) into
-// nxt (room for `nroom` vertices); ws.nedges sums the next level's rows.
+// nxt (room for `nroom` vertices); gs.nedges sums the next level's rows.
+template <int G>
 __device__ void expand(bool fwd, int depth, const int* front, int nf, int* nxt, int nroom,
                        int* meets, const i64* p, const int* x, const short* xl, int c_end,
                        int l_end, int limit, const int* comp, const int* level, PairSet& set,
-                       WarpState& ws, int qcap, int cap, bool all_meets) {
-    const int lane = threadIdx.x & 31;
+                       GroupState<G>& gs, int qcap, int cap, bool all_meets) {
+    const int gt = group_thread<G>();
     const int side = fwd ? 0 : 1;
     const bool room = depth + 1 < limit;
-    for (int i0 = 0; i0 < nf; i0 += 32) {
-        const i64 total = load_chunk(ws, front, nf, i0, p);
-        for (i64 j = lane; j < total; j += 32) {
-            const i64 e = chunk_edge(ws, j);
+    for (int i0 = 0; i0 < nf; i0 += 32 * G) {
+        const i64 total = load_chunk<G>(gs, front, nf, i0, p);
+        for (i64 j = gt; j < total; j += 32 * G) {
+            const i64 e = chunk_edge<G>(gs, j);
             int lw = xl[e];
             int w = -1;
             if (lw == EDGE_LEVEL_CAP) {
@@ -152,28 +177,28 @@ __device__ void expand(bool fwd, int depth, const int* front, int nf, int* nxt, 
                 if (e_side(found) != side) {
                     const u64 old = atomicOr(&set.slots[slot], E_MEET);
                     if (!(old & E_MEET)) {
-                        const int k = atomicAdd(&ws.nmeet, 1);
-                        if (k < qcap) meets[k] = w; else ws.flag = 2;
+                        const int k = atomicAdd(&gs.nmeet, 1);
+                        if (k < qcap) meets[k] = w; else gs.flag = 2;
                     }
                 }
                 continue;
             }
             if (!room) continue;
-            if (atomicAdd(&ws.inserted, 1) >= cap) {
-                ws.flag = 2;
+            if (atomicAdd(&gs.inserted, 1) >= cap) {
+                gs.flag = 2;
                 continue;
             }
             if (set.insert(w, e_make(set.gen, w, side, depth + 1)) == 0ull) {
-                const int k = atomicAdd(&ws.nnext, 1);
-                if (k < nroom) nxt[k] = w; else ws.flag = 2;
-                atomicAdd(&ws.nedges, (unsigned long long)(p[w + 1] - p[w]));
+                const int k = atomicAdd(&gs.nnext, 1);
+                if (k < nroom) nxt[k] = w; else gs.flag = 2;
+                atomicAdd(&gs.nedges, (unsigned long long)(p[w + 1] - p[w]));
             }
         }
-        __syncwarp();
-        if (ws.flag == 2 || (!all_meets && ws.nmeet > 0)) break;
-        __syncwarp();
+        gsync<G>();
+        const bool stop = gs.flag == 2 || (!all_meets && gs.nmeet > 0);
+        gsync<G>();
+        if (stop) break;
     }
-    __syncwarp();
 }
 
 // Whether an entry's vertex lies at position j of a shortest path of d edges whose meeting
@@ -188,28 +213,30 @@ __device__ __forceinline__ bool on_path(u64 x, int j, int at, int d) {
 // Mark the source's side of every shortest path, layer by layer back from the meeting
 // vertices: a vertex of layer j (hist[bounds[j]:bounds[j + 1]]) with a successor on a shortest
 // path at position j + 1.
+template <int G>
 __device__ void mark_back(int at, int d, const int* hist, const int* bounds, const i64* p,
-                          const int* x, PairSet& set, WarpState& ws) {
-    const int lane = threadIdx.x & 31;
+                          const int* x, PairSet& set, GroupState<G>& gs) {
+    const int gt = group_thread<G>();
     for (int j = at - 1; j >= 1; --j) {
         const int* layer = hist + bounds[j];
         const int n = bounds[j + 1] - bounds[j];
-        for (int i0 = 0; i0 < n; i0 += 32) {
-            const i64 total = load_chunk(ws, layer, n, i0, p);
-            for (i64 k = lane; k < total; k += 32) {
+        for (int i0 = 0; i0 < n; i0 += 32 * G) {
+            const i64 total = load_chunk<G>(gs, layer, n, i0, p);
+            for (i64 k = gt; k < total; k += 32 * G) {
                 int u = 0;
-                const i64 e = chunk_edge(ws, k, &u);
+                const i64 e = chunk_edge<G>(gs, k, &u);
                 unsigned slot = 0;
                 if (!on_path(set.find(x[e], &slot), j + 1, at, d)) continue;
                 const u64 xu = set.find(u, &slot);
                 if (!(xu & E_PATH)) atomicOr(&set.slots[slot], E_PATH);
             }
-            __syncwarp();
+            gsync<G>();
         }
     }
 }
 
-// Walk the lexicographically smallest shortest path (d edges, meeting vertices at `at`).
+// Walk the lexicographically smallest shortest path (d edges, meeting vertices at `at`): one
+// warp, the smallest admissible successor at each step a warp-wide minimum.
 __device__ void walk(int s, int d, int at, const i64* p, const int* x, PairSet& set, int* out) {
     const int lane = threadIdx.x & 31;
     if (lane == 0) out[0] = s;
@@ -228,20 +255,21 @@ __device__ void walk(int s, int d, int at, const i64* p, const int* x, PairSet& 
     __syncwarp();
 }
 
+// One round of the pair search: groups of G warps take pairs ids[k] (nullptr: k) from ctr[0].
 // ctr: [0] next pair to take, [1] pairs handed back, [2..3] path vertices written (i64).
-extern "C" __global__ void __launch_bounds__(32 * PW_WARPS)
-pair_hops_kernel(int npairs, const int* ids, const int* ps, const int* pt, const int* plim,
-                 const i64* ptr, const int* idx, const short* lvl, const i64* rptr,
-                 const int* ridx, const short* rlvl, const int* comp, const int* level,
-                 int want_paths, int tbits, unsigned char* scratch, i64 per_warp, int warps,
-                 int* hops, int* ctr, int* over, int* path_buf, i64 path_cap, i64* path_at) {
-    __shared__ WarpState states[PW_WARPS];
-    const int lane = threadIdx.x & 31;
-    const int wib = threadIdx.x >> 5;
-    const int warp = blockIdx.x * PW_WARPS + wib;
-    if (warp >= warps) return;
-    WarpState& ws = states[wib];
-    unsigned char* mine = scratch + (i64)warp * per_warp;
+template <int G>
+__device__ void pair_hops_round(int npairs, const int* ids, const int* ps, const int* pt,
+                                const int* plim, const i64* ptr, const int* idx,
+                                const short* lvl, const i64* rptr, const int* ridx,
+                                const short* rlvl, const int* comp, const int* level,
+                                int want_paths, int tbits, unsigned char* scratch, i64 per_group,
+                                int groups, int* hops, int* ctr, int* over, int* path_buf,
+                                i64 path_cap, i64* path_at, GroupState<G>* states) {
+    const int gt = group_thread<G>();
+    const int group = thread_rank() / (32 * G);
+    if (group >= groups) return;  // whole groups leave together
+    GroupState<G>& gs = states[(threadIdx.x >> 5) / G];
+    unsigned char* mine = scratch + (i64)group * per_group;
     PairSet set;
     set.slots = (u64*)mine;
     set.mask = (1u << tbits) - 1u;
@@ -253,98 +281,122 @@ pair_hops_kernel(int npairs, const int* ids, const int* ps, const int* pt, const
     int* meets = qb2 + qcap;
     unsigned gen = 0;
     while (true) {
-        int q = 0;
-        if (lane == 0) q = atomicAdd(&ctr[0], 1);
-        q = __shfl_sync(FULL_MASK, q, 0);
+        if (gt == 0) gs.q = atomicAdd(&ctr[0], 1);
+        gsync<G>();
+        const int q = gs.q;
         if (q >= npairs) return;
         const int pair = ids ? ids[q] : q;
         if (++gen > GEN_MAX) {  // wrap: every slot empty again
-            for (unsigned h = lane; h <= set.mask; h += 32) set.slots[h] = 0ull;
-            __syncwarp();
+            for (unsigned h = gt; h <= set.mask; h += 32 * G) set.slots[h] = 0ull;
+            gsync<G>();
             gen = 1;
         }
         set.gen = gen;
         const int s = ps[pair], t = pt[pair], limit = plim[pair];
-        if (lane == 0) {
+        if (gt == 0) {
             set.insert(s, e_make(gen, s, 0, 0));
             set.insert(t, e_make(gen, t, 1, 0));
             hist[0] = s;
             bounds[0] = 0;
             bounds[1] = 1;
             qb[0] = t;
-            ws.inserted = 2;
-            ws.flag = 0;
-            ws.nmeet = 0;
+            gs.inserted = 2;
+            gs.flag = 0;
+            gs.nmeet = 0;
         }
-        __syncwarp();
+        gsync<G>();
         const int cs = comp_of(comp, s), ct = comp_of(comp, t);
         const int ls = level[cs], lt = level[ct];
         int *fb = qb, *fb2 = qb2;
         int na = 1, nb = 1, da = 0, db = 0, d = -1, at = 0, a_at = 0;
         i64 ef = ptr[s + 1] - ptr[s], eb = rptr[t + 1] - rptr[t];
+        bool handed_back = false;
         while (na > 0 && nb > 0 && da + db < limit) {
             const bool fwd = ef <= eb;
             if ((fwd ? da : db) + 1 > DIST_MAX) {  // hops past what an entry holds
-                if (lane == 0) ws.flag = 2;
-                __syncwarp();
+                handed_back = true;
                 break;
             }
-            if (lane == 0) {
-                ws.nnext = 0;
-                ws.nedges = 0ull;
+            if (gt == 0) {
+                gs.nnext = 0;
+                gs.nedges = 0ull;
             }
-            __syncwarp();
+            gsync<G>();
             if (fwd) {
-                expand(true, da, hist + a_at, na, hist + a_at + na, qcap - a_at - na, meets, ptr,
-                       idx, lvl, ct, lt, limit, comp, level, set, ws, qcap, qcap,
-                       want_paths != 0);
+                expand<G>(true, da, hist + a_at, na, hist + a_at + na, qcap - a_at - na, meets,
+                          ptr, idx, lvl, ct, lt, limit, comp, level, set, gs, qcap, qcap,
+                          want_paths != 0);
             } else {
-                expand(false, db, fb, nb, fb2, qcap, meets, rptr, ridx, rlvl, cs, ls, limit, comp,
-                       level, set, ws, qcap, qcap, want_paths != 0);
+                expand<G>(false, db, fb, nb, fb2, qcap, meets, rptr, ridx, rlvl, cs, ls, limit,
+                          comp, level, set, gs, qcap, qcap, want_paths != 0);
             }
-            if (ws.flag == 2) break;
-            const int nn = ws.nnext;
+            const int nn = gs.nnext, nmeet = gs.nmeet;
+            const i64 ne = (i64)gs.nedges;
+            handed_back = gs.flag == 2;
+            gsync<G>();
+            if (handed_back) break;
             if (fwd) {
+                if (gt == 0) bounds[da + 2] = a_at + na + nn;
                 a_at += na;
                 na = nn;
-                ef = (i64)ws.nedges;
-                if (lane == 0) bounds[da + 2] = a_at + nn;
+                ef = ne;
             } else {
                 int* tmp = fb; fb = fb2; fb2 = tmp;
                 nb = nn;
-                eb = (i64)ws.nedges;
+                eb = ne;
             }
-            __syncwarp();
-            if (ws.nmeet > 0) {
+            if (nmeet > 0) {
                 d = da + db + 1;
                 at = fwd ? da + 1 : da;
                 break;
             }
             if (fwd) ++da; else ++db;
         }
-        bool handed_back = ws.flag == 2;
-        i64 pos = 0;
         if (!handed_back && want_paths && d >= 0) {
-            if (lane == 0) pos = (i64)atomicAdd((unsigned long long*)(ctr + 2), (unsigned long long)(d + 1));
-            pos = __shfl_sync(FULL_MASK, pos, 0);
+            if (gt == 0) {
+                gs.pos = (i64)atomicAdd((unsigned long long*)(ctr + 2),
+                                        (unsigned long long)(d + 1));
+            }
+            gsync<G>();
+            const i64 pos = gs.pos;
             if (pos + d + 1 > path_cap) {
                 handed_back = true;
             } else {
-                mark_back(at, d, hist, bounds, ptr, idx, set, ws);
-                walk(s, d, at, ptr, idx, set, path_buf + pos);
+                mark_back<G>(at, d, hist, bounds, ptr, idx, set, gs);
+                if (gt < 32) walk(s, d, at, ptr, idx, set, path_buf + pos);
+                if (gt == 0) path_at[pair] = pos;
             }
         }
-        if (lane == 0) {
-            if (handed_back) {
-                over[atomicAdd(&ctr[1], 1)] = pair;
-            } else {
-                hops[pair] = d;
-                if (want_paths) path_at[pair] = pos;
-            }
+        if (gt == 0) {
+            if (handed_back) over[atomicAdd(&ctr[1], 1)] = pair;
+            else hops[pair] = d;
         }
-        __syncwarp();
+        gsync<G>();
     }
 }
+
+#define PAIR_HOPS_PARAMS                                                                     \
+    int npairs, const int *ids, const int *ps, const int *pt, const int *plim,               \
+        const i64 *ptr, const int *idx, const short *lvl, const i64 *rptr, const int *ridx,  \
+        const short *rlvl, const int *comp, const int *level, int want_paths, int tbits,     \
+        unsigned char *scratch, i64 per_group, int groups, int *hops, int *ctr, int *over,    \
+        int *path_buf, i64 path_cap, i64 *path_at
+
+// A round with groups of G warps per pair (pair_hops_g1_kernel ... pair_hops_g8_kernel): one
+// warp for the many small searches of the first round, more for the few large ones it hands
+// back (one warp alone walks a search of tens of thousands of vertices for tens of ms).
+#define PAIR_HOPS_KERNEL(G)                                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * PW_WARPS)                              \
+        pair_hops_g##G##_kernel(PAIR_HOPS_PARAMS) {                                          \
+        __shared__ GroupState<G> states[PW_WARPS / G];                                       \
+        pair_hops_round<G>(npairs, ids, ps, pt, plim, ptr, idx, lvl, rptr, ridx, rlvl, comp, \
+                           level, want_paths, tbits, scratch, per_group, groups, hops, ctr,  \
+                           over, path_buf, path_cap, path_at, states);                       \
+    }
+PAIR_HOPS_KERNEL(1)
+PAIR_HOPS_KERNEL(2)
+PAIR_HOPS_KERNEL(4)
+PAIR_HOPS_KERNEL(8)
 
 // One level of the exact counts: positions lo..hi-1 of `order` (children first), each row of
 // `words` words (thread per word): its own bit (member row < members) and its children's;

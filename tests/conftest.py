@@ -54,15 +54,16 @@ settings.load_profile("grail")
 #: to round, down to the dense last one, on every group size of kernels/bidir.cu; one search
 #: reads every edge's record (no levels beside the edges), one tests the edges the level cut
 #: leaves where they lie (no packing); tiny rounds of the pair search hand pairs on from
-#: round to round, and the last round's to the CPU twin
+#: round to round, on every group size of kernels/paths.cu, and the last round's to the CPU
+#: twin
 GPU_CONFIGS = {
     "gpu": {},
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
                    "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False,
-                   "pack_survivors": False, "path_rounds": (4, 6, 9)},
+                   "pack_survivors": False, "path_rounds": ((1, 4), (2, 6), (4, 9))},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
                   "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False,
-                  "edge_levels": False, "path_rounds": (5,)},
+                  "edge_levels": False, "path_rounds": ((8, 5),)},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
 

@@ -347,38 +347,42 @@ def paths(index, src, dst, cancel=None) -> pa.ListArray:
     lengths = p.same.astype(np.int64)
     cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0]), cancel))
     verts = np.zeros(0, np.int32)
-    offs = np.zeros(1, np.int64)
     if cand.shape[0]:
-        found, (offs, verts) = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), True,
-                                       cancel)
+        found, (_, verts) = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), True,
+                                    cancel)
         lengths[p.search[cand]] = np.where(found >= 0, found.astype(np.int64) + 1, 0)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # every value: a path vertex (its id), or the row's own key for x -> x (after the keys)
-    take = np.empty(int(offsets[-1]), np.int64)
-    nv = index.n_vertices
-    same_rows = np.flatnonzero(p.same)
-    take[offsets[same_rows]] = nv + same_rows
-    if cand.shape[0]:
-        rows = p.search[cand]
-        lens = offs[1:] - offs[:-1]
-        has = lens > 0
-        starts = np.repeat(offsets[rows[has]] - offs[:-1][has], lens[has])
-        take[starts + np.arange(verts.shape[0])] = verts
     keys = index.ids.keys
-    try:
-        own = p.src.cast(keys.type) if len(p.src) else pa.array([], keys.type)
-    except (pa.ArrowInvalid, OverflowError):  # a uint64 key beyond the index's int64 keys
-        raise EdgeInputError(f"a source key does not fit the index's {keys.type} keys, so its "
-                             f"path [key] cannot be listed as them; cast the keys first") from None
-    values = pa.concat_arrays([keys, own]).take(pa.array(take)) if take.shape[0] else \
-        pa.array([], keys.type)
+    values = _path_values(index, p, offsets, verts)
     valid = lengths > 0
     typ = pa.list_(keys.type) if offsets[-1] < 2**31 else pa.large_list(keys.type)
     arr_type = pa.ListArray if typ == pa.list_(keys.type) else pa.LargeListArray
     return arr_type.from_arrays(pa.array(offsets.astype(np.int32 if arr_type is pa.ListArray
                                                          else np.int64)), values,
                                 type=typ, mask=pa.array(~valid) if not valid.all() else None)
+
+
+def _path_values(index, p: _Pairs, offsets: np.ndarray, verts: np.ndarray) -> pa.Array:
+    """The keys of every row's path, rows in order (``offsets``): the path vertices ``verts``
+    (ids, the searched rows' paths one after another, rows in order) as the index's keys, and
+    each x -> x row's own key at its place."""
+    keys = index.ids.keys
+    same_rows = np.flatnonzero(p.same)
+    if same_rows.shape[0] == 0:
+        return keys.take(pa.array(verts))
+    try:
+        own = p.src.take(pa.array(same_rows)).cast(keys.type)
+    except (pa.ArrowInvalid, OverflowError):  # a uint64 key beyond the index's int64 keys
+        raise EdgeInputError(f"a source key does not fit the index's {keys.type} keys, so its "
+                             f"path [key] cannot be listed as them; cast the keys first") from None
+    if verts.shape[0] == 0:
+        return own
+    mine = np.zeros(int(offsets[-1]), np.bool_)
+    mine[offsets[same_rows]] = True
+    take = np.zeros(mine.shape[0], np.int32)  # vertex 0 stands in for the own keys
+    take[~mine] = verts
+    return pc.replace_with_mask(keys.take(pa.array(take)), pa.array(mine), own)
 
 
 def reached_ids(index, key, forward: bool, max_hops=None):

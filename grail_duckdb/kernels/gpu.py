@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import BackendError
 from ..resources import cuda_dir
-from .gpu_paths import GpuPaths
+from .gpu_paths import PATH_GROUPS, GpuPaths
 from .gpu_queries import BLOCK as _BLOCK
 from .gpu_append import GpuAppend
 from .gpu_queries import BIDIR_GROUPS, GpuQueries
@@ -90,9 +90,9 @@ class GpuSettings:
     into shared memory and tests them against their records 32 at a time (kernels/bidir.cu),
     rather than where they lie among the excluded ones; ``host_below``: a query call of
     fewer pairs runs on the index's host copy (a launch and two copies cost more than the
-    CPU kernels spend on a DuckDB chunk of 2,048 rows); ``path_rounds``: the set slots of
-    a warp of the pair search's rounds, as powers of two (:mod:`.gpu_paths`), within
-    ``path_scratch`` bytes of scratch.
+    CPU kernels spend on a DuckDB chunk of 2,048 rows); ``path_rounds``: the rounds of the pair
+    search of hops and paths, ``(warps per pair, set slots as a power of two)``
+    (:mod:`.gpu_paths`), within ``path_scratch`` bytes of scratch.
     """
 
     balance: str = "binned"
@@ -109,13 +109,17 @@ class GpuSettings:
     edge_levels: bool = True
     pack_survivors: bool = True
     host_below: int = 32_768
-    path_rounds: tuple = (14, 18, 22)
+    path_rounds: tuple = ((1, 13), (8, 18), (8, 22))
     path_scratch: int = 2 << 30
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):
             raise ValueError(f"bidir_rounds: (warps per pair in {BIDIR_GROUPS}, a power of "
                              f"two >= 32) each, got {self.bidir_rounds}")
+        if not self.path_rounds or any(g not in PATH_GROUPS or not 4 <= b <= 26
+                                       for g, b in self.path_rounds):
+            raise ValueError(f"path_rounds: (warps per pair in {PATH_GROUPS}, set slots as a "
+                             f"power of two 4..26) each, got {self.path_rounds}")
         for knob in (self.balance, self.search_balance):
             if knob not in _BALANCE_MODES:
                 raise ValueError(f"load balance must be one of {sorted(_BALANCE_MODES)}, "

@@ -2,12 +2,15 @@
 :class:`~grail_duckdb.kernels.gpu.GpuKernels` inherits, over ``kernels/paths.cu`` (its own
 ``cupy.RawModule``, compiled on first use).
 
-* ``pair_hops``: rounds of the warp-per-pair search, each round's warps with scratch of
-  ``2 ** tbits`` set slots (``GpuSettings.path_rounds``) within ``GpuSettings.path_scratch``
-  bytes; the pairs a round hands back (their search outgrew the scratch, or the path buffer
-  its room) go to the next round, and those the last round hands back to the CPU twin over a
-  host copy of the graph: the same answers. Paths are written by each warp where a counter
-  gives it room and gathered into the pairs' order at the end.
+* ``pair_hops``: rounds of the pair search, each round's groups of warps (one group per pair)
+  with scratch of ``2 ** tbits`` set slots (``GpuSettings.path_rounds``) within
+  ``GpuSettings.path_scratch`` bytes; the pairs a round hands back (their search outgrew the
+  scratch, or the path buffer its room) go to the next round, and those the last round hands
+  back to the CPU twin over a host copy of the graph: the same answers. The first round's
+  groups are single warps (most searches are small); the later rounds' few large searches
+  each run on a group of several warps, as each is a critical path of its own. Paths are
+  written by each group where a counter gives it room and gathered into the pairs' order at
+  the end.
 * ``bounded_bfs``: a level-synchronous search in CuPy array steps (one key, a few levels).
 * ``count_reached`` / ``sketch_reached``: one launch per level of the DAG, children first.
 """
@@ -25,11 +28,13 @@ from .shared import cuda_header, unit_words
 #: threads per block of every launch of the module (kernels/paths.cu: PW_WARPS warps)
 BLOCK = 256
 _WARPS_PER_BLOCK = BLOCK // 32
+#: warps per pair of the pair search's kernels (pair_hops_g*_kernel)
+PATH_GROUPS = (1, 2, 4, 8)
 _NULL = np.uint64(0)
 
 
 def _scratch_bytes(tbits: int) -> int:
-    """One warp's scratch: 2**tbits 8-byte slots, five lists of 2**(tbits - 1) ints and two
+    """One group's scratch: 2**tbits 8-byte slots, five lists of 2**(tbits - 1) ints and two
     more ints (kernels/paths.cu)."""
     return (8 << tbits) + 4 * (5 * (1 << (tbits - 1)) + 2)
 
@@ -62,7 +67,6 @@ class GpuPaths:
         if n == 0:
             return np.zeros(0, np.int32), ((np.zeros(1, np.int64), np.zeros(0, np.int32))
                                            if want_paths else None)
-        fn = self._paths_fn("pair_hops_kernel")
         ds, dt = cp.asarray(s, cp.int32), cp.asarray(t, cp.int32)
         dl = cp.asarray(limits, cp.int32)
         hops = cp.full(n, -1, cp.int32)
@@ -72,21 +76,23 @@ class GpuPaths:
         lists = cp.empty((2, n), cp.int32)
         lvl, rlvl = g.edge_levels
         comp = _NULL if g.comp is None else g.comp
-        resident = max(1, cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            fn.kernel.ptr, BLOCK, 0)) * self._sms * _WARPS_PER_BLOCK
         ids, pending = _NULL, n
-        for r, tbits in enumerate(self.settings.path_rounds):
+        for r, (warps, tbits) in enumerate(self.settings.path_rounds):
+            fn = self._paths_fn(f"pair_hops_g{warps}_kernel")
+            per_block = _WARPS_PER_BLOCK // warps
+            resident = max(1, cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                fn.kernel.ptr, BLOCK, 0)) * self._sms * per_block
             per = _scratch_bytes(tbits)
-            warps = max(1, min(pending, resident, self.settings.path_scratch // per))
-            scratch = cp.zeros(warps * per, cp.uint8)
+            groups = max(1, min(pending, resident, self.settings.path_scratch // per))
+            scratch = cp.zeros(groups * per, cp.uint8)
             ctr[:2] = 0
             over = lists[r % 2]
             if checkpoint is not None:
                 checkpoint(n - pending)
-            fn((-(-warps // _WARPS_PER_BLOCK),), (BLOCK,), (
+            fn((-(-groups // per_block),), (BLOCK,), (
                 np.int32(pending), ids, ds, dt, dl, g.fwd.indptr, g.fwd.indices, lvl,
                 g.rev.indptr, g.rev.indices, rlvl, comp, g.level, np.int32(bool(want_paths)),
-                np.int32(tbits), scratch, np.int64(per), np.int32(warps), hops, ctr, over, buf,
+                np.int32(tbits), scratch, np.int64(per), np.int32(groups), hops, ctr, over, buf,
                 np.int64(buf.shape[0]), path_at))
             del scratch
             pending = int(ctr[1])
@@ -205,17 +211,19 @@ def _gather_paths(hops: np.ndarray, path_at, buf, host_ids, cpu) -> tuple:
     on_device = lengths.copy()
     if host_ids is not None:
         on_device[host_ids] = 0
-    ends = np.cumsum(on_device)
-    total = int(ends[-1]) if ends.shape[0] else 0
+    total = int(on_device.sum())
     if total:
-        d_ends = cp.asarray(ends)
         d_len = cp.asarray(on_device)
+        d_ends = cp.cumsum(d_len)
         slot = cp.arange(total, dtype=cp.int64)
         owner = cp.searchsorted(d_ends, slot, side="right")
         step = slot - (d_ends[owner] - d_len[owner])
         values = buf[path_at[owner] + step]
-        where = cp.asarray(offsets[:-1])[owner] + step
-        vertices[cp.asnumpy(where)] = cp.asnumpy(values)
+        if host_ids is None:  # every path the device's: already in the pairs' order
+            vertices = cp.asnumpy(values)
+        else:
+            where = cp.asarray(offsets[:-1])[owner] + step
+            vertices[cp.asnumpy(where)] = cp.asnumpy(values)
     if host_ids is not None:
         c_off, c_vert = cpu[1]
         for i, pair in enumerate(host_ids):

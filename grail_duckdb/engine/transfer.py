@@ -113,6 +113,7 @@ def _upload(pool, pieces, pairs, lo: int, check: bool, cp) -> list:
     buffers = [cupyx.empty_pinned(cap, np.uint64) for _ in range(min(BUFFERS, len(slices)))]
     events: list = [None] * len(buffers)
     copy_stream = cp.cuda.Stream(non_blocking=True)
+    copy_stream.wait_event(cp.cuda.get_current_stream().record())  # ``pairs`` is ready
     pending: deque = deque()
     got: list = []
 

@@ -146,6 +146,10 @@ def upload(pairs, chunk: int, staging: Staging | None = None) -> None:
     else:
         bufs, stream, done, turn = staging.lane()
         chunk = staging.chunk
+    # the copies come after the work queued on the current stream so far: the destinations
+    # may be fresh (``zeros``: a fill still queued) or blocks of the pool that queued work
+    # still uses
+    stream.wait_event(mark())
     j, pos = None, chunk
     for dst, values in pairs:
         src = np.ascontiguousarray(values, dst.dtype).reshape(-1).view(np.uint8)

@@ -147,6 +147,7 @@ class GpuQueries:
         if valid is not None:
             buf.host_valid[:nq] = valid
         shape = (nq, wide, valid is not None, bool(prune), int(budget))
+        buf.after_current()
         if not buf.replay(qi, shape, self._enqueue_batch):
             self._enqueue_batch(qi, buf, *shape)
             buf.stream.synchronize()
@@ -204,7 +205,7 @@ class GpuQueries:
         n = int(u.shape[0])
         if n == 0:
             return np.zeros(0, np.bool_)
-        with self._buffers(1).stream:
+        with self._buffers(1).after_current():
             if prune:
                 with whole_line_fetches():
                     return self._bidir(qi, u, t, checkpoint=checkpoint)
@@ -395,6 +396,16 @@ class _QueryBuffers:
         lists = cp.empty((6, cap), cp.int32)
         self.und_row, self.und_u, self.und_t, self.def_row, self.def_u, self.def_t = lists
         self._graphs: dict = {}  # batch shape -> (weak ref to its QueryIndex, graph or None)
+
+    def after_current(self) -> "cp.cuda.Stream":
+        """The thread's stream, made to wait for the work queued so far on the current one
+        (the labels a build or their packing made, the caller's uploads): a non-blocking
+        stream does not wait for the default stream by itself, and reading arrays whose
+        copies are still on their way answered False for every pair of a search."""
+        from .gpu_transfers import mark  # (it imports this module)
+
+        self.stream.wait_event(mark())
+        return self.stream
 
     def replay(self, qi, shape, enqueue) -> bool:
         """Run a batch of ``shape`` (its keys staged) from a captured CUDA graph and wait for

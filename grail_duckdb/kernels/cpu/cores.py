@@ -19,7 +19,6 @@ result when one task finds all the work left to it.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 
@@ -27,36 +26,90 @@ from ...jit import njit
 
 __all__ = ["on_cores", "cores", "task_range"]
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
 
 def cores() -> int:
     """Threads a kernel spreads over: ``NUMBA_NUM_THREADS`` (default: every core)."""
     return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
-def _executor() -> ThreadPoolExecutor:
+class _Pool:
+    """Threads that each wait on an event of their own for the next piece of work: one
+    ``set`` wakes a worker (a shared queue and a future per task cost twice as long)."""
+
+    def __init__(self, workers: int):
+        self.go = [threading.Event() for _ in range(workers)]
+        self.busy = threading.Lock()        # one piece of work at a time
+        self.left_lock = threading.Lock()
+        self.done = threading.Event()
+        self.job = None
+        self.left = 0
+        for w in range(workers):
+            threading.Thread(target=self._work, args=(w,), daemon=True,
+                             name=f"grail-core-{w + 1}").start()
+
+    def _work(self, w: int) -> None:
+        go = self.go[w]
+        while True:
+            go.wait()
+            go.clear()
+            kernel, tasks, args, out = self.job
+            try:
+                out[w + 1] = kernel(w + 1, tasks, *args)
+            except BaseException as exc:    # raised in the calling thread
+                out[w + 1] = _Failed(exc)
+            with self.left_lock:
+                self.left -= 1
+                if self.left == 0:
+                    self.done.set()
+
+    def run(self, kernel, tasks: int, args) -> list:
+        out = [None] * tasks
+        self.job, self.left = (kernel, tasks, args, out), tasks - 1
+        self.done.clear()
+        for w in range(tasks - 1):
+            self.go[w].set()
+        try:
+            out[0] = kernel(0, tasks, *args)
+        finally:
+            self.done.wait()
+        for r in out:
+            if isinstance(r, _Failed):
+                raise r.exc
+        return out
+
+
+class _Failed:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _the_pool() -> _Pool:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max(1, cores() - 1), thread_name_prefix="grail-core")
+            _pool = _Pool(max(1, cores() - 1))
         return _pool
 
 
 def on_cores(kernel, tasks: int, *args) -> list:
     """``kernel(task, tasks, *args)`` for every task in ``range(tasks)``, side by side;
     returns their results in task order. An exception of any task is raised once every task
-    has ended (none is left writing into the arrays)."""
+    has ended (none is left writing into the arrays). While another thread's work holds the
+    threads, or with more tasks than threads, the tasks run one after the other here."""
     tasks = int(tasks)
     if tasks <= 1 or not kernel.runs_compiled(args):
         return [kernel(task, tasks, *args) for task in range(tasks)]
-    futures = [_executor().submit(kernel, task, tasks, *args) for task in range(1, tasks)]
+    pool = _the_pool()
+    if tasks - 1 > len(pool.go) or not pool.busy.acquire(blocking=False):
+        return [kernel(task, tasks, *args) for task in range(tasks)]
     try:
-        first = kernel(0, tasks, *args)
+        return pool.run(kernel, tasks, args)
     finally:
-        wait(futures)
-    return [first] + [f.result() for f in futures]
+        pool.busy.release()
 
 
 @njit(inline="always", cache=True, nogil=True, boundscheck=False)

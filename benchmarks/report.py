@@ -104,8 +104,8 @@ def to_markdown(report: dict) -> str:
         f"Date: {m.get('date', 'not recorded')}. "
         f"Machine: {m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB; GPU: "
         f"{m['gpu'] or 'none'}. Python {m['python']}, DuckDB {m['duckdb']}, Numba "
-        f"{m['numba']}. Threads: the build's Numba kernels are serial, a query call of the "
-        f"CPU backend uses all {m['cores']} cores; DuckDB `threads={s['threads']}`. Load average "
+        f"{m['numba']}. Threads: the CPU backend's builds and query calls use all "
+        f"{m['cores']} cores; DuckDB `threads={s['threads']}`. Load average "
         f"when the run began: {m.get('load_average_at_start')}.", "",
         f"d = {_labels(report)} label pairs, seed {s['seed']}, {s['queries']:,} pairs per query "
         "set. Times in ms; `~` = measured on a prefix of the pairs that fits "
@@ -329,16 +329,17 @@ def headline_rows(report: dict) -> list[str]:
     """The README's rows of one run: the engine on each backend, and every one-core index
     measured beside it on the same machine (build / reachable / random, ms)."""
     m = report["machine"]
-    where = m["gpu"] or f"{m['cores']}-core CPU"
+    cpu = f"{m['cores']}-core CPU"
     out = []
     for w in report["workloads"]:
         for b, per in w["backends"].items():
             q = per["queries"]["grail_duckdb"]
+            where = m["gpu"] if b == "gpu" else cpu
             out.append(f"| {w['name']} | grail_duckdb, {b} [{where}] | "
                        f"{_ms(per['build']['total_seconds'])} | "
                        f"{_ms(q['reachable']['seconds'])} | {_ms(q['random']['seconds'])} |")
         for name, fig in w.get("indices", {}).items():
-            out.append(f"| {w['name']} | {name}, one core [{where}] | {_ms(fig.get('build_seconds'))}"
+            out.append(f"| {w['name']} | {name}, one core [{cpu}] | {_ms(fig.get('build_seconds'))}"
                        f" | {_ms(fig.get('reachable_seconds'))} | {_ms(fig.get('random_seconds'))} |")
     return out
 

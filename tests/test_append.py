@@ -139,3 +139,21 @@ def test_appended_labels_keep_the_built_ones():
         else:
             assert np.array_equal(np.asarray(a)[: base.n_components], before[name]), name
     assert int(grown.labels.level.min()) == grown.level_floor < 0
+
+
+def test_a_built_index_grows_in_its_room_and_every_version_answers():
+    """A CPU build leaves free rows after its arrays: the first append writes into them (no
+    move), a second append to the same built index copies instead of overwriting the first's
+    rows, and the built index and both appended ones answer as the oracle says."""
+    src, dst = [0, 1, 1, 3], [1, 2, 3, 4]
+    base = gd.build_index(keys(src, "int"), keys(dst, "int"), backend="cpu", progress=False)
+    one = base.append(keys([5, 6, 6], "int"), keys([1, 5, 4], "int"))
+    for name, a in base.labels.arrays().items():
+        if name != "win_first":
+            assert np.shares_memory(getattr(one.labels, name), a), name
+    assert np.shares_memory(one.dag.indices, base.dag.indices)
+    two = base.append(keys([5, 7], "int"), keys([2, 5], "int"))
+    assert not np.shares_memory(two.labels.inner, one.labels.inner)
+    _check(one, src + [5, 6, 6], dst + [1, 5, 4], 7, "int")
+    _check(two, src + [5, 7], dst + [2, 5], 8, "int")
+    _check(base, src, dst, 5, "int")

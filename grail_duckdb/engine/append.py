@@ -63,7 +63,7 @@ from ..errors import KeyTypeError, NotAppendableError
 from ..kernels import to_host
 from ..kernels.records import label_record, with_record
 from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs
-from ..model import CSR, AppendBatch, Labels, as_int64, as_large_string
+from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string
 from .condensation import condense
 from .csr import forward_and_reverse
 from ..growth import grow
@@ -117,9 +117,7 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
     new_dst = d_old < 0
     if kind == "int":  # the keys' sort and searches where the index lives
         s_dev, d_dev = xp.asarray(as_int64(s_new)), xp.asarray(as_int64(d_sel))
-        sorted_keys = _unique(xp, xp.concatenate([s_dev, d_dev[new_dst]]))
-        sl = xp.searchsorted(sorted_keys, s_dev).astype(xp.int64)
-        dl = xp.where(new_dst, xp.searchsorted(sorted_keys, d_dev), -1).astype(xp.int64)
+        sorted_keys, sl, dl = _int_positions(xp, s_dev, d_dev, new_dst)
         keys = pa.array(to_host(sorted_keys), pa.int64())
     else:
         mask = pa.array(to_host(new_dst))
@@ -173,6 +171,37 @@ def _unique(xp, a):
     keep[0] = True
     xp.not_equal(a[1:], a[:-1], out=keep[1:])
     return a[keep]
+
+
+def _int_positions(xp, s, d, new_dst):
+    """``(keys, sl, dl)`` of integer keys: the distinct keys of ``s`` and of ``d`` where
+    ``new_dst``, sorted, and the position among them of each of ``s`` and of each of ``d``
+    (-1 where not ``new_dst``). Keys of a small range (new papers numbered in order) are
+    ranked through a table of that range, others sorted and searched.
+
+    >>> s, d = np.array([12, 10, 12]), np.array([3, 11, 10])
+    >>> [a.tolist() for a in _int_positions(np, s, d, d >= 10)]
+    [[10, 11, 12], [2, 0, 2], [-1, 1, 0]]
+    """
+    d_new = d[new_dst]
+    if s.shape[0] == 0:
+        keys = _unique(xp, d_new)
+    else:
+        lo = int(min(s.min(), d_new.min())) if d_new.shape[0] else int(s.min())
+        hi = int(max(s.max(), d_new.max())) if d_new.shape[0] else int(s.max())
+        if hi - lo < DENSE_FACTOR * (s.shape[0] + d_new.shape[0]) + 1024:
+            seen = xp.zeros(hi - lo + 1, xp.int32)
+            seen[s - lo] = 1
+            seen[d_new - lo] = 1
+            keys = xp.flatnonzero(seen) + lo
+            rank = xp.cumsum(seen, dtype=xp.int64) - 1
+            sl = rank[s - lo]
+            dl = xp.where(new_dst, rank[xp.where(new_dst, d, lo) - lo], -1)
+            return keys, sl, dl
+        keys = _unique(xp, xp.concatenate([s, d_new]))
+    sl = xp.searchsorted(keys, s).astype(xp.int64)
+    dl = xp.where(new_dst, xp.searchsorted(keys, d), -1).astype(xp.int64)
+    return keys, sl, dl
 
 
 def _string_positions(keys: pa.Array, of: pa.Array) -> np.ndarray:
@@ -258,11 +287,12 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     lo, rpost = tree_of_children(kern, cond, topo, index.seed)
     tree[:, 2] = c0 + lo
     tree[:, 3] = c0 + rpost
-    # local ids of the fold: the new components, then the built ones they point to
+    # local ids of the fold: the new components, then a row per edge into a built one (a
+    # built child of several new ones repeats: fewer rows than a sort and a search cost)
     is_new = dag.indices >= c0
-    old = _unique(xp, dag.indices[~is_new])
+    old = dag.indices[~is_new]
     m = int(old.shape[0])
-    local = xp.where(is_new, dag.indices - c0, n + xp.searchsorted(old, dag.indices))
+    local = xp.where(is_new, dag.indices - c0, n - 1 + xp.cumsum(~is_new))
     inner = xp.empty((n + m, d), xp.int32)
     outer = xp.empty((n + m, d), xp.int32)
     inner[:n] = c0 + post

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from ...growth import roomy
 from ...jit import njit
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
@@ -173,9 +174,9 @@ def csr_of_pairs(pairs, n: int, chunks: int, scratch=None):
     m = pairs.shape[0]
     spread = np.empty(m, np.uint64) if scratch is None else scratch[:m]
     start = _spread_pairs(pairs, np.uint64(32 + ROW_BITS), buckets_of(n), chunks, spread)
-    indptr = np.empty(n + 1, np.int64)
+    indptr = roomy(np, (n + 1,), np.int64)  # the index's rows: room for appended ones
     kept_of = _kept_rows(spread, start, n, indptr)
-    indices = np.empty(int(kept_of[-1]), np.int32)
+    indices = roomy(np, (int(kept_of[-1]),), np.int32)
     _gather_rows(spread, start, kept_of, n, indptr, indices)
     return indptr, indices
 

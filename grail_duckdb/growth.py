@@ -102,4 +102,8 @@ def grow(xp, view, rows, room: Room | None):
     buf = xp.empty((cap,) + tuple(view.shape[1:]), view.dtype)
     buf[:n] = view
     buf[n:n + r] = rows
-    return buf[:n + r], Room(buf, n + r)
+    room = Room(buf, n + r)
+    if xp is np:  # found again by a caller that kept the array but not its room
+        with _ROOMS_LOCK:
+            _ROOMS[id(buf)] = room
+    return buf[:n + r], room

@@ -176,32 +176,34 @@ def _unique(xp, a):
 def _int_positions(xp, s, d, new_dst):
     """``(keys, sl, dl)`` of integer keys: the distinct keys of ``s`` and of ``d`` where
     ``new_dst``, sorted, and the position among them of each of ``s`` and of each of ``d``
-    (-1 where not ``new_dst``). Keys of a small range (new papers numbered in order) are
-    ranked through a table of that range, others sorted and searched.
+    (-1 where not ``new_dst``). New papers are numbered in order: where the keys from the
+    smallest source on span a small range, they are ranked through a table of that range
+    and only the few below it (older papers cited for the first time) are sorted; other
+    keys are sorted and searched.
 
     >>> s, d = np.array([12, 10, 12]), np.array([3, 11, 10])
-    >>> [a.tolist() for a in _int_positions(np, s, d, d >= 10)]
-    [[10, 11, 12], [2, 0, 2], [-1, 1, 0]]
+    >>> [a.tolist() for a in _int_positions(np, s, d, d != 10)]
+    [[3, 10, 11, 12], [3, 1, 3], [0, 2, -1]]
     """
     d_new = d[new_dst]
-    if s.shape[0] == 0:
-        keys = _unique(xp, d_new)
-    else:
-        lo = int(min(s.min(), d_new.min())) if d_new.shape[0] else int(s.min())
-        hi = int(max(s.max(), d_new.max())) if d_new.shape[0] else int(s.max())
+    dl = xp.full(d.shape[0], -1, xp.int64)
+    if s.shape[0]:
+        lo = int(s.min())
+        hi = max(int(s.max()), int(d_new.max()) if d_new.shape[0] else lo)
         if hi - lo < DENSE_FACTOR * (s.shape[0] + d_new.shape[0]) + 1024:
+            inside, below = new_dst & (d >= lo), new_dst & (d < lo)
+            few = _unique(xp, d[below])
             seen = xp.zeros(hi - lo + 1, xp.int32)
             seen[s - lo] = 1
-            seen[d_new - lo] = 1
-            keys = xp.flatnonzero(seen) + lo
-            rank = xp.cumsum(seen, dtype=xp.int64) - 1
-            sl = rank[s - lo]
-            dl = xp.where(new_dst, rank[xp.where(new_dst, d, lo) - lo], -1)
-            return keys, sl, dl
-        keys = _unique(xp, xp.concatenate([s, d_new]))
-    sl = xp.searchsorted(keys, s).astype(xp.int64)
-    dl = xp.where(new_dst, xp.searchsorted(keys, d), -1).astype(xp.int64)
-    return keys, sl, dl
+            seen[d[inside] - lo] = 1
+            rank = xp.cumsum(seen, dtype=xp.int64) + (few.shape[0] - 1)
+            dl[inside] = rank[d[inside] - lo]
+            dl[below] = xp.searchsorted(few, d[below])
+            keys = xp.concatenate([few, xp.flatnonzero(seen) + lo])
+            return keys, rank[s - lo], dl
+    keys = _unique(xp, xp.concatenate([s, d_new]))
+    dl[new_dst] = xp.searchsorted(keys, d_new)
+    return keys, xp.searchsorted(keys, s).astype(xp.int64), dl
 
 
 def _string_positions(keys: pa.Array, of: pa.Array) -> np.ndarray:
@@ -245,10 +247,10 @@ def _new_components(index, k: int, sl, dl, d_old):
     if bool(nn.all()):
         target = c0 + local[dl].astype(xp.int64)
     elif not bool(nn.any()):
-        target = index.comp[d_old].astype(xp.int64)
+        target = _components_of(index, d_old)
     else:  # (the gathers read a valid row where the other side is taken)
         target = xp.where(nn, c0 + local[xp.where(nn, dl, 0)].astype(xp.int64),
-                          index.comp[xp.where(nn, 0, d_old)].astype(xp.int64))
+                          _components_of(index, xp.where(nn, 0, d_old)))
     src_c = local[sl]
     pairs = _unique(xp, pack_pairs(xp, src_c, target))
     s = (pairs >> xp.uint64(32)).astype(xp.int32)
@@ -261,6 +263,13 @@ def _new_components(index, k: int, sl, dl, d_old):
     return (c0 + local).astype(xp.int32), dag, lab
 
 
+def _components_of(index, ids):
+    """The components (int64) of held vertices ``ids``: the ids themselves where every
+    vertex is a component of its own (no gather)."""
+    xp = index.kernels.xp
+    return ids.astype(xp.int64) if index.identity else index.comp[ids].astype(xp.int64)
+
+
 def _new_labels(index, cond, dag: CSR) -> Labels:
     """The labels of the new components (``cond``: their condensation; ``dag``: their
     children, ids of the grown index), folded from their children's (see the module)."""
@@ -270,7 +279,8 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     c0, n = index.n_components, cond.n_components
     d, words = lab.d, int(lab.hub_down.shape[1])
     wwords = 0 if lab.win_down is None else int(lab.win_down.shape[1])
-    topo = kern.topological_levels(cond.dag, cond.dag_rev)
+    topo = cond.topo if cond.topo is not None else kern.topological_levels(cond.dag,
+                                                                            cond.dag_rev)
     floor = index.level_floor - topo.levels  # the lowest new level
     if n and floor <= -EDGE_LEVEL_CAP:
         raise NotAppendableError(

@@ -164,7 +164,8 @@ def remove_parts(index_path, after: int = 0) -> None:
 def _table(batch: AppendBatch) -> pa.Table:
     """The part's columns: per new vertex its key and component, per new component (the
     first rows, zeros after them) its level, each column of its label matrices
-    (``inner.0`` .. ``inner.<d-1>``, ...) and its children."""
+    (``inner.0`` .. ``inner.<d-1>``, ...) and where its children end; all the children in
+    one BLOB on the first row (a list column costs a repetition level per child)."""
     k, n = batch.vertices, batch.components
     lab = batch.labels
     pad = k - n
@@ -182,11 +183,31 @@ def _table(batch: AppendBatch) -> pa.Table:
         a = rows(a, np.uint64 if name.startswith(("hub", "win")) else np.int32)
         for j in range(a.shape[1]):  # a column per matrix column: plain pages, fast to write
             cols[f"{name}.{j}"] = pa.array(np.ascontiguousarray(a[:, j]))
-    ptr = np.concatenate([np.asarray(batch.dag.indptr, np.int64),
-                          np.full(pad, int(batch.dag.m), np.int64)])
-    cols["dag_children"] = pa.LargeListArray.from_arrays(
-        pa.array(ptr), pa.array(np.asarray(batch.dag.indices, np.int32)))
+    ptr = np.asarray(batch.dag.indptr, np.int64)
+    ends = np.full(k, int(batch.dag.m), np.int64)
+    ends[:n] = ptr[1:] - ptr[0]
+    cols["dag_ends"] = pa.array(ends)
+    cols["dag_children"] = _blob(np.asarray(batch.dag.indices, "<i4"), k)
     return pa.table(cols)
+
+
+def _blob(children: np.ndarray, rows: int) -> pa.Array:
+    """``rows`` BLOBs: ``children``'s bytes on the first, NULL after it (none for no rows).
+
+    >>> _blob(np.array([1, 2], "<i4"), 3).to_pylist()
+    [b'\\x01\\x00\\x00\\x00\\x02\\x00\\x00\\x00', None, None]
+    """
+    if rows == 0:
+        if children.shape[0]:
+            raise ValueError("children in a part of no rows")
+        return pa.array([], pa.large_binary())
+    offsets = np.full(rows + 1, children.nbytes, np.int64)
+    offsets[0] = 0
+    valid = np.zeros(rows, np.bool_)
+    valid[0] = True
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), rows, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                  pa.py_buffer(offsets), pa.py_buffer(children)], rows - 1)
 
 
 def _columns_of(name: str, col: dict) -> list[str]:
@@ -204,14 +225,12 @@ def _digest(table: pa.Table) -> str:
     leaves = []
     for col in table.columns:
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-            arr = arr.cast(pa.large_string())
+        if pa.types.is_large_binary(arr.type) or pa.types.is_string(arr.type) or \
+                pa.types.is_large_string(arr.type):
+            arr = arr if pa.types.is_large_binary(arr.type) else arr.cast(pa.large_string())
             offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
             data = np.frombuffer(arr.buffers()[2], np.uint8)[offs[0]:offs[-1]] if len(arr) else b""
             leaves += [hash_bytes(offs - offs[0]), hash_bytes(np.ascontiguousarray(data))]
-        elif pa.types.is_large_list(arr.type):
-            offs = arr.offsets.to_numpy()
-            leaves += [hash_bytes(offs - offs[0]), hash_bytes(arr.flatten().to_numpy())]
         elif pa.types.is_fixed_size_list(arr.type):
             leaves.append(hash_bytes(np.ascontiguousarray(arr.flatten().to_numpy())))
         else:
@@ -236,12 +255,13 @@ def _batch(part: Part) -> AppendBatch:
         for name, twin in _ZERO.items():
             if name not in lab and twin in lab:
                 lab[name] = np.zeros_like(lab[twin])
-        children = col["dag_children"]
-        ptr = children.offsets.to_numpy()[: n + 1].astype(np.int64)
-        idx = children.flatten().to_numpy().astype(np.int32)
+        ptr = np.zeros(n + 1, np.int64)
+        ptr[1:] = col["dag_ends"].to_numpy()[:n]
+        blob = col["dag_children"]
+        idx = (np.frombuffer(blob[0].as_py(), "<i4").astype(np.int32) if len(blob)
+               else np.empty(0, np.int32))
         batch = AppendBatch(col["key"], col["component"].to_numpy().astype(np.int32),
-                            CSR(ptr - ptr[0], idx), Labels(**lab), part.rows, part.before,
-                            part.after)
+                            CSR(ptr, idx), Labels(**lab), part.rows, part.before, part.after)
     except IndexFileError:
         raise
     except Exception as exc:

@@ -23,7 +23,8 @@ def append_fold(ptr, idx, order, inner, outer, down, wdown, base, span):
     parents. A component with children gets, per GRAIL label, the smallest ``inner`` and the
     largest ``outer`` among them, the OR of their hub words (``down``) and of their window
     hub words rebased into its own window (``base``: each row's window start, ``span``:
-    64 window words); one with none keeps its row as it is."""
+    64 window words); one with none keeps its row as it is. One pass over each component's
+    children (no child is the component itself)."""
     d = inner.shape[1]
     words = down.shape[1]
     wwords = wdown.shape[1]
@@ -33,24 +34,20 @@ def append_fold(ptr, idx, order, inner, outer, down, wdown, base, span):
         if a == b:
             continue
         for j in range(d):
-            lo = _INT_MAX
-            hi = _INT_MIN
-            for e in range(a, b):
-                w = idx[e]
-                lo = min(lo, inner[w, j])
-                hi = max(hi, outer[w, j])
-            inner[v, j] = lo
-            outer[v, j] = hi
+            inner[v, j] = _INT_MAX
+            outer[v, j] = _INT_MIN
         for k in range(words):
-            acc = np.uint64(0)
-            for e in range(a, b):
-                acc |= down[idx[e], k]
-            down[v, k] = acc
+            down[v, k] = 0
         for k in range(wwords):
-            acc = np.uint64(0)
-            for e in range(a, b):
-                w = idx[e]
-                sh = base[w] - base[v]
-                if -span < sh < span:
-                    acc |= shifted_word(wdown, w, k, sh)
-            wdown[v, k] = acc
+            wdown[v, k] = 0
+        for e in range(a, b):
+            w = idx[e]
+            for j in range(d):
+                inner[v, j] = min(inner[v, j], inner[w, j])
+                outer[v, j] = max(outer[v, j], outer[w, j])
+            for k in range(words):
+                down[v, k] |= down[w, k]
+            sh = base[w] - base[v]
+            if -span < sh < span:
+                for k in range(wwords):
+                    wdown[v, k] |= shifted_word(wdown, w, k, sh)

@@ -62,10 +62,9 @@ import pyarrow.compute as pc
 from ..errors import KeyTypeError, NotAppendableError
 from ..kernels import to_host
 from ..kernels.records import label_record, with_record
-from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs
+from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs, swap_pairs
 from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string
 from .condensation import condense
-from .csr import forward_and_reverse
 from ..growth import grow
 from .ingest import edge_stream
 from .labels import reversed_levels, tree_of_children
@@ -240,8 +239,10 @@ def _new_components(index, k: int, sl, dl, d_old):
     xp = kern.xp
     c0 = index.n_components
     nn = dl >= 0
-    fwd, rev = forward_and_reverse(kern, pack_pairs(xp, sl[nn], dl[nn]), k)
-    cond = condense(kern, [fwd, rev])
+    among = pack_pairs(xp, sl[nn], dl[nn])
+    fwd = _rows(xp, among, 0, k)
+    swap_pairs(xp, among)
+    cond = condense(kern, [fwd, _rows(xp, among, 0, k)])
     local = cond.comp
     n = cond.n_components
     if bool(nn.all()):
@@ -251,16 +252,28 @@ def _new_components(index, k: int, sl, dl, d_old):
     else:  # (the gathers read a valid row where the other side is taken)
         target = xp.where(nn, c0 + local[xp.where(nn, dl, 0)].astype(xp.int64),
                           _components_of(index, xp.where(nn, 0, d_old)))
-    src_c = local[sl]
-    pairs = _unique(xp, pack_pairs(xp, src_c, target))
-    s = (pairs >> xp.uint64(32)).astype(xp.int32)
-    t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
-    keep = t != c0 + s
-    s, t = s[keep], t[keep]
-    ptr = xp.searchsorted(s, xp.arange(n + 1, dtype=xp.int32)).astype(xp.int64)
-    dag = CSR(ptr, t.astype(xp.int32))
+    dag = _rows(xp, pack_pairs(xp, c0 + local[sl], target), c0, n)
     lab = _new_labels(index, cond, dag)
     return (c0 + local).astype(xp.int32), dag, lab
+
+
+def _rows(xp, pairs, first: int, n: int) -> CSR:
+    """The rows of sources ``first .. first + n - 1`` of packed edges (``src << 32 | dst``,
+    every source among them), each row's targets sorted, duplicates and self-loops dropped:
+    a sort, where the backend's CSR kernels would cost more in launches than a batch's few
+    edges in work.
+
+    >>> g = _rows(np, pack_pairs(np, [6, 5, 5, 5, 6], [5, 9, 5, 2, 5]), 5, 2)
+    >>> g.indptr.tolist(), g.indices.tolist()
+    ([0, 2, 3], [2, 9, 5])
+    """
+    pairs = _unique(xp, pairs)
+    s = (pairs >> xp.uint64(32)).astype(xp.int64)
+    t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
+    keep = s != t
+    s, t = s[keep], t[keep]
+    ptr = xp.searchsorted(s, xp.arange(first, first + n + 1, dtype=xp.int64))
+    return CSR(ptr.astype(xp.int64), t.astype(xp.int32))
 
 
 def _components_of(index, ids):
@@ -307,18 +320,12 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     outer = xp.empty((n + m, d), xp.int32)
     inner[:n] = c0 + post
     outer[:n] = c0 + post
-    xp.take(lab.inner, old, axis=0, out=inner[n:])  # (take: a row gather several times
-    xp.take(lab.outer, old, axis=0, out=outer[n:])  # faster than fancy indexing on NumPy)
     down = xp.zeros((n + m, words), xp.uint64)
-    xp.take(lab.hub_down, old, axis=0, out=down[n:])
     wdown = xp.zeros((n + m, wwords), xp.uint64)
     base = xp.zeros(n + m, xp.int32)
     if wwords:
-        xp.take(lab.win_down, old, axis=0, out=wdown[n:])
-        first = xp.asarray(lab.win_first, xp.int32)
-        top = int(first.shape[0]) - 1
-        base[:n] = first[0]
-        base[n:] = first[xp.clip(lab.level[old], 0, top)]
+        base[:n] = int(lab.win_first[0])
+    kern.gather_labels(lab, old, inner[n:], outer[n:], down[n:], wdown[n:], base[n:])
     kern.append_fold(CSR(dag.indptr, local.astype(xp.int32)), reversed_levels(xp, topo),
                      inner, outer, down, wdown, base, 64 * wwords)
     windows = {} if not wwords else dict(win_down=wdown[:n].copy(),

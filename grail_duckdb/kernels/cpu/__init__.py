@@ -324,6 +324,14 @@ class CpuKernels(CpuPaths):
         append.append_fold(rows.indptr, rows.indices, topo.order, inner, outer, down, wdown,
                            base, int(span))
 
+    def gather_labels(self, lab, ids, inner, outer, down, wdown, base):
+        windows = lab.win_down is not None and wdown.shape[1] > 0
+        append.gather_labels(ids, lab.inner, lab.outer, lab.hub_down,
+                             lab.win_down if windows else wdown,
+                             lab.level if windows else _EMPTY_I32,
+                             np.asarray(lab.win_first, np.int32) if windows else _EMPTY_I32,
+                             inner, outer, down, wdown, base)
+
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
         ks, kt = pieces_of(ks), pieces_of(kt)
         if len(ks) == 1:

@@ -1,5 +1,6 @@
 """CPU twin of ``kernels/append.cu``: the labels of components appended to a built index,
-folded from their children (:mod:`grail_duckdb.engine.append`).
+folded from their children (:mod:`grail_duckdb.engine.append`), and the built children's
+labels gathered for the fold.
 """
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from ...jit import njit
 from .hubs import shifted_word
+from .intrinsics import prefetch
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 _INT_MAX = np.iinfo(np.int32).max
@@ -51,3 +53,40 @@ def append_fold(ptr, idx, order, inner, outer, down, wdown, base, span):
             if -span < sh < span:
                 for k in range(wwords):
                     wdown[v, k] |= shifted_word(wdown, w, k, sh)
+
+
+#: rows named ahead of the one copied: the built components' rows are random reads
+_AHEAD = 16
+
+
+@njit(**_JIT)
+def gather_labels(ids, inner, outer, down, wdown, level, first, o_inner, o_outer, o_down,
+                  o_wdown, o_base):
+    """Row i of ``o_inner``, ``o_outer``, ``o_down`` (and, where there are windows,
+    ``o_wdown`` and the window's first hub ``o_base``) from built component ``ids[i]``'s
+    labels, prefetching the rows ``_AHEAD`` components on (every row a cache miss, these
+    overlap). A level outside ``first`` reads its nearest end (as ``hubs.window_base``)."""
+    d = inner.shape[1]
+    words = down.shape[1]
+    wwords = o_wdown.shape[1]
+    top = first.shape[0] - 1
+    m = ids.shape[0]
+    for i in range(m):
+        if i + _AHEAD < m:
+            u = ids[i + _AHEAD]
+            prefetch(inner, u * d)
+            prefetch(outer, u * d)
+            prefetch(down, u * words)
+            if wwords:
+                prefetch(wdown, u * wwords)
+                prefetch(level, u)
+        w = ids[i]
+        for j in range(d):
+            o_inner[i, j] = inner[w, j]
+            o_outer[i, j] = outer[w, j]
+        for k in range(words):
+            o_down[i, k] = down[w, k]
+        if wwords:
+            for k in range(wwords):
+                o_wdown[i, k] = wdown[w, k]
+            o_base[i] = first[min(max(level[w], 0), top)]

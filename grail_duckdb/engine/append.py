@@ -190,14 +190,14 @@ def _int_positions(xp, s, d, new_dst):
         lo = int(s.min())
         hi = max(int(s.max()), int(d_new.max()) if d_new.shape[0] else lo)
         if hi - lo < DENSE_FACTOR * (s.shape[0] + d_new.shape[0]) + 1024:
-            inside, below = new_dst & (d >= lo), new_dst & (d < lo)
-            few = _unique(xp, d[below])
+            below = d_new < lo
+            few = _unique(xp, d_new[below])
+            at = xp.where(below, 0, d_new - lo)
             seen = xp.zeros(hi - lo + 1, xp.int32)
             seen[s - lo] = 1
-            seen[d[inside] - lo] = 1
+            seen[at[~below]] = 1
             rank = xp.cumsum(seen, dtype=xp.int64) + (few.shape[0] - 1)
-            dl[inside] = rank[d[inside] - lo]
-            dl[below] = xp.searchsorted(few, d[below])
+            dl[new_dst] = xp.where(below, xp.searchsorted(few, d_new), rank[at])
             keys = xp.concatenate([few, xp.flatnonzero(seen) + lo])
             return keys, rank[s - lo], dl
     keys = _unique(xp, xp.concatenate([s, d_new]))
@@ -272,8 +272,9 @@ def _rows(xp, pairs, first: int, n: int) -> CSR:
     t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
     keep = s != t
     s, t = s[keep], t[keep]
-    ptr = xp.searchsorted(s, xp.arange(first, first + n + 1, dtype=xp.int64))
-    return CSR(ptr.astype(xp.int64), t.astype(xp.int32))
+    ptr = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(xp.bincount(s - first, minlength=n), out=ptr[1:])
+    return CSR(ptr, t.astype(xp.int32))
 
 
 def _components_of(index, ids):
@@ -315,7 +316,7 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     is_new = dag.indices >= c0
     old = dag.indices[~is_new]
     m = int(old.shape[0])
-    local = xp.where(is_new, dag.indices - c0, n - 1 + xp.cumsum(~is_new))
+    local = xp.where(is_new, dag.indices - c0, n - 1 + xp.cumsum(~is_new, dtype=xp.int32))
     inner = xp.empty((n + m, d), xp.int32)
     outer = xp.empty((n + m, d), xp.int32)
     inner[:n] = c0 + post
@@ -326,8 +327,8 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     if wwords:
         base[:n] = int(lab.win_first[0])
     kern.gather_labels(lab, old, inner[n:], outer[n:], down[n:], wdown[n:], base[n:])
-    kern.append_fold(CSR(dag.indptr, local.astype(xp.int32)), reversed_levels(xp, topo),
-                     inner, outer, down, wdown, base, 64 * wwords)
+    kern.append_fold(CSR(dag.indptr, local.astype(xp.int32, copy=False)),
+                     reversed_levels(xp, topo), inner, outer, down, wdown, base, 64 * wwords)
     windows = {} if not wwords else dict(win_down=wdown[:n].copy(),
                                          win_up=xp.zeros((n, wwords), xp.uint64))
     return Labels(level=level, inner=inner[:n].copy(), outer=outer[:n].copy(), tree=tree,

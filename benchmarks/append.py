@@ -20,8 +20,8 @@ older papers and each other) are, one after the other:
   (atomic, fsynced), as ``load_index`` reads it back.
 
 ``--after-load``: the appends go to the base index loaded back from its file, as a later
-process's would (a load leaves room at the end of the index's arrays; the index a build
-returns moves its arrays once, at its first append: :mod:`grail_duckdb.growth`).
+process's would (on the CPU a build and a load both leave room at the end of the index's
+host arrays; a GPU's arrays move once, at the first append: :mod:`grail_duckdb.growth`).
 
 Each is timed against **the full build**: all N papers' edges built from scratch, from the same
 in-memory table, after the appends (the index *rebuilt on the same data*). Target: absorb +
@@ -736,14 +736,14 @@ def _others_md(parts: dict | None) -> list[str]:
 
 
 def _first_move(absorbs: list[float], loaded: bool = False) -> list[str]:
-    """A note where the first absorb stands out: the arrays of a built index move then."""
+    """A note where the first absorb stands out: a device's arrays move then."""
     if loaded or len(absorbs) < 2 or absorbs[0] <= 3 * statistics.median(absorbs[1:]):
         return []
     return ["", f"The first absorb ({_ms(absorbs[0])} ms against a median of "
             f"{_ms(statistics.median(absorbs[1:]))} ms for the others) moves the arrays of the "
-            "index the build returned into allocations with room for later appends "
-            "(`grail_duckdb.growth`; an index loaded from its file has that room already); "
-            "the later appends write into it."]
+            "index into allocations with room for later appends (`grail_duckdb.growth`: on "
+            "the CPU a build and a load make their arrays with that room, on a GPU the first "
+            "append makes it); the later appends write into it."]
 
 
 def _appends_md(a: dict, t: dict) -> list[str]:

@@ -736,14 +736,13 @@ def _others_md(parts: dict | None) -> list[str]:
 
 
 def _first_move(absorbs: list[float], loaded: bool = False) -> list[str]:
-    """A note where the first absorb stands out: a device's arrays move then."""
+    """A note where the first absorb stands out: arrays made without room move then."""
     if loaded or len(absorbs) < 2 or absorbs[0] <= 3 * statistics.median(absorbs[1:]):
         return []
     return ["", f"The first absorb ({_ms(absorbs[0])} ms against a median of "
             f"{_ms(statistics.median(absorbs[1:]))} ms for the others) moves the arrays of the "
-            "index into allocations with room for later appends (`grail_duckdb.growth`: on "
-            "the CPU a build and a load make their arrays with that room, on a GPU the first "
-            "append makes it); the later appends write into it."]
+            "index into allocations with room for later appends (`grail_duckdb.growth`); the "
+            "later appends write into it."]
 
 
 def _appends_md(a: dict, t: dict) -> list[str]:
@@ -758,7 +757,7 @@ def _appends_md(a: dict, t: dict) -> list[str]:
            f"saved in {a.get('base_build_seconds', 0):.2f} s"
            + (f", loaded back in {a['base_load_seconds']:.2f} s (the appends go to the "
               "loaded index)" if a.get("after_load") else " (the appends go to the index the "
-              "build returned: its arrays move once, at the first append)")
+              "build returned)")
            + f"; then {a['appends']} appends of "
            f"{a.get('papers_per_append', 0):,} new papers each ({a['share']:.0%}). "
            + (f"Labels: d = {a['labels']} (the backend's default). " if a.get("labels") else "")

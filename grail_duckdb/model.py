@@ -160,7 +160,8 @@ class VertexIds:
             return cls(keys, "int", _sorted=sorted_keys)
         lo, hi = int(sorted_keys[0]), int(sorted_keys[-1])
         if hi - lo + 1 <= DENSE_FACTOR * max(endpoints, sorted_keys.shape[0]) + 1024:
-            table = np.full(hi - lo + 1, -1, np.int32)
+            table = roomy(np, (hi - lo + 1,), np.int32)  # room for appended keys past its end
+            table.fill(-1)
             table[sorted_keys - lo] = np.arange(sorted_keys.shape[0], dtype=np.int32)
             return cls(keys, "int", _offset=lo, _table=table)
         return cls(keys, "int", _sorted=sorted_keys)

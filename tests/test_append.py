@@ -161,9 +161,9 @@ def test_a_built_index_grows_in_its_room_and_every_version_answers():
 
 def test_a_key_table_grows_in_its_room_and_every_version_answers():
     """Integer keys with gaps are looked up through a table: keys appended past its end
-    extend it (in its room from the second append on), an append to an index that was
-    appended to already copies it, a key inside its range makes a new one, and every
-    version answers as the oracle says (none knows another's keys)."""
+    extend it in its room (a build leaves room), an append to an index that was appended to
+    already copies it, a key inside its range makes a new one, and every version answers as
+    the oracle says (none knows another's keys)."""
     from grail_duckdb.kernels.shared import LOOKUP_DENSE
 
     src, dst = [0, 2, 3], [2, 3, 5]
@@ -175,6 +175,7 @@ def test_a_key_table_grows_in_its_room_and_every_version_answers():
         before = base if at == "base" else grown[at][0]
         seen = ([], []) if at == "base" else grown[at][1:]
         grown[name] = (before.append(keys(s, "int"), keys(d, "int")), seen[0] + s, seen[1] + d)
+    assert np.shares_memory(grown["one"][0].ids.lookup()[3], base.ids.lookup()[3])
     assert np.shares_memory(grown["two"][0].ids.lookup()[3], grown["one"][0].ids.lookup()[3])
     for index, s, d in grown.values():
         assert index.ids.lookup()[0] == LOOKUP_DENSE

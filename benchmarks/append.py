@@ -20,8 +20,8 @@ older papers and each other) are, one after the other:
   (atomic, fsynced), as ``load_index`` reads it back.
 
 ``--after-load``: the appends go to the base index loaded back from its file, as a later
-process's would (a load leaves room at the end of the index's arrays; the index a build
-returns moves its arrays once, at its first append: :mod:`grail_duckdb.growth`).
+process's would (on the CPU a build and a load both leave room at the end of the index's
+host arrays; a GPU's arrays move once, at the first append: :mod:`grail_duckdb.growth`).
 
 Each is timed against **the full build**: all N papers' edges built from scratch, from the same
 in-memory table, after the appends (the index *rebuilt on the same data*). Target: absorb +
@@ -218,9 +218,10 @@ def _check_batch(index, batch: pa.Table, seed: int) -> None:
 
 
 # --- warm-up ---------------------------------------------------------------------------------
-def warm_up(backend: str, mean: float, workdir: Path) -> float:
-    """A small run of every timed path (build and save, append, parts, queries; the SQL
-    path), so that first-use compiles are not timed; its seconds."""
+def warm_up(backend: str, mean: float, workdir: Path, sql: bool = False) -> float:
+    """A small run of every timed path (build and save, append, parts, queries; with
+    ``sql``, INSERTs absorbed through SQL), so that first-use compiles and loads are not
+    timed; its seconds."""
     t0 = time.perf_counter()
     edges = _graph(20_200, mean, 1)
     base, batches, *_ = _split(edges, 20_200, 2, 0.005)
@@ -236,6 +237,14 @@ def warm_up(backend: str, mean: float, workdir: Path) -> float:
             for index in (idx, full):
                 index.reaches(q.column("src"), q.column("dst"))
         _sync(backend)
+        if sql:
+            con = _connect(Path(tmp) / "w.duckdb", backend)
+            _table(con, base)
+            _grail_index(con, backend)
+            with _StatementTimer() as timer:
+                for b in batches:
+                    _sql_round(con, b, backend, timer)
+            con.close()
     return time.perf_counter() - t0
 
 
@@ -675,7 +684,8 @@ def run(args) -> int:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="grail-append-")))
         if not args.no_warm_up:
-            report["warm_up_seconds"] = warm_up(backend, args.mean_citations, workdir)
+            report["warm_up_seconds"] = warm_up(backend, args.mean_citations, workdir,
+                                                sql=bool(args.sql or args.table_rows))
             _say(f"warm-up (first-use compiles, not timed below): "
                  f"{report['warm_up_seconds']:.1f} s")
         if args.papers:
@@ -736,14 +746,13 @@ def _others_md(parts: dict | None) -> list[str]:
 
 
 def _first_move(absorbs: list[float], loaded: bool = False) -> list[str]:
-    """A note where the first absorb stands out: the arrays of a built index move then."""
+    """A note where the first absorb stands out: arrays made without room move then."""
     if loaded or len(absorbs) < 2 or absorbs[0] <= 3 * statistics.median(absorbs[1:]):
         return []
     return ["", f"The first absorb ({_ms(absorbs[0])} ms against a median of "
             f"{_ms(statistics.median(absorbs[1:]))} ms for the others) moves the arrays of the "
-            "index the build returned into allocations with room for later appends "
-            "(`grail_duckdb.growth`; an index loaded from its file has that room already); "
-            "the later appends write into it."]
+            "index into allocations with room for later appends (`grail_duckdb.growth`); the "
+            "later appends write into it."]
 
 
 def _appends_md(a: dict, t: dict) -> list[str]:
@@ -758,7 +767,7 @@ def _appends_md(a: dict, t: dict) -> list[str]:
            f"saved in {a.get('base_build_seconds', 0):.2f} s"
            + (f", loaded back in {a['base_load_seconds']:.2f} s (the appends go to the "
               "loaded index)" if a.get("after_load") else " (the appends go to the index the "
-              "build returned: its arrays move once, at the first append)")
+              "build returned)")
            + f"; then {a['appends']} appends of "
            f"{a.get('papers_per_append', 0):,} new papers each ({a['share']:.0%}). "
            + (f"Labels: d = {a['labels']} (the backend's default). " if a.get("labels") else "")

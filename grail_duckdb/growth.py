@@ -9,9 +9,10 @@ overwritten by an append to the same older index) and there is room, else it mov
 to a new allocation ``GROWTH`` times their count. The rows of an array are never written
 again once an index holds them, so an older index keeps answering as it did.
 
-A load makes its host arrays with free rows already (:func:`roomy`, pages the system maps
-only once written): the first append to a loaded index copies nothing. An array made
-elsewhere (a build's) moves once, at its first append.
+A build and a load make an index's host arrays with free rows already (:func:`roomy`, pages
+the system maps only once written: they cost address space, not memory or time): the first
+append to a built or a loaded index copies nothing. An array made elsewhere (a device's, a
+caller's) moves once, at its first append.
 
 >>> import numpy as np
 >>> a, room = grow(np, np.arange(3), np.array([3, 4]), None)
@@ -101,4 +102,8 @@ def grow(xp, view, rows, room: Room | None):
     buf = xp.empty((cap,) + tuple(view.shape[1:]), view.dtype)
     buf[:n] = view
     buf[n:n + r] = rows
-    return buf[:n + r], Room(buf, n + r)
+    room = Room(buf, n + r)
+    if xp is np:  # found again by a caller that kept the array but not its room
+        with _ROOMS_LOCK:
+            _ROOMS[id(buf)] = room
+    return buf[:n + r], room

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import EdgeInputError, KeyTypeError
+from .growth import grow, roomy
 from .jit import njit
 from .kernels.protocol import CSR, TopoOrder
 from .kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
@@ -104,6 +105,7 @@ class VertexIds:
     _map: dict | None = field(default=None, repr=False)  # string lookup, built on first use
     _device_tables: dict = field(default_factory=dict, repr=False)  # array module -> table
     _count: int | None = None  # keys offset .. offset + count - 1 (``_keys`` made on first use)
+    _room: object = field(default=None, repr=False)  # the table's free rows (:mod:`.growth`)
 
     @classmethod
     def of_range(cls, offset: int, n: int) -> "VertexIds":
@@ -158,7 +160,8 @@ class VertexIds:
             return cls(keys, "int", _sorted=sorted_keys)
         lo, hi = int(sorted_keys[0]), int(sorted_keys[-1])
         if hi - lo + 1 <= DENSE_FACTOR * max(endpoints, sorted_keys.shape[0]) + 1024:
-            table = np.full(hi - lo + 1, -1, np.int32)
+            table = roomy(np, (hi - lo + 1,), np.int32)  # room for appended keys past its end
+            table.fill(-1)
             table[sorted_keys - lo] = np.arange(sorted_keys.shape[0], dtype=np.int32)
             return cls(keys, "int", _offset=lo, _table=table)
         return cls(keys, "int", _sorted=sorted_keys)
@@ -224,19 +227,33 @@ class VertexIds:
         return int(self._sorted[0]), int(self._sorted[-1])
 
     def _with_table(self, new: np.ndarray, lo: int, hi: int) -> "VertexIds":
-        """These keys and ``new`` (ids from n on) through a lookup table of keys lo..hi."""
-        table = np.full(hi - lo + 1, -1, np.int32)
-        if self._table is not None:
-            table[self._offset - lo:self._offset - lo + self._table.shape[0]] = self._table
+        """These keys and ``new`` (sorted; ids from n on) through a lookup table of keys
+        lo..hi: this table grown in its room where every new key lies past its end (its
+        entries stay as they are: this ``VertexIds`` answers as before), else a new one."""
+        ids = np.arange(self.n, self.n + new.shape[0], dtype=np.int32)
+        held = 0 if self._table is None else self._table.shape[0]
+        if held and lo == self._offset and int(new[0]) - lo >= held:
+            tail = np.full(hi - lo + 1 - held, -1, np.int32)
+            tail[new - lo - held] = ids
+            table, room = grow(np, self._table, tail, self._room)
         else:
-            old = np.arange(self._offset, self._offset + self._count, dtype=np.int64) \
-                if self._count is not None else self._sorted
-            table[old - lo] = np.arange(self.n, dtype=np.int32)
-        table[new - lo] = np.arange(self.n, self.n + new.shape[0], dtype=np.int32)
+            room = None
+            table = roomy(np, (hi - lo + 1,), np.int32)
+            if held:
+                at = self._offset - lo
+                table[:at] = -1
+                table[at:at + held] = self._table
+                table[at + held:] = -1
+            else:
+                table.fill(-1)
+                old = np.arange(self._offset, self._offset + self._count, dtype=np.int64) \
+                    if self._count is not None else self._sorted
+                table[old - lo] = np.arange(self.n, dtype=np.int32)
+            table[new - lo] = ids
         held = self._keys if self._keys is not None else self.keys
         chunks = held.chunks if isinstance(held, pa.ChunkedArray) else [held]
         keys = pa.chunked_array(chunks + [pa.array(new, pa.int64())], pa.int64())
-        return VertexIds(keys, "int", _offset=lo, _table=table)
+        return VertexIds(keys, "int", _offset=lo, _table=table, _room=room)
 
     def encode(self, arr: pa.Array, xp=np):
         """Ids of the keys in ``arr`` as int32; -1 for NULL and for keys not in the graph

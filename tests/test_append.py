@@ -139,3 +139,45 @@ def test_appended_labels_keep_the_built_ones():
         else:
             assert np.array_equal(np.asarray(a)[: base.n_components], before[name]), name
     assert int(grown.labels.level.min()) == grown.level_floor < 0
+
+
+def test_a_built_index_grows_in_its_room_and_every_version_answers():
+    """A CPU build leaves free rows after its arrays: the first append writes into them (no
+    move), a second append to the same built index copies instead of overwriting the first's
+    rows, and the built index and both appended ones answer as the oracle says."""
+    src, dst = [0, 1, 1, 3], [1, 2, 3, 4]
+    base = gd.build_index(keys(src, "int"), keys(dst, "int"), backend="cpu", progress=False)
+    one = base.append(keys([5, 6, 6], "int"), keys([1, 5, 4], "int"))
+    for name, a in base.labels.arrays().items():
+        if name != "win_first":
+            assert np.shares_memory(getattr(one.labels, name), a), name
+    assert np.shares_memory(one.dag.indices, base.dag.indices)
+    two = base.append(keys([5, 7], "int"), keys([2, 5], "int"))
+    assert not np.shares_memory(two.labels.inner, one.labels.inner)
+    _check(one, src + [5, 6, 6], dst + [1, 5, 4], 7, "int")
+    _check(two, src + [5, 7], dst + [2, 5], 8, "int")
+    _check(base, src, dst, 5, "int")
+
+
+def test_a_key_table_grows_in_its_room_and_every_version_answers():
+    """Integer keys with gaps are looked up through a table: keys appended past its end
+    extend it in its room (a build leaves room), an append to an index that was appended to
+    already copies it, a key inside its range makes a new one, and every version answers as
+    the oracle says (none knows another's keys)."""
+    from grail_duckdb.kernels.shared import LOOKUP_DENSE
+
+    src, dst = [0, 2, 3], [2, 3, 5]
+    base = gd.build_index(keys(src, "int"), keys(dst, "int"), backend="cpu", progress=False)
+    assert base.ids.lookup()[0] == LOOKUP_DENSE
+    grown = {}
+    for name, at, s, d in [("one", "base", [7, 9], [5, 7]), ("two", "one", [11], [9]),
+                           ("three", "one", [10], [7]), ("four", "two", [1, 12], [11, 1])]:
+        before = base if at == "base" else grown[at][0]
+        seen = ([], []) if at == "base" else grown[at][1:]
+        grown[name] = (before.append(keys(s, "int"), keys(d, "int")), seen[0] + s, seen[1] + d)
+    assert np.shares_memory(grown["one"][0].ids.lookup()[3], base.ids.lookup()[3])
+    assert np.shares_memory(grown["two"][0].ids.lookup()[3], grown["one"][0].ids.lookup()[3])
+    for index, s, d in grown.values():
+        assert index.ids.lookup()[0] == LOOKUP_DENSE
+        _check(index, src + s, dst + d, 13, "int")
+    _check(base, src, dst, 6, "int")

@@ -86,16 +86,17 @@ def test_an_appended_index_saves_only_beside_its_file(tmp_path):
 
 
 _CHILD = """
-import sys, time, pyarrow.parquet as pq
+import sys, time
 import grail_duckdb as gd
+from grail_duckdb.indexfile import appends
 path = sys.argv[1]
 index = gd.load_index(path, backend="cpu")
-real = pq.write_table
-def slow(table, where, **kw):
-    real(table.slice(0, 1), where, **kw)   # part of the file, then the kill
+real = appends._write_all
+def slow(fd, data):
+    real(fd, memoryview(data)[:len(data) // 2])   # half the part's bytes, then the kill
     print("writing", flush=True)
     time.sleep(60)
-pq.write_table = slow
+appends._write_all = slow
 index.append(list(range(1000, 1100)), list(range(999, 1099))).save(path)
 """
 

@@ -62,10 +62,9 @@ import pyarrow.compute as pc
 from ..errors import KeyTypeError, NotAppendableError
 from ..kernels import to_host
 from ..kernels.records import label_record, with_record
-from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs
-from ..model import CSR, AppendBatch, Labels, as_int64, as_large_string
+from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs, swap_pairs
+from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string
 from .condensation import condense
-from .csr import forward_and_reverse
 from ..growth import grow
 from .ingest import edge_stream
 from .labels import reversed_levels, tree_of_children
@@ -117,9 +116,7 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
     new_dst = d_old < 0
     if kind == "int":  # the keys' sort and searches where the index lives
         s_dev, d_dev = xp.asarray(as_int64(s_new)), xp.asarray(as_int64(d_sel))
-        sorted_keys = _unique(xp, xp.concatenate([s_dev, d_dev[new_dst]]))
-        sl = xp.searchsorted(sorted_keys, s_dev).astype(xp.int64)
-        dl = xp.where(new_dst, xp.searchsorted(sorted_keys, d_dev), -1).astype(xp.int64)
+        sorted_keys, sl, dl = _int_positions(xp, s_dev, d_dev, new_dst)
         keys = pa.array(to_host(sorted_keys), pa.int64())
     else:
         mask = pa.array(to_host(new_dst))
@@ -175,6 +172,39 @@ def _unique(xp, a):
     return a[keep]
 
 
+def _int_positions(xp, s, d, new_dst):
+    """``(keys, sl, dl)`` of integer keys: the distinct keys of ``s`` and of ``d`` where
+    ``new_dst``, sorted, and the position among them of each of ``s`` and of each of ``d``
+    (-1 where not ``new_dst``). New papers are numbered in order: where the keys from the
+    smallest source on span a small range, they are ranked through a table of that range
+    and only the few below it (older papers cited for the first time) are sorted; other
+    keys are sorted and searched.
+
+    >>> s, d = np.array([12, 10, 12]), np.array([3, 11, 10])
+    >>> [a.tolist() for a in _int_positions(np, s, d, d != 10)]
+    [[3, 10, 11, 12], [3, 1, 3], [0, 2, -1]]
+    """
+    d_new = d[new_dst]
+    dl = xp.full(d.shape[0], -1, xp.int64)
+    if s.shape[0]:
+        lo = int(s.min())
+        hi = max(int(s.max()), int(d_new.max()) if d_new.shape[0] else lo)
+        if hi - lo < DENSE_FACTOR * (s.shape[0] + d_new.shape[0]) + 1024:
+            below = d_new < lo
+            few = _unique(xp, d_new[below])
+            at = xp.where(below, 0, d_new - lo)
+            seen = xp.zeros(hi - lo + 1, xp.int32)
+            seen[s - lo] = 1
+            seen[at[~below]] = 1
+            rank = xp.cumsum(seen, dtype=xp.int64) + (few.shape[0] - 1)
+            dl[new_dst] = xp.where(below, xp.searchsorted(few, d_new), rank[at])
+            keys = xp.concatenate([few, xp.flatnonzero(seen) + lo])
+            return keys, rank[s - lo], dl
+    keys = _unique(xp, xp.concatenate([s, d_new]))
+    dl[new_dst] = xp.searchsorted(keys, d_new)
+    return keys, xp.searchsorted(keys, s).astype(xp.int64), dl
+
+
 def _string_positions(keys: pa.Array, of: pa.Array) -> np.ndarray:
     """The position of each string of ``of`` among the sorted distinct ``keys``."""
     return pc.index_in(as_large_string(_plain(of)), value_set=keys).to_numpy(
@@ -209,27 +239,49 @@ def _new_components(index, k: int, sl, dl, d_old):
     xp = kern.xp
     c0 = index.n_components
     nn = dl >= 0
-    fwd, rev = forward_and_reverse(kern, pack_pairs(xp, sl[nn], dl[nn]), k)
-    cond = condense(kern, [fwd, rev])
+    among = pack_pairs(xp, sl[nn], dl[nn])
+    fwd = _rows(xp, among, 0, k)
+    swap_pairs(xp, among)
+    cond = condense(kern, [fwd, _rows(xp, among, 0, k)])
     local = cond.comp
     n = cond.n_components
     if bool(nn.all()):
         target = c0 + local[dl].astype(xp.int64)
     elif not bool(nn.any()):
-        target = index.comp[d_old].astype(xp.int64)
+        target = _components_of(index, d_old)
     else:  # (the gathers read a valid row where the other side is taken)
         target = xp.where(nn, c0 + local[xp.where(nn, dl, 0)].astype(xp.int64),
-                          index.comp[xp.where(nn, 0, d_old)].astype(xp.int64))
-    src_c = local[sl]
-    pairs = _unique(xp, pack_pairs(xp, src_c, target))
-    s = (pairs >> xp.uint64(32)).astype(xp.int32)
-    t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
-    keep = t != c0 + s
-    s, t = s[keep], t[keep]
-    ptr = xp.searchsorted(s, xp.arange(n + 1, dtype=xp.int32)).astype(xp.int64)
-    dag = CSR(ptr, t.astype(xp.int32))
+                          _components_of(index, xp.where(nn, 0, d_old)))
+    dag = _rows(xp, pack_pairs(xp, c0 + local[sl], target), c0, n)
     lab = _new_labels(index, cond, dag)
     return (c0 + local).astype(xp.int32), dag, lab
+
+
+def _rows(xp, pairs, first: int, n: int) -> CSR:
+    """The rows of sources ``first .. first + n - 1`` of packed edges (``src << 32 | dst``,
+    every source among them), each row's targets sorted, duplicates and self-loops dropped:
+    a sort, where the backend's CSR kernels would cost more in launches than a batch's few
+    edges in work.
+
+    >>> g = _rows(np, pack_pairs(np, [6, 5, 5, 5, 6], [5, 9, 5, 2, 5]), 5, 2)
+    >>> g.indptr.tolist(), g.indices.tolist()
+    ([0, 2, 3], [2, 9, 5])
+    """
+    pairs = _unique(xp, pairs)
+    s = (pairs >> xp.uint64(32)).astype(xp.int64)
+    t = (pairs & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
+    keep = s != t
+    s, t = s[keep], t[keep]
+    ptr = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(xp.bincount(s - first, minlength=n), out=ptr[1:])
+    return CSR(ptr, t.astype(xp.int32))
+
+
+def _components_of(index, ids):
+    """The components (int64) of held vertices ``ids``: the ids themselves where every
+    vertex is a component of its own (no gather)."""
+    xp = index.kernels.xp
+    return ids.astype(xp.int64) if index.identity else index.comp[ids].astype(xp.int64)
 
 
 def _new_labels(index, cond, dag: CSR) -> Labels:
@@ -241,7 +293,8 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     c0, n = index.n_components, cond.n_components
     d, words = lab.d, int(lab.hub_down.shape[1])
     wwords = 0 if lab.win_down is None else int(lab.win_down.shape[1])
-    topo = kern.topological_levels(cond.dag, cond.dag_rev)
+    topo = cond.topo if cond.topo is not None else kern.topological_levels(cond.dag,
+                                                                            cond.dag_rev)
     floor = index.level_floor - topo.levels  # the lowest new level
     if n and floor <= -EDGE_LEVEL_CAP:
         raise NotAppendableError(
@@ -258,29 +311,24 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
     lo, rpost = tree_of_children(kern, cond, topo, index.seed)
     tree[:, 2] = c0 + lo
     tree[:, 3] = c0 + rpost
-    # local ids of the fold: the new components, then the built ones they point to
+    # local ids of the fold: the new components, then a row per edge into a built one (a
+    # built child of several new ones repeats: fewer rows than a sort and a search cost)
     is_new = dag.indices >= c0
-    old = _unique(xp, dag.indices[~is_new])
+    old = dag.indices[~is_new]
     m = int(old.shape[0])
-    local = xp.where(is_new, dag.indices - c0, n + xp.searchsorted(old, dag.indices))
+    local = xp.where(is_new, dag.indices - c0, n - 1 + xp.cumsum(~is_new, dtype=xp.int32))
     inner = xp.empty((n + m, d), xp.int32)
     outer = xp.empty((n + m, d), xp.int32)
     inner[:n] = c0 + post
     outer[:n] = c0 + post
-    xp.take(lab.inner, old, axis=0, out=inner[n:])  # (take: a row gather several times
-    xp.take(lab.outer, old, axis=0, out=outer[n:])  # faster than fancy indexing on NumPy)
     down = xp.zeros((n + m, words), xp.uint64)
-    xp.take(lab.hub_down, old, axis=0, out=down[n:])
     wdown = xp.zeros((n + m, wwords), xp.uint64)
     base = xp.zeros(n + m, xp.int32)
     if wwords:
-        xp.take(lab.win_down, old, axis=0, out=wdown[n:])
-        first = xp.asarray(lab.win_first, xp.int32)
-        top = int(first.shape[0]) - 1
-        base[:n] = first[0]
-        base[n:] = first[xp.clip(lab.level[old], 0, top)]
-    kern.append_fold(CSR(dag.indptr, local.astype(xp.int32)), reversed_levels(xp, topo),
-                     inner, outer, down, wdown, base, 64 * wwords)
+        base[:n] = int(lab.win_first[0])
+    kern.gather_labels(lab, old, inner[n:], outer[n:], down[n:], wdown[n:], base[n:])
+    kern.append_fold(CSR(dag.indptr, local.astype(xp.int32, copy=False)),
+                     reversed_levels(xp, topo), inner, outer, down, wdown, base, 64 * wwords)
     windows = {} if not wwords else dict(win_down=wdown[:n].copy(),
                                          win_up=xp.zeros((n, wwords), xp.uint64))
     return Labels(level=level, inner=inner[:n].copy(), outer=outer[:n].copy(), tree=tree,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..growth import roomy
 from ..kernels.protocol import TopoOrder
 from .csr import CSR, forward_and_reverse
 
@@ -73,7 +74,9 @@ def condense(k, graph: list) -> Condensation:
     fwd, rev = graph
     topo = k.acyclic_levels(fwd, rev)
     if topo is not None:  # already acyclic: each vertex its own component
-        return Condensation(k.xp.arange(fwd.n, dtype=k.xp.int32), fwd.n, fwd, rev, topo)
+        comp = roomy(k.xp, (fwd.n,), k.xp.int32)
+        comp[:] = k.xp.arange(fwd.n, dtype=k.xp.int32)
+        return Condensation(comp, fwd.n, fwd, rev, topo)
     comp, count = strongly_connected_components(k, fwd, rev)
     pairs = k.component_pairs(fwd, comp)
     graph.clear()

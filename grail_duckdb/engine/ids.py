@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import EdgeInputError
+from ..growth import roomy
 from ..kernels.shared import pack_pairs, unpack_pairs
 from ..model import DENSE_FACTOR, VertexIds
 from ..model import as_int64 as _as_int64
@@ -196,7 +197,8 @@ def _dense_pairs(stream: EdgeStream, xp, pairs, lo: int, size: int, extra):
         present[extra] = 1
     if bool(present.all()):
         return VertexIds.of_range(lo, size), pairs
-    table = xp.cumsum(present, dtype=xp.int32)
+    table = roomy(xp, (size,), xp.int32)  # the lookup: room for appended keys past its end
+    xp.cumsum(present, dtype=xp.int32, out=table)
     table -= 1
     _check_count(int(table[-1]) + 1)
     _remap(xp, pairs, lambda x: table[x])

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..growth import roomy
 from ..kernels.protocol import Kernels, TopoOrder
 from ..kernels.shared import HUB_WORDS, WIN_WORDS, WINDOW_LEVELS
 from ..model import Labels
@@ -55,7 +56,7 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
                                                                           cond.dag_rev)
     parent = k.tree_parents(cond.dag_rev, topo.level)
     tick("labels: levels and tree (pass 1)")
-    tree = xp.empty((cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
+    tree = roomy(xp, (cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
     tree[:, 2], tree[:, 3] = tree_of_children(k, cond, topo, seed)
     tick("labels: tree of children")
     size = k.subtree_sizes(parent, topo)

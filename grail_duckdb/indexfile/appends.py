@@ -36,9 +36,8 @@ from .format import (APPEND_FORMAT_NAME, APPEND_FORMAT_VERSION, K_AFTER, K_BATCH
 __all__ = ["Part", "part_path", "parts_of", "read_parts", "remove_parts", "write_part"]
 
 _PART = re.compile(r"\.append-(\d{6})\.parquet$")
-#: the label matrices of a part, one list column each (the level is a plain column)
-_MATRICES = ("inner", "outer", "tree", "hub_down", "hub_up", "win_down", "win_up")
-#: matrices left out of a part when all zero, and made again as zeros of their twin's shape
+#: the hub words that reach an appended component: none (no hub is appended), so a part
+#: holds none and a load makes them again as zeros of their twin's shape
 _ZERO = {"hub_up": "hub_down", "win_up": "win_down"}
 
 
@@ -107,14 +106,32 @@ def write_part(index_path, number: int, batch: AppendBatch, key_kind: str,
     meta.update({f"{SOURCE_PREFIX}{k}": str(v) for k, v in (source or {}).items()})
     table = table.replace_schema_metadata({META_PREFIX + k: v for k, v in meta.items()})
     target = part_path(index_path, number)
+    data = _encoded(table)
     out = Replacement(target, APPEND_FORMAT_NAME)
     try:
-        pq.write_table(table, out.tmp, compression="lz4", use_dictionary=False,
-                       write_statistics=False)
+        _write_all(out.fd, data)
         return out.commit(fsync=fsync)
     except BaseException:
         out.discard()
         raise
+
+
+def _encoded(table: pa.Table) -> pa.Buffer:
+    """The part's Parquet bytes, encoded in memory: a part is small (a batch's rows), and
+    pyarrow's writes of its pages to a file cost more than the pages themselves. Plain,
+    uncompressed pages: the labels are ranks and hub bits, which LZ4 barely shrinks, at
+    twice the encoding's time."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="none", use_dictionary=False,
+                   write_statistics=False)
+    return sink.getvalue()
+
+
+def _write_all(fd: int, data) -> None:
+    """All of ``data`` written at the descriptor's position."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def read_parts(index_path, fingerprint: str) -> list[tuple[Part, AppendBatch]]:
@@ -143,41 +160,61 @@ def remove_parts(index_path, after: int = 0) -> None:
                 os.unlink(path)
 
 
+def record(d: int, hub_words: int, win_words: int) -> np.dtype:
+    """The record of a new component in a part (little-endian, packed): its level, GRAIL
+    intervals, spanning-tree intervals, hub and window words it reaches, and where its
+    children end in ``dag_children``.
+
+    >>> record(3, 2, 2).itemsize
+    84
+    """
+    fields = [("level", "<i4"), ("inner", "<i4", (d,)), ("outer", "<i4", (d,)),
+              ("tree", "<i4", (4,)), ("hub_down", "<u8", (hub_words,))]
+    if win_words:
+        fields.append(("win_down", "<u8", (win_words,)))
+    return np.dtype(fields + [("dag_end", "<i8")])
+
+
 def _table(batch: AppendBatch) -> pa.Table:
-    """The part's columns: per new vertex its key and component, per new component (the
-    first rows, zeros after them) its level, each column of its label matrices
-    (``inner.0`` .. ``inner.<d-1>``, ...) and its children."""
+    """The part's columns: per new vertex its key and component; per new component (the
+    first rows, zeros after them) its :func:`record`, one fixed-size BLOB (a column per
+    label would cost pyarrow's writer a column each); all the children in one BLOB on the
+    first row (a list column costs a repetition level per child)."""
     k, n = batch.vertices, batch.components
     lab = batch.labels
-    pad = k - n
-
-    def rows(a, dtype):
-        a = np.asarray(a, dtype)
-        return np.concatenate([a, np.zeros((pad,) + a.shape[1:], dtype)])
-
-    cols = {"key": batch.keys, "component": pa.array(np.asarray(batch.comp, np.int32)),
-            "level": pa.array(rows(lab.level, np.int32))}
-    for name in _MATRICES:
-        a = getattr(lab, name)
-        if a is None or (name in _ZERO and not np.asarray(a).any()):
-            continue  # (the hubs reaching appended components: none, made again on load)
-        a = rows(a, np.uint64 if name.startswith(("hub", "win")) else np.int32)
-        for j in range(a.shape[1]):  # a column per matrix column: plain pages, fast to write
-            cols[f"{name}.{j}"] = pa.array(np.ascontiguousarray(a[:, j]))
-    ptr = np.concatenate([np.asarray(batch.dag.indptr, np.int64),
-                          np.full(pad, int(batch.dag.m), np.int64)])
-    cols["dag_children"] = pa.LargeListArray.from_arrays(
-        pa.array(ptr), pa.array(np.asarray(batch.dag.indices, np.int32)))
-    return pa.table(cols)
+    for name, twin in _ZERO.items():
+        if getattr(lab, name) is not None and np.asarray(getattr(lab, name)).any():
+            raise ValueError(f"an appended component with {name} bits: a hub reaches it")
+    ww = 0 if lab.win_down is None else int(lab.win_down.shape[1])
+    rec = np.zeros(k, record(lab.d, int(lab.hub_down.shape[1]), ww))
+    for name in rec.dtype.names[:-1]:
+        rec[name][:n] = np.asarray(getattr(lab, name))
+    ptr = np.asarray(batch.dag.indptr, np.int64)
+    rec["dag_end"][:n] = ptr[1:] - ptr[0]
+    labels = pa.FixedSizeBinaryArray.from_buffers(pa.binary(rec.dtype.itemsize), k,
+                                                  [None, pa.py_buffer(rec)])
+    return pa.table({"key": batch.keys, "component": pa.array(np.asarray(batch.comp, np.int32)),
+                     "labels": labels,
+                     "dag_children": _blob(np.asarray(batch.dag.indices, "<i4"), k)})
 
 
-def _columns_of(name: str, col: dict) -> list[str]:
-    """The file columns of label matrix ``name`` (``name.0``, ``name.1``, ...), in order."""
-    out, j = [], 0
-    while f"{name}.{j}" in col:
-        out.append(f"{name}.{j}")
-        j += 1
-    return out
+def _blob(children: np.ndarray, rows: int) -> pa.Array:
+    """``rows`` BLOBs: ``children``'s bytes on the first, NULL after it (none for no rows).
+
+    >>> _blob(np.array([1, 2], "<i4"), 3).to_pylist()
+    [b'\\x01\\x00\\x00\\x00\\x02\\x00\\x00\\x00', None, None]
+    """
+    if rows == 0:
+        if children.shape[0]:
+            raise ValueError("children in a part of no rows")
+        return pa.array([], pa.large_binary())
+    offsets = np.full(rows + 1, children.nbytes, np.int64)
+    offsets[0] = 0
+    valid = np.zeros(rows, np.bool_)
+    valid[0] = True
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), rows, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                  pa.py_buffer(offsets), pa.py_buffer(children)], rows - 1)
 
 
 def _digest(table: pa.Table) -> str:
@@ -186,16 +223,16 @@ def _digest(table: pa.Table) -> str:
     leaves = []
     for col in table.columns:
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-            arr = arr.cast(pa.large_string())
+        if pa.types.is_large_binary(arr.type) or pa.types.is_string(arr.type) or \
+                pa.types.is_large_string(arr.type):
+            arr = arr if pa.types.is_large_binary(arr.type) else arr.cast(pa.large_string())
             offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
             data = np.frombuffer(arr.buffers()[2], np.uint8)[offs[0]:offs[-1]] if len(arr) else b""
             leaves += [hash_bytes(offs - offs[0]), hash_bytes(np.ascontiguousarray(data))]
-        elif pa.types.is_large_list(arr.type):
-            offs = arr.offsets.to_numpy()
-            leaves += [hash_bytes(offs - offs[0]), hash_bytes(arr.flatten().to_numpy())]
-        elif pa.types.is_fixed_size_list(arr.type):
-            leaves.append(hash_bytes(np.ascontiguousarray(arr.flatten().to_numpy())))
+        elif pa.types.is_fixed_size_binary(arr.type):
+            width = arr.type.byte_width
+            data = np.frombuffer(arr.buffers()[1], np.uint8)
+            leaves.append(hash_bytes(data[arr.offset * width:(arr.offset + len(arr)) * width]))
         else:
             leaves.append(hash_bytes(np.ascontiguousarray(arr.to_numpy())))
     return hash_bytes(b"".join(leaves)).hex()
@@ -209,21 +246,24 @@ def _batch(part: Part) -> AppendBatch:
             raise ValueError("content digest mismatch")
         n = int(part.meta[K_COMPONENTS])
         col = {name: table.column(name).combine_chunks() for name in table.column_names}
-        lab = {"level": col["level"].to_numpy()[:n].astype(np.int32)}
-        for name in _MATRICES:
-            parts = [col[c] for c in _columns_of(name, col)]
-            if parts:
-                lab[name] = np.ascontiguousarray(
-                    np.stack([c.to_numpy()[:n] for c in parts], axis=1))
+        kind = record(int(part.meta[K_LABELS]), int(part.meta[K_HUB_WORDS]),
+                      int(part.meta[K_WIN_WORDS]))
+        labels = col["labels"]
+        if labels.type.byte_width != kind.itemsize:
+            raise ValueError(f"records of {labels.type.byte_width} bytes, not {kind.itemsize}")
+        rec = np.frombuffer(labels.buffers()[1], kind, len(labels),
+                            labels.offset * kind.itemsize)[:n]
+        lab = {name: np.ascontiguousarray(rec[name]) for name in kind.names[:-1]}
         for name, twin in _ZERO.items():
-            if name not in lab and twin in lab:
+            if twin in lab:
                 lab[name] = np.zeros_like(lab[twin])
-        children = col["dag_children"]
-        ptr = children.offsets.to_numpy()[: n + 1].astype(np.int64)
-        idx = children.flatten().to_numpy().astype(np.int32)
+        ptr = np.zeros(n + 1, np.int64)
+        ptr[1:] = rec["dag_end"]
+        blob = col["dag_children"]
+        idx = (np.frombuffer(blob[0].as_py(), "<i4").astype(np.int32) if len(blob)
+               else np.empty(0, np.int32))
         batch = AppendBatch(col["key"], col["component"].to_numpy().astype(np.int32),
-                            CSR(ptr - ptr[0], idx), Labels(**lab), part.rows, part.before,
-                            part.after)
+                            CSR(ptr, idx), Labels(**lab), part.rows, part.before, part.after)
     except IndexFileError:
         raise
     except Exception as exc:

@@ -128,7 +128,7 @@ K_GROUP_EDGES, K_DIGEST = "group_edges", "digest"
 #: ``dag_edges``, ``key_type``, ``hub_words``, ``win_words``, ``digest``, ``source.*``): the
 #: part's number from 1, the index's fingerprint before and after it, its edge rows
 APPEND_FORMAT_NAME = "grail_duckdb-append"
-APPEND_FORMAT_VERSION = 1
+APPEND_FORMAT_VERSION = 2
 K_PART, K_BEFORE, K_AFTER, K_BATCH_ROWS = "part", "before", "after", "batch_rows"
 #: where the caller's description of the source edges goes: ``source.<key>``
 SOURCE_PREFIX = "source."

@@ -273,6 +273,14 @@ class Kernels(Protocol):
         ``span`` 64 window words) of its children; one without keeps its row
         (cpu/append.append_fold)."""
 
+    def gather_labels(self, lab: LabelArrays, ids: Array, inner: Array, outer: Array,
+                      down: Array, wdown: Array, base: Array) -> None:
+        """Row i of ``inner``, ``outer``, ``down`` from built component ``ids[i]``'s labels in
+        ``lab`` (its GRAIL intervals and hub words); where ``lab`` has windows, row i of
+        ``wdown`` its window words and ``base[i]`` its window's first hub (``win_first`` at
+        its level, the table's nearest end outside it). The fold's rows of the built children
+        (:meth:`append_fold`)."""
+
     # --- queries (Section 5) -------------------------------------------------------------------
     def query_labels(self, lab: LabelArrays) -> LabelArrays:
         """The labels as this backend's query kernels read them, the same values: on the GPU

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...growth import roomy
 from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
@@ -209,7 +210,7 @@ class CpuKernels(CpuPaths):
 
     def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
         n = fwd.n
-        level, order = np.empty(n, np.int32), np.empty(n, np.int32)
+        level, order = roomy(np, (n,), np.int32), np.empty(n, np.int32)
         offsets = np.empty(n + 2, np.int64)
         with PARALLEL_LOCK:
             levels, seen = labels.topological_levels(
@@ -261,7 +262,7 @@ class CpuKernels(CpuPaths):
 
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
         n = parent.shape[0]
-        post = np.empty((n, d), np.int32)
+        post = roomy(np, (n, d), np.int32)  # the intervals' inner bounds
         sums = np.empty((d, n), np.int32) if d > 1 else None
         with PARALLEL_LOCK:
             acc = np.empty((min(cores(), d), n), np.int32)
@@ -270,7 +271,7 @@ class CpuKernels(CpuPaths):
         return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
-        outer = np.empty_like(post)
+        outer = roomy(np, post.shape, post.dtype)
         with PARALLEL_LOCK:
             labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, topo.offsets, post,
                                    outer, self._parts(topo, fwd.m), self._fetch(fwd))
@@ -290,8 +291,10 @@ class CpuKernels(CpuPaths):
                             win_words, first):
         n = topo.level.shape[0]
         two = words == 2 and win_words == 2  # one walk a side (else the outputs are ORed)
-        make = np.empty if two else np.zeros
-        out = [make((n, w), np.uint64) for w in (words, words, win_words, win_words)]
+        out = [roomy(np, (n, w), np.uint64) for w in (words, words, win_words, win_words)]
+        if not two:
+            for a in out:
+                a.fill(0)
         records = two and self._fetch(fwd)  # see hubs._both_sweep
         rec = _aligned((2, n if records else 0, 4), np.uint64)
         base_of = np.empty((2, n if two else 0), np.int32)
@@ -307,6 +310,14 @@ class CpuKernels(CpuPaths):
     def append_fold(self, rows: CSR, topo: TopoOrder, inner, outer, down, wdown, base, span):
         append.append_fold(rows.indptr, rows.indices, topo.order, inner, outer, down, wdown,
                            base, int(span))
+
+    def gather_labels(self, lab, ids, inner, outer, down, wdown, base):
+        windows = lab.win_down is not None and wdown.shape[1] > 0
+        append.gather_labels(ids, lab.inner, lab.outer, lab.hub_down,
+                             lab.win_down if windows else wdown,
+                             lab.level if windows else _EMPTY_I32,
+                             np.asarray(lab.win_first, np.int32) if windows else _EMPTY_I32,
+                             inner, outer, down, wdown, base)
 
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
         ks, kt = pieces_of(ks), pieces_of(kt)

@@ -1,5 +1,6 @@
 """CPU twin of ``kernels/append.cu``: the labels of components appended to a built index,
-folded from their children (:mod:`grail_duckdb.engine.append`).
+folded from their children (:mod:`grail_duckdb.engine.append`), and the built children's
+labels gathered for the fold.
 """
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from ...jit import njit
 from .hubs import shifted_word
+from .intrinsics import prefetch
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 _INT_MAX = np.iinfo(np.int32).max
@@ -23,7 +25,8 @@ def append_fold(ptr, idx, order, inner, outer, down, wdown, base, span):
     parents. A component with children gets, per GRAIL label, the smallest ``inner`` and the
     largest ``outer`` among them, the OR of their hub words (``down``) and of their window
     hub words rebased into its own window (``base``: each row's window start, ``span``:
-    64 window words); one with none keeps its row as it is."""
+    64 window words); one with none keeps its row as it is. One pass over each component's
+    children (no child is the component itself)."""
     d = inner.shape[1]
     words = down.shape[1]
     wwords = wdown.shape[1]
@@ -33,24 +36,57 @@ def append_fold(ptr, idx, order, inner, outer, down, wdown, base, span):
         if a == b:
             continue
         for j in range(d):
-            lo = _INT_MAX
-            hi = _INT_MIN
-            for e in range(a, b):
-                w = idx[e]
-                lo = min(lo, inner[w, j])
-                hi = max(hi, outer[w, j])
-            inner[v, j] = lo
-            outer[v, j] = hi
+            inner[v, j] = _INT_MAX
+            outer[v, j] = _INT_MIN
         for k in range(words):
-            acc = np.uint64(0)
-            for e in range(a, b):
-                acc |= down[idx[e], k]
-            down[v, k] = acc
+            down[v, k] = 0
         for k in range(wwords):
-            acc = np.uint64(0)
-            for e in range(a, b):
-                w = idx[e]
-                sh = base[w] - base[v]
-                if -span < sh < span:
-                    acc |= shifted_word(wdown, w, k, sh)
-            wdown[v, k] = acc
+            wdown[v, k] = 0
+        for e in range(a, b):
+            w = idx[e]
+            for j in range(d):
+                inner[v, j] = min(inner[v, j], inner[w, j])
+                outer[v, j] = max(outer[v, j], outer[w, j])
+            for k in range(words):
+                down[v, k] |= down[w, k]
+            sh = base[w] - base[v]
+            if -span < sh < span:
+                for k in range(wwords):
+                    wdown[v, k] |= shifted_word(wdown, w, k, sh)
+
+
+#: rows named ahead of the one copied: the built components' rows are random reads
+_AHEAD = 16
+
+
+@njit(**_JIT)
+def gather_labels(ids, inner, outer, down, wdown, level, first, o_inner, o_outer, o_down,
+                  o_wdown, o_base):
+    """Row i of ``o_inner``, ``o_outer``, ``o_down`` (and, where there are windows,
+    ``o_wdown`` and the window's first hub ``o_base``) from built component ``ids[i]``'s
+    labels, prefetching the rows ``_AHEAD`` components on (every row a cache miss, these
+    overlap). A level outside ``first`` reads its nearest end (as ``hubs.window_base``)."""
+    d = inner.shape[1]
+    words = down.shape[1]
+    wwords = o_wdown.shape[1]
+    top = first.shape[0] - 1
+    m = ids.shape[0]
+    for i in range(m):
+        if i + _AHEAD < m:
+            u = ids[i + _AHEAD]
+            prefetch(inner, u * d)
+            prefetch(outer, u * d)
+            prefetch(down, u * words)
+            if wwords:
+                prefetch(wdown, u * wwords)
+                prefetch(level, u)
+        w = ids[i]
+        for j in range(d):
+            o_inner[i, j] = inner[w, j]
+            o_outer[i, j] = outer[w, j]
+        for k in range(words):
+            o_down[i, k] = down[w, k]
+        if wwords:
+            for k in range(wwords):
+                o_wdown[i, k] = wdown[w, k]
+            o_base[i] = first[min(max(level[w], 0), top)]

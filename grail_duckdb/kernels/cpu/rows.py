@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...growth import roomy
 from ...jit import njit
 from .cores import cores, on_cores
 
@@ -217,12 +218,12 @@ def csr_of_pairs(pairs, n: int, chunks: int, scratch=None):
     spread = np.empty(m, np.uint64) if scratch is None else scratch[:m]
     buckets = buckets_of(n)
     start = _spread_pairs(pairs, np.uint64(32 + ROW_BITS), buckets, chunks, spread)
-    indptr = np.empty(n + 1, np.int64)
+    indptr = roomy(np, (n + 1,), np.int64)  # the index's rows: room for appended ones
     kept_of = np.zeros(buckets + 1, np.int64)
     tasks = min(cores(), buckets)
     on_cores(_kept_rows, tasks, spread, start, n, indptr, kept_of)
     np.cumsum(kept_of, out=kept_of)
-    indices = np.empty(int(kept_of[-1]), np.int32)
+    indices = roomy(np, (int(kept_of[-1]),), np.int32)
     indptr[0] = 0
     on_cores(_gather_rows, tasks, spread, start, kept_of, n, indptr, indices)
     return indptr, indices

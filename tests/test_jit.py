@@ -43,7 +43,7 @@ def _same_as_compiled(g: Graph, qs, qd, kind="int", plain=True, **kw):
         got, stats = _answers(slow, *keys, "interpret", use_cuts=cuts)
         np.testing.assert_array_equal(got, want, err_msg=f"use_cuts={cuts}")
         assert stats == _answers(fast, *keys, "compile", use_cuts=cuts)[1]
-    assert jit.FELL_BACK <= ({"answer_range", "_answer_chunks"} if g.m == 0 else set())
+    assert jit.FELL_BACK <= ({"answer_range", "answer_parallel"} if g.m == 0 else set())
 
 
 @settings(max_examples=60)

@@ -8,9 +8,9 @@ The Numba twins of the CUDA sources live beside it, one module per source file:
 ``nogil``: DuckDB's worker threads, which call the ``reaches`` UDF concurrently, are not
 serialised by the GIL while a kernel runs.
 
-Queries use every core within a call: a large batch is classified in chunks on every core
-(:mod:`.cores`; one such call at a time, under PARALLEL_LOCK, so that two never share out the
-same cores), and the deferred pairs are searched by a pool of threads, each running the
+Queries use every core within a call: a large batch is classified with ``prange`` over chunks
+(one parallel region at a time: Numba's default thread pool is not safe for concurrent
+parallel regions), and the deferred pairs are searched by a pool of threads, each running the
 nogil bidirectional search on blocks of pairs taken from a shared counter (dynamic balance:
 the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` pairs (DuckDB's
 2,048-row chunks) run on the calling thread while other calls are running, so concurrent chunks
@@ -18,6 +18,12 @@ run side by side; a small batch while no two calls have overlapped lately (DuckD
 thread) is spread over every core too (:func:`_chunk_rows`).
 
 The build runs its sweeps on every core too (:class:`CpuSettings`, :mod:`.cores`).
+
+Numba's OpenMP workers (the classification's region), between two regions, spin by default;
+on a machine of few cores that other processes share (a laptop, a CI runner), a spinning
+worker takes a core from the one still working. There, unless the process says otherwise
+(``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``), they sleep instead; on a machine of more cores the
+spin stays.
 """
 from __future__ import annotations
 
@@ -28,7 +34,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-import numpy as np
+#: machines of at most this many cores are taken as shared: OpenMP's workers sleep between
+#: regions there (read when Numba first starts its workers)
+SHARED_CORES = 4
+if ((os.cpu_count() or 1) <= SHARED_CORES and "OMP_WAIT_POLICY" not in os.environ
+        and "GOMP_SPINCOUNT" not in os.environ):
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+import numpy as np  # noqa: E402
 
 from ...growth import roomy
 from ..host import PARALLEL_LOCK

@@ -106,6 +106,8 @@ def _upload(pool, pieces, pairs, lo: int, check: bool, cp) -> list:
     hands while the previous one is copied."""
     import cupyx
 
+    from ..kernels.gpu_transfers import mark
+
     slices = _slices(pieces)
     if not slices:
         return []
@@ -113,7 +115,7 @@ def _upload(pool, pieces, pairs, lo: int, check: bool, cp) -> list:
     buffers = [cupyx.empty_pinned(cap, np.uint64) for _ in range(min(BUFFERS, len(slices)))]
     events: list = [None] * len(buffers)
     copy_stream = cp.cuda.Stream(non_blocking=True)
-    copy_stream.wait_event(cp.cuda.get_current_stream().record())  # ``pairs`` is ready
+    copy_stream.wait_event(mark())  # ``pairs`` is ready
     pending: deque = deque()
     got: list = []
 

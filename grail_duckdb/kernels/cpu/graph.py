@@ -12,7 +12,7 @@ import numpy as np
 from ...jit import njit
 
 from ..shared import EDGE_LEVEL_CAP, mix64
-from .cores import cores, on_cores
+from .cores import cores, on_cores, task_range
 from .rows import sort_range
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
@@ -241,7 +241,8 @@ def _key_hash_parts(task, tasks, keys, part):
     n, chunks = keys.shape[0], part.shape[0]
     for c in range(task, chunks, tasks):
         acc = np.uint64(0)
-        for i in range(n * c // chunks, n * (c + 1) // chunks):
+        lo, hi = task_range(n, c, chunks)
+        for i in range(lo, hi):
             acc += mix64(np.uint64(keys[i]))
         part[c] = acc
 
@@ -252,7 +253,8 @@ def _edge_hash_parts(task, tasks, pairs, part):
     m, chunks = pairs.shape[0], part.shape[0]
     for c in range(task, chunks, tasks):
         acc = np.uint64(0)
-        for e in range(m * c // chunks, m * (c + 1) // chunks):
+        lo, hi = task_range(m, c, chunks)
+        for e in range(lo, hi):
             acc += mix64(pairs[e])
         part[c] = acc
 

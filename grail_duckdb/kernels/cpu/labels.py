@@ -37,7 +37,8 @@ def _count_parents(task, tasks, rev_ptr, pending, count):
     ``count[chunk + 1]`` (a task takes every ``tasks``-th chunk)."""
     n, chunks = pending.shape[0], count.shape[0] - 1
     for c in range(task, chunks, tasks):
-        for v in range(n * c // chunks, n * (c + 1) // chunks):
+        lo, hi = task_range(n, c, chunks)
+        for v in range(lo, hi):
             pending[v] = rev_ptr[v + 1] - rev_ptr[v]
             if pending[v] == 0:
                 count[c + 1] += 1
@@ -49,7 +50,8 @@ def _queue_roots(task, tasks, pending, level, order, count):
     n, chunks = pending.shape[0], count.shape[0] - 1
     for c in range(task, chunks, tasks):
         at = count[c]
-        for v in range(n * c // chunks, n * (c + 1) // chunks):
+        lo, hi = task_range(n, c, chunks)
+        for v in range(lo, hi):
             if pending[v] == 0:
                 level[v] = 0
                 order[at] = v

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...growth import roomy
 from ...jit import njit
-from .cores import cores, on_cores
+from .cores import cores, on_cores, task_range
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
@@ -23,12 +23,6 @@ ROW_BITS = 15
 #: a row longer than this is sorted by NumPy's sort, shorter ones by insertion
 INSERTION_MAX = 24
 _LOW = np.uint64(0xFFFFFFFF)
-
-
-@njit(**_JIT)
-def _chunk_bounds(total, chunks, c):
-    """``[lo, hi)`` of chunk c of ``chunks`` near-equal chunks of ``total`` items."""
-    return total * c // chunks, total * (c + 1) // chunks
 
 
 @njit(**_JIT)
@@ -54,7 +48,7 @@ def _count_pairs(task, tasks, pairs, shift, hist):
     a task takes every ``tasks``-th chunk)."""
     chunks, m = hist.shape[0], pairs.shape[0]
     for c in range(task, chunks, tasks):
-        lo, hi = _chunk_bounds(m, chunks, c)
+        lo, hi = task_range(m, c, chunks)
         for e in range(lo, hi):
             hist[c, np.int64(pairs[e] >> shift)] += 1
 
@@ -65,7 +59,7 @@ def _place_pairs(task, tasks, pairs, shift, hist, out):
     starts, advanced as it writes)."""
     chunks, m = hist.shape[0], pairs.shape[0]
     for c in range(task, chunks, tasks):
-        lo, hi = _chunk_bounds(m, chunks, c)
+        lo, hi = task_range(m, c, chunks)
         cursor = hist[c]
         for e in range(lo, hi):
             b = np.int64(pairs[e] >> shift)

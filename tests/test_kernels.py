@@ -469,7 +469,13 @@ SMALL_ADVERSARIAL = [g for g in ADVERSARIAL
                                   "degree-thresholds-cyclic")]
 
 
-@pytest.mark.parametrize("graph", SMALL_ADVERSARIAL)
+#: of those, the ones whose checks take seconds on two cores: run with the slow tests
+SECONDS_ADVERSARIAL = ("rmat-12", "giant-cycle", "star-both", "star-in", "star-out")
+
+
+@pytest.mark.parametrize("graph", [
+    pytest.param(g, marks=pytest.mark.slow) if g in SECONDS_ADVERSARIAL else g
+    for g in SMALL_ADVERSARIAL])
 @pytest.mark.parametrize("path", list(CPU_PATHS))
 def test_cpu_build_sweeps_on_each_path(path, graph):
     k = CpuKernels(settings=CPU_PATHS[path])

@@ -309,7 +309,7 @@ def test_answer_bits_land_at_any_row(at, n, seed):
 @pytest.mark.parametrize("layout", ["numpy-int32", "numpy-uint32", "numpy-uint64",
                                     "numpy-strided-int64", "numpy-strided-int32",
                                     "arrow-chunked-unaligned", "numpy-int64"])
-@pytest.mark.parametrize("size", [203, 70_001])
+@pytest.mark.parametrize("size", [203, pytest.param(70_001, marks=pytest.mark.slow)])
 def test_the_staging_pass_reads_every_layout(layout, size):
     """The GPU's staging (host code: checked without a device) stages every layout as the
     int64 keys would be: narrow ``k - offset`` when all fit, else wide; a uint64 key beyond

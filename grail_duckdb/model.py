@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from .errors import EdgeInputError, KeyTypeError
 from .growth import grow, roomy
 from .jit import njit
+from .kernels.cpu.cores import cores, on_cores, task_range
 from .kernels.protocol import CSR, TopoOrder
 from .kernels.shared import LOOKUP_DENSE, LOOKUP_IDS, LOOKUP_RANGE, LOOKUP_SORTED
 
@@ -48,14 +49,40 @@ def key_kind(typ: pa.DataType) -> str:
 DENSE_FACTOR = 4
 
 
-@njit(read_only=("keys",), cache=True, nogil=True)
-def lookup_dense(keys, offset, table):
-    """table[key - offset], or -1 outside the table: one pass, no temporaries."""
-    out = np.empty(keys.shape[0], np.int32)
+@njit(read_only=("keys",), cache=True, nogil=True, boundscheck=False)
+def lookup_dense_task(task, tasks, keys, offset, table, out):
+    """``out[i] = table[keys[i] - offset]``, or -1 outside the table, over task ``task``'s
+    share of the keys (:func:`~grail_duckdb.kernels.cpu.cores.on_cores`)."""
+    lo, hi = task_range(keys.shape[0], task, tasks)
     size = table.shape[0]
-    for i in range(keys.shape[0]):
+    for i in range(lo, hi):
         j = keys[i] - offset
         out[i] = table[j] if 0 <= j < size else -1
+    return 0
+
+
+@njit(read_only=("old",), cache=True, nogil=True, boundscheck=False)
+def table_moved_task(task, tasks, old, at, table):
+    """``table`` (every entry) = ``old`` from ``at`` on and -1 around it, over task ``task``'s
+    share of ``table``: a grown lookup table written once, on every core (a billion-edge
+    index's table is hundreds of megabytes)."""
+    lo, hi = task_range(table.shape[0], task, tasks)
+    for i in range(lo, hi):
+        j = i - at
+        table[i] = old[j] if 0 <= j < old.shape[0] else -1
+    return 0
+
+
+#: keys per task of a dense lookup: a smaller call runs on the calling thread alone
+LOOKUP_TASK_KEYS = 1 << 18
+
+
+def lookup_dense(keys, offset, table):
+    """table[key - offset], or -1 outside the table (int32), on every core for many keys
+    (an append looks up the citations of a million papers)."""
+    out = np.empty(keys.shape[0], np.int32)
+    tasks = min(cores(), 1 + keys.shape[0] // LOOKUP_TASK_KEYS)
+    on_cores(lookup_dense_task, tasks, keys, offset, table, out)
     return out
 
 
@@ -240,10 +267,8 @@ class VertexIds:
             room = None
             table = roomy(np, (hi - lo + 1,), np.int32)
             if held:
-                at = self._offset - lo
-                table[:at] = -1
-                table[at:at + held] = self._table
-                table[at + held:] = -1
+                tasks = min(cores(), 1 + table.shape[0] // LOOKUP_TASK_KEYS)
+                on_cores(table_moved_task, tasks, self._table, self._offset - lo, table)
             else:
                 table.fill(-1)
                 old = np.arange(self._offset, self._offset + self._count, dtype=np.int64) \
@@ -411,7 +436,8 @@ class AppendBatch:
     ``keys``: the new vertices' keys (sorted; their ids follow :meth:`VertexIds.appended`);
     ``comp``: their components (ids from the index's count of components on); ``dag``: the
     new components' rows of children (component ids of the grown index); ``labels``: their
-    labels (no window table); ``rows``: the batch's edge rows; ``before`` /
+    labels (no window table; None for a batch read from a part, whose labels are folded
+    again where it is applied); ``rows``: the batch's edge rows; ``before`` /
     ``fingerprint``: the index's fingerprint before and after it. A batch that is written
     (or was read) keeps its counts alone (:meth:`slim`)."""
 
@@ -435,12 +461,15 @@ class AppendBatch:
         """The batch's counts and fingerprints, without its arrays."""
         return replace(self, keys=None, comp=None, dag=None, labels=None)
 
-    def on(self, xp) -> "AppendBatch":
-        """The same batch with its arrays in ``xp`` (NumPy or CuPy)."""
+    def on(self, xp, labels: bool = True) -> "AppendBatch":
+        """The same batch with its arrays in ``xp`` (NumPy or CuPy); without ``labels``, its
+        graph alone (what a part holds)."""
         from .kernels import to_host
 
         move = to_host if xp is np else xp.asarray
-        lab = Labels(**{name: move(a) for name, a in self.labels.arrays().items()
-                        if a is not None})
+        lab = None
+        if labels and self.labels is not None:
+            lab = Labels(**{name: move(a) for name, a in self.labels.arrays().items()
+                            if a is not None})
         return replace(self, comp=move(self.comp),
                        dag=CSR(move(self.dag.indptr), move(self.dag.indices)), labels=lab)

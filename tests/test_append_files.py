@@ -52,6 +52,57 @@ def test_parts_load_back_as_appended(tmp_path, keys):
     assert parts_of(path) == []  # a rebuild removes the parts of the file it replaced
 
 
+def _as_format_2(path, number: int, batch) -> None:
+    """Part ``number`` written again as format 2 wrote it: the labels as one record per new
+    component, the children's ends inside it."""
+    import pyarrow.parquet as pq
+
+    from grail_duckdb.indexfile import appends as A
+
+    meta = pq.read_schema(part_path(path, number)).metadata
+    lab = batch.labels
+    k, n = batch.vertices, batch.components
+    ww = 0 if lab.win_down is None else int(lab.win_down.shape[1])
+    rec = np.zeros(k, A.record(lab.d, int(lab.hub_down.shape[1]), ww))
+    for name in rec.dtype.names[:-1]:
+        rec[name][:n] = np.asarray(getattr(lab, name))
+    rec["dag_end"][:n] = np.asarray(batch.dag.indptr)[1:]
+    table = pa.table({
+        "key": batch.keys, "component": pa.array(np.asarray(batch.comp, np.int32)),
+        "labels": pa.FixedSizeBinaryArray.from_buffers(pa.binary(rec.dtype.itemsize), k,
+                                                      [None, pa.py_buffer(rec)]),
+        "dag_children": A._blob(np.asarray(batch.dag.indices, "<i4"), k)})
+    pre = b"grail_duckdb."
+    meta = dict(meta) | {pre + b"version": b"2", pre + b"labels": str(lab.d).encode(),
+                         pre + b"hub_words": str(lab.hub_down.shape[1]).encode(),
+                         pre + b"win_words": str(ww).encode(),
+                         pre + b"digest": A._digest(table).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), part_path(path, number))
+
+
+def test_parts_of_format_2_load_with_their_labels(tmp_path):
+    """A part written before parts dropped their labels (format 2) loads as written."""
+    path = tmp_path / "e.grail.parquet"
+    base = gd.build_index([0, 1, 2], [1, 2, 0], backend="cpu", save_to=path, progress=False)
+    grown = base.append([3, 4, 4, 5], [0, 3, 5, 4])
+    batch = grown.appended[-1]
+    grown.save(path)
+    _as_format_2(path, 1, batch)
+    from grail_duckdb.indexfile.appends import read_parts
+    (part, read), = read_parts(path, base.fingerprint)
+    assert part.version == 2 and read.labels is not None  # read, not folded again
+    loaded = gd.load_index(path, backend="cpu")
+    assert loaded.fingerprint == grown.fingerprint
+    n = 6
+    qs, qt = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+    want = [t in {0: {0, 1, 2}, 1: {0, 1, 2}, 2: {0, 1, 2}, 3: {0, 1, 2, 3},
+                  4: {0, 1, 2, 3, 4, 5}, 5: {0, 1, 2, 3, 4, 5}}[s] or s == t
+            for s, t in zip(qs, qt)]
+    assert loaded.reaches(qs, qt).to_pylist() == want
+    np.testing.assert_array_equal(np.asarray(loaded.labels.inner),
+                                  np.asarray(grown.labels.inner))
+
+
 def test_parts_of_another_history_are_ignored(tmp_path):
     path = tmp_path / "e.grail.parquet"
     base = gd.build_index([0, 1], [1, 2], backend="cpu", save_to=path, progress=False)

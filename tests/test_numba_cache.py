@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from grail_duckdb import _numba_cache
-from grail_duckdb.model import lookup_dense
+from grail_duckdb.model import lookup_dense, lookup_dense_task
 
 
 def test_the_hash_sees_any_kernel_source_and_only_them(tmp_path):
@@ -21,7 +21,7 @@ def test_the_hash_sees_any_kernel_source_and_only_them(tmp_path):
 
 def test_a_package_kernel_is_stamped_with_every_source():
     lookup_dense(np.arange(2), 0, np.arange(2, dtype=np.int32))
-    locator = lookup_dense._cache._impl.locator
+    locator = lookup_dense_task._cache._impl.locator
     assert type(locator) in _numba_cache.LOCATORS
     assert locator.get_source_stamp()[1] == _numba_cache.sources_hash()
 

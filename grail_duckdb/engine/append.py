@@ -54,6 +54,7 @@ or below ``-EDGE_LEVEL_CAP`` (tens of thousands of appended levels) is refused: 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -64,12 +65,14 @@ from ..kernels import to_host
 from ..kernels.records import label_record, with_record
 from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs, swap_pairs
 from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string
-from .condensation import condense
+from .condensation import Condensation, condense
 from ..growth import grow
+from ..indexfile.digest import hash_bytes
 from .ingest import edge_stream
 from .labels import reversed_levels, tree_of_children
 
-__all__ = ["COMPACT_SHARE", "absorb", "apply_batch", "compute_batch", "parts_share"]
+__all__ = ["COMPACT_SHARE", "absorb", "apply_batch", "compute_batch", "parts_share",
+           "with_labels"]
 
 #: the appended batches of an index (the edge rows of its parts) may reach this share of the
 #: edge rows of its file before a build should fold them in (a rebuild: fresh labels; the
@@ -222,7 +225,7 @@ def _fingerprint(index, keys, sl, dl, d_old, held_s, held_d, rows) -> str:
     h.update(b"grail_duckdb append\0" + index.fingerprint.encode())
     for buf in _plain(keys).buffers():
         if buf is not None:
-            h.update(memoryview(buf))
+            h.update(hash_bytes(buf))  # (a million keys: blake2b took 15 ms, this 2)
     target = xp.where(dl >= 0, n + dl, d_old.astype(xp.int64))
     edges = kern.edge_hash_sum(pack_pairs(xp, n + sl, target)) if sl.shape[0] else 0
     h.update(edges.to_bytes(8, "little"))
@@ -333,6 +336,27 @@ def _new_labels(index, cond, dag: CSR) -> Labels:
                                          win_up=xp.zeros((n, wwords), xp.uint64))
     return Labels(level=level, inner=inner[:n].copy(), outer=outer[:n].copy(), tree=tree,
                   hub_down=down[:n].copy(), hub_up=xp.zeros((n, words), xp.uint64), **windows)
+
+
+def with_labels(index, batch: AppendBatch) -> AppendBatch:
+    """``batch`` with its new components' labels (on ``index``'s backend): a batch read from
+    a part holds its graph alone, and its labels are folded again from its children's in
+    ``index`` (the index it was absorbed into) as the absorb folded them: a part's bytes are
+    mostly its children, and writing the labels too would more than double them, while the
+    fold of a batch costs milliseconds."""
+    if batch.labels is not None:
+        return batch
+    xp = index.kernels.xp
+    batch = batch.on(xp, labels=False)
+    n, c0 = batch.components, index.n_components
+    ptr, children = batch.dag.indptr, batch.dag.indices
+    row = xp.searchsorted(ptr[1:], xp.arange(children.shape[0], dtype=ptr.dtype), side="right")
+    new = children >= c0
+    among = pack_pairs(xp, row[new], children[new].astype(xp.int64) - c0)
+    fwd = _rows(xp, among, 0, n)
+    swap_pairs(xp, among)
+    cond = Condensation(None, n, fwd, _rows(xp, among, 0, n))
+    return replace(batch, labels=_new_labels(index, cond, batch.dag))
 
 
 def apply_batch(index, batch: AppendBatch):

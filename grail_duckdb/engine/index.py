@@ -470,7 +470,7 @@ class GrailIndex:
             batch = self.appended[i]
             last = i == len(self.appended) - 1
             out.append(indexfile.appends.write_part(
-                self.base_path, i + 1, batch.on(np), self.ids.kind,
+                self.base_path, i + 1, batch.on(np, labels=False), self.ids.kind,
                 source=source if last else None, fsync=fsync))
         self.appended = tuple(b.slim() for b in self.appended)
         self.persisted = len(self.appended)
@@ -522,10 +522,10 @@ def load_index(path, *, expect_fingerprint: str | None = None, backend=None) -> 
     data = indexfile.load(path, xp=k.xp)
     index = _on_backend(k, **vars(data), base_path=path.resolve())
     if parts:
-        from .append import apply_batch
+        from .append import apply_batch, with_labels
 
         for _, batch in parts:
-            index = apply_batch(index, batch)
+            index = apply_batch(index, with_labels(index, batch))
         index.appended = tuple(b.slim() for b in index.appended)
         index.persisted = len(index.appended)
     return index

@@ -3,8 +3,10 @@
 An index at ``edges.grail.parquet`` that absorbed batches (:mod:`grail_duckdb.engine.append`)
 keeps each as ``edges.grail.parquet.append-000001.parquet``, ``...-000002...``: the index
 file itself is never rewritten by an append. A part holds its batch's new vertices (their keys
-and components, one row each) and, on its first rows, the new components' labels and
-children; its metadata names its number, the index's fingerprint before and after it (a part
+and components, one row each) and, on its first rows, the new components' children: the
+batch's graph. Their labels are not written: a load folds them again from their children's
+(:func:`~grail_duckdb.engine.append.with_labels`), as the absorb did; they would more than
+double a part's bytes, and every byte is written, hashed and synced. Its metadata names its number, the index's fingerprint before and after it (a part
 applies only to the state it was made from: a chain from the index file's fingerprint),
 its counts and a digest of its values (a damaged part is refused).
 
@@ -33,11 +35,14 @@ from .format import (APPEND_FORMAT_NAME, APPEND_FORMAT_VERSION, K_AFTER, K_BATCH
                      K_KEY_TYPE, K_LABELS, K_PART, K_VERSION, K_VERTICES, K_WIN_WORDS,
                      META_PREFIX, SOURCE_PREFIX)
 
+#: the part formats this version reads (2: with the labels, as records; 3: without them)
+READ_VERSIONS = (2, APPEND_FORMAT_VERSION)
+
 __all__ = ["Part", "part_path", "parts_of", "read_parts", "remove_parts", "write_part"]
 
 _PART = re.compile(r"\.append-(\d{6})\.parquet$")
-#: the hub words that reach an appended component: none (no hub is appended), so a part
-#: holds none and a load makes them again as zeros of their twin's shape
+#: the hub words that reach an appended component: none (no hub is appended), so a part of
+#: format 2 holds none and a load makes them again as zeros of their twin's shape
 _ZERO = {"hub_up": "hub_down", "win_up": "win_down"}
 
 
@@ -78,10 +83,11 @@ class Part:
                 if k.startswith(META_PREFIX.encode())}
         if meta.get(K_FORMAT) != APPEND_FORMAT_NAME:
             raise IndexFileError(f"{path} is not a part of a grail_duckdb index")
-        if int(meta.get(K_VERSION, 0)) != APPEND_FORMAT_VERSION:
+        if int(meta.get(K_VERSION, 0)) not in READ_VERSIONS:
             raise IndexFileError(f"{path} is a part in format {meta.get(K_VERSION)}; this "
-                                 f"grail_duckdb reads format {APPEND_FORMAT_VERSION}: rebuild "
-                                 "the index")
+                                 f"grail_duckdb reads formats {READ_VERSIONS[0]} to "
+                                 f"{READ_VERSIONS[-1]}: rebuild the index")
+        self.version = int(meta[K_VERSION])
         self.meta = meta
         self.number = int(meta[K_PART])
         self.before, self.after = meta[K_BEFORE], meta[K_AFTER]
@@ -95,14 +101,11 @@ def write_part(index_path, number: int, batch: AppendBatch, key_kind: str,
     """Write ``batch`` (host arrays) as part ``number`` of the index at ``index_path``,
     atomically; ``source`` (str -> str) is kept as ``source.*`` (:attr:`Part.source`)."""
     table = _table(batch)
-    lab = batch.labels
     meta = {K_FORMAT: APPEND_FORMAT_NAME, K_VERSION: str(APPEND_FORMAT_VERSION),
             K_PART: str(number), K_BEFORE: batch.before, K_AFTER: batch.fingerprint,
             K_BATCH_ROWS: str(batch.rows), K_VERTICES: str(batch.vertices),
             K_COMPONENTS: str(batch.components), K_DAG_EDGES: str(batch.dag_edges),
-            K_KEY_TYPE: key_kind, K_LABELS: str(lab.d), K_HUB_WORDS: str(lab.hub_down.shape[1]),
-            K_WIN_WORDS: str(0 if lab.win_down is None else lab.win_down.shape[1]),
-            K_DIGEST: _digest(table)}
+            K_KEY_TYPE: key_kind, K_DIGEST: _digest(table)}
     meta.update({f"{SOURCE_PREFIX}{k}": str(v) for k, v in (source or {}).items()})
     table = table.replace_schema_metadata({META_PREFIX + k: v for k, v in meta.items()})
     target = part_path(index_path, number)
@@ -161,9 +164,9 @@ def remove_parts(index_path, after: int = 0) -> None:
 
 
 def record(d: int, hub_words: int, win_words: int) -> np.dtype:
-    """The record of a new component in a part (little-endian, packed): its level, GRAIL
-    intervals, spanning-tree intervals, hub and window words it reaches, and where its
-    children end in ``dag_children``.
+    """The record of a new component in a part of format 2 (little-endian, packed): its
+    level, GRAIL intervals, spanning-tree intervals, hub and window words it reaches, and
+    where its children end in ``dag_children``.
 
     >>> record(3, 2, 2).itemsize
     84
@@ -177,24 +180,16 @@ def record(d: int, hub_words: int, win_words: int) -> np.dtype:
 
 def _table(batch: AppendBatch) -> pa.Table:
     """The part's columns: per new vertex its key and component; per new component (the
-    first rows, zeros after them) its :func:`record`, one fixed-size BLOB (a column per
-    label would cost pyarrow's writer a column each); all the children in one BLOB on the
-    first row (a list column costs a repetition level per child)."""
+    first rows; the last end repeated after them) where its children end in
+    ``dag_children``, which holds them all in one BLOB on the first row (a list column costs
+    a repetition level per child)."""
     k, n = batch.vertices, batch.components
-    lab = batch.labels
-    for name, twin in _ZERO.items():
-        if getattr(lab, name) is not None and np.asarray(getattr(lab, name)).any():
-            raise ValueError(f"an appended component with {name} bits: a hub reaches it")
-    ww = 0 if lab.win_down is None else int(lab.win_down.shape[1])
-    rec = np.zeros(k, record(lab.d, int(lab.hub_down.shape[1]), ww))
-    for name in rec.dtype.names[:-1]:
-        rec[name][:n] = np.asarray(getattr(lab, name))
     ptr = np.asarray(batch.dag.indptr, np.int64)
-    rec["dag_end"][:n] = ptr[1:] - ptr[0]
-    labels = pa.FixedSizeBinaryArray.from_buffers(pa.binary(rec.dtype.itemsize), k,
-                                                  [None, pa.py_buffer(rec)])
+    ends = np.empty(k, np.int64)
+    ends[:n] = ptr[1:] - ptr[0]
+    ends[n:] = ptr[-1] - ptr[0]
     return pa.table({"key": batch.keys, "component": pa.array(np.asarray(batch.comp, np.int32)),
-                     "labels": labels,
+                     "dag_end": pa.array(ends),
                      "dag_children": _blob(np.asarray(batch.dag.indices, "<i4"), k)})
 
 
@@ -246,24 +241,17 @@ def _batch(part: Part) -> AppendBatch:
             raise ValueError("content digest mismatch")
         n = int(part.meta[K_COMPONENTS])
         col = {name: table.column(name).combine_chunks() for name in table.column_names}
-        kind = record(int(part.meta[K_LABELS]), int(part.meta[K_HUB_WORDS]),
-                      int(part.meta[K_WIN_WORDS]))
-        labels = col["labels"]
-        if labels.type.byte_width != kind.itemsize:
-            raise ValueError(f"records of {labels.type.byte_width} bytes, not {kind.itemsize}")
-        rec = np.frombuffer(labels.buffers()[1], kind, len(labels),
-                            labels.offset * kind.itemsize)[:n]
-        lab = {name: np.ascontiguousarray(rec[name]) for name in kind.names[:-1]}
-        for name, twin in _ZERO.items():
-            if twin in lab:
-                lab[name] = np.zeros_like(lab[twin])
         ptr = np.zeros(n + 1, np.int64)
-        ptr[1:] = rec["dag_end"]
+        lab = None
+        if part.version == 2:
+            ptr[1:], lab = _labels_v2(part, col["labels"], n)
+        else:
+            ptr[1:] = col["dag_end"].to_numpy()[:n]
         blob = col["dag_children"]
         idx = (np.frombuffer(blob[0].as_py(), "<i4").astype(np.int32) if len(blob)
                else np.empty(0, np.int32))
         batch = AppendBatch(col["key"], col["component"].to_numpy().astype(np.int32),
-                            CSR(ptr, idx), Labels(**lab), part.rows, part.before, part.after)
+                            CSR(ptr, idx), lab, part.rows, part.before, part.after)
     except IndexFileError:
         raise
     except Exception as exc:
@@ -274,3 +262,18 @@ def _batch(part: Part) -> AppendBatch:
         raise IndexFileError(f"{part.path} is damaged (its counts differ from its metadata); "
                              "delete it and the parts after it, or rebuild the index")
     return batch
+
+
+def _labels_v2(part: Part, labels: pa.Array, n: int) -> tuple[np.ndarray, Labels]:
+    """``(dag_end, labels)`` of the records of a part of format 2 (:func:`record`)."""
+    kind = record(int(part.meta[K_LABELS]), int(part.meta[K_HUB_WORDS]),
+                  int(part.meta[K_WIN_WORDS]))
+    if labels.type.byte_width != kind.itemsize:
+        raise ValueError(f"records of {labels.type.byte_width} bytes, not {kind.itemsize}")
+    rec = np.frombuffer(labels.buffers()[1], kind, len(labels),
+                        labels.offset * kind.itemsize)[:n]
+    lab = {name: np.ascontiguousarray(rec[name]) for name in kind.names[:-1]}
+    for name, twin in _ZERO.items():
+        if twin in lab:
+            lab[name] = np.zeros_like(lab[twin])
+    return rec["dag_end"], Labels(**lab)

@@ -124,11 +124,12 @@ K_COMPONENTS, K_DAG_EDGES, K_KEY_TYPE = "components", "dag_edges", "key_type"
 K_HUB_WORDS, K_WIN_WORDS, K_WIN_FIRST = "hub_words", "win_words", "win_first"
 K_GROUP_EDGES, K_DIGEST = "group_edges", "digest"
 #: the part files of appended batches (:mod:`.appends`): their format's name and version,
-#: and their keys beside the index's (``labels``, ``vertices``, ``components``,
-#: ``dag_edges``, ``key_type``, ``hub_words``, ``win_words``, ``digest``, ``source.*``): the
-#: part's number from 1, the index's fingerprint before and after it, its edge rows
+#: and their keys beside the index's (``vertices``, ``components``, ``dag_edges``,
+#: ``key_type``, ``digest``, ``source.*``; format 2 also ``labels``, ``hub_words``,
+#: ``win_words``): the part's number from 1, the index's fingerprint before and after it,
+#: its edge rows
 APPEND_FORMAT_NAME = "grail_duckdb-append"
-APPEND_FORMAT_VERSION = 2
+APPEND_FORMAT_VERSION = 3
 K_PART, K_BEFORE, K_AFTER, K_BATCH_ROWS = "part", "before", "after", "batch_rows"
 #: where the caller's description of the source edges goes: ``source.<key>``
 SOURCE_PREFIX = "source."

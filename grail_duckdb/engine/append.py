@@ -62,6 +62,7 @@ import pyarrow.compute as pc
 
 from ..errors import KeyTypeError, NotAppendableError
 from ..kernels import to_host
+from ..kernels.host.transfers import copy_into
 from ..kernels.records import label_record, with_record
 from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs, swap_pairs
 from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string
@@ -102,8 +103,7 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
         want = "integer" if index.ids.kind == "int" else "string (VARCHAR)"
         raise KeyTypeError(f"this index has {want} vertex keys but the appended edges' keys are "
                            f"{table.column(0).type}; cast them to the index's key type")
-    s_keys = table.column(0).combine_chunks()
-    d_keys = table.column(1).combine_chunks()
+    s_keys, d_keys = _one_array(table.column(0)), _one_array(table.column(1))
     s_id = index.ids.encode(s_keys)
     d_id = index.ids.encode(d_keys)
     held = s_id >= 0
@@ -115,13 +115,15 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
         s_new, d_sel, d_old = s_keys.filter(fresh), d_keys.filter(fresh), d_id[~held]
     else:  # new papers only: no copies
         s_new, d_sel, d_old = s_keys, d_keys, d_id
-    d_old = xp.asarray(d_old)
-    new_dst = d_old < 0
     if kind == "int":  # the keys' sort and searches where the index lives
-        s_dev, d_dev = xp.asarray(as_int64(s_new)), xp.asarray(as_int64(d_sel))
-        sorted_keys, sl, dl = _int_positions(xp, s_dev, d_dev, new_dst)
+        new_host = d_old < 0
+        s_dev, d_old, d_new = _on(xp, as_int64(s_new), d_old, as_int64(d_sel)[new_host])
+        new_dst = d_old < 0
+        sorted_keys, sl, dl = _int_positions(xp, s_dev, d_new, new_dst)
         keys = pa.array(to_host(sorted_keys), pa.int64())
     else:
+        d_old = xp.asarray(d_old)
+        new_dst = d_old < 0
         mask = pa.array(to_host(new_dst))
         keys = _sorted_strings(pa.concat_arrays([_plain(s_new), _plain(d_sel.filter(mask))]))
         sl = xp.asarray(_string_positions(keys, s_new))
@@ -154,6 +156,22 @@ def _check_held(index, s_keys, d_keys, held, d_id) -> None:
             "edges out of new vertices are appended; rebuild the index from the grown edge list")
 
 
+def _one_array(col: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its chunk where it has one (``combine_chunks`` copies even
+    then: 80 MB for a batch of ten million edges)."""
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+def _on(xp, *arrays):
+    """Host arrays as arrays of ``xp``: themselves on the CPU, on a GPU copied up together
+    through pinned buffers (:func:`~grail_duckdb.kernels.host.transfers.copy_into`)."""
+    if xp is np:
+        return arrays
+    out = [xp.empty(a.shape, a.dtype) for a in arrays]
+    copy_into(list(zip(out, arrays)))
+    return out
+
+
 def _plain(arr: pa.Array) -> pa.Array:
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
 
@@ -175,20 +193,19 @@ def _unique(xp, a):
     return a[keep]
 
 
-def _int_positions(xp, s, d, new_dst):
-    """``(keys, sl, dl)`` of integer keys: the distinct keys of ``s`` and of ``d`` where
-    ``new_dst``, sorted, and the position among them of each of ``s`` and of each of ``d``
-    (-1 where not ``new_dst``). New papers are numbered in order: where the keys from the
+def _int_positions(xp, s, d_new, new_dst):
+    """``(keys, sl, dl)`` of integer keys: the distinct keys of ``s`` and of ``d_new`` (the
+    targets where ``new_dst``), sorted, and the position among them of each of ``s`` and of
+    each target (-1 where not ``new_dst``). New papers are numbered in order: where the keys from the
     smallest source on span a small range, they are ranked through a table of that range
     and only the few below it (older papers cited for the first time) are sorted; other
     keys are sorted and searched.
 
     >>> s, d = np.array([12, 10, 12]), np.array([3, 11, 10])
-    >>> [a.tolist() for a in _int_positions(np, s, d, d != 10)]
+    >>> [a.tolist() for a in _int_positions(np, s, d[d != 10], d != 10)]
     [[3, 10, 11, 12], [3, 1, 3], [0, 2, -1]]
     """
-    d_new = d[new_dst]
-    dl = xp.full(d.shape[0], -1, xp.int64)
+    dl = xp.full(new_dst.shape[0], -1, xp.int64)
     if s.shape[0]:
         lo = int(s.min())
         hi = max(int(s.max()), int(d_new.max()) if d_new.shape[0] else lo)

@@ -60,7 +60,8 @@ _MODULES = {"build": jit.FAMILIES["build"], "query": jit.FAMILIES["query"],
 
 def _graphs():
     """Small edge lists that exercise every kernel: two cycles (trim, forward-backward,
-    colour propagation), a deep DAG part (levels, search), keys dense, sparse and text."""
+    colour propagation), a deep DAG part (levels, search), keys dense (a whole range, and
+    with holes), sparse and text."""
     rng = np.random.default_rng(7)
     n = 400
     cycles = ([5, 6, 7, 50, 51], [6, 7, 5, 51, 50])      # two components for the colour pass
@@ -71,6 +72,7 @@ def _graphs():
     src, dst = src[keep], dst[keep]
     yield src, dst
     yield src * 1_000_003, dst * 1_000_003             # sparse keys
+    yield src * 2, dst * 2                               # dense keys with holes: a key table
     # a dense, deep DAG: every vertex cites 6 earlier ones, so random pairs outgrow the bounded
     # search and reach the exact (bidirectional) one
     later = np.repeat(np.arange(1, 3000), 6)
@@ -244,8 +246,13 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
 
 
 def _new_keys(keys: pa.Array, count: int) -> pa.Array:
-    """``count`` keys of the type of ``keys`` that are none of them."""
+    """``count`` keys of the type of ``keys`` that are none of them (integers: past the
+    largest, and one between two held ones where there is room: a key table written anew)."""
     if pa.types.is_integer(keys.type):
-        top = pc.max(keys).as_py()
-        return pa.array(np.arange(top + 1, top + 1 + count), pa.int64())
+        held = np.sort(keys.to_numpy())
+        top = int(held[-1])
+        new = np.arange(top + 1, top + count, dtype=np.int64)
+        gaps = np.flatnonzero(np.diff(held) > 1)
+        inside = held[gaps[:1]] + 1 if gaps.shape[0] else np.array([top + count], np.int64)
+        return pa.array(np.sort(np.r_[inside, new]), pa.int64())
     return pa.array([f"~new{i}" for i in range(count)], pa.large_string())

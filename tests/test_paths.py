@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb.engine import reach_counts as rc
+from grail_duckdb.kernels import gpu_available
 from benchmarks import datasets, workloads
 from oracle import hop_distances, smallest_shortest_path
 from strategies import KEY_KINDS, Graph, adversarial, graphs, keys_of
@@ -145,6 +146,27 @@ def test_reach_counts_match_the_oracle(backend, g, kind):
     # the small-range estimate of a few dozen hashed vertices in 64 registers is near-exact
     for got, true in ((approx["reaches"], reach.sum(1) - 1), (approx["reached_by"], reach.sum(0) - 1)):
         assert np.all(np.abs(np.array(got, np.int64) - true) <= 3 + 0.2 * true)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_sketches_that_do_not_fit_the_device_take_a_lower_precision():
+    """Registers beyond the device's room: the sketches step down to the precision that fits
+    (its error in ``rel_error``), the same numbers as the CPU at that precision; none fits:
+    a MemoryError that says what to do."""
+    import cupy
+
+    g = adversarial("rmat-12")
+    idx = gd.build_index(g.src, g.dst, backend="gpu")
+    nc = idx.n_components
+    free = cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes()
+    tight = rc.CountSettings(sketch_share=nc * 100 / free)  # room for precision 6, not 7
+    got = rc.reach_counts(idx, "approximate", precision=8, settings=tight)
+    assert set(got.column("rel_error").to_pylist()) == {rc.relative_error(6)}
+    cpu_idx = gd.build_index(g.src, g.dst, backend="cpu")
+    assert got.equals(rc.reach_counts(cpu_idx, "approximate", precision=6))
+    with pytest.raises(MemoryError, match="count on the CPU backend"):
+        rc.reach_counts(idx, "approximate", settings=rc.CountSettings(sketch_share=1e-12))
 
 
 def test_exact_batches_of_one_word_sweep_from_their_first_member(cpu):

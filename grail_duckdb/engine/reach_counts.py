@@ -20,7 +20,10 @@ Two ways to count, swept over the condensed DAG, children before parents (its re
   (each vertex hashed once), joined over the same sweep by register-wise maxima; the estimate
   (with the small-range correction, linear counting) has a relative standard error of
   ``1.04 / sqrt(2**precision)`` (:func:`relative_error`: 6.5% at the default precision 8), and
-  is exact in expectation only; the result's ``rel_error`` column states it. The registers'
+  is exact in expectation only; the result's ``rel_error`` column states it. Where the
+  registers of every component do not fit the backend's room (:func:`sketch_precision`: a
+  device's free memory), the sketches take a lower precision, each step halving them, and
+  ``rel_error`` states the error of the precision that ran. The registers'
   sums are exact integers on both backends and the estimates are made from them on the host,
   so both backends give the same numbers.
 
@@ -61,12 +64,15 @@ class CountSettings:
     operations of the exact sweep below which 'auto' counts exactly (two CPU cores sweep
     about 1.2e9 words a second: cit-HepTh's 9.5e7 in 0.08 s; an H200 about 1e11:
     gen:citation:3774768's 2.4e12 in 27.5 s); ``bits_cpu`` / ``bits_gpu``, the bytes of bit
-    rows the exact sweep holds at once (all threads together, or on the device)."""
+    rows the exact sweep holds at once (all threads together, or on the device);
+    ``sketch_share``, the share of a device's free memory the sketches may take."""
 
     exact_cpu: float = 1e10
     exact_gpu: float = 3e12
     bits_cpu: int = 1 << 30
     bits_gpu: int = 16 << 30
+    #: the share of the device's free memory the sketches' registers may take
+    sketch_share: float = 0.9
 
     def exact_budget(self, backend: str) -> float:
         return self.exact_gpu if backend == "gpu" else self.exact_cpu
@@ -116,9 +122,10 @@ def reach_counts(index, mode: str = "auto", precision: int = DEFAULT_PRECISION,
         behind = to_host(k.count_reached(qi.rev, *up, sizes, w))
         err = 0.0
     else:
-        ahead = _estimates(k.sketch_reached(qi.dag, *down, comp, nc, int(precision)), precision)
-        behind = _estimates(k.sketch_reached(qi.rev, *up, comp, nc, int(precision)), precision)
-        err = relative_error(int(precision))
+        precision = sketch_precision(k, nc, int(precision), settings)
+        ahead = _estimates(k.sketch_reached(qi.dag, *down, comp, nc, precision), precision)
+        behind = _estimates(k.sketch_reached(qi.rev, *up, comp, nc, precision), precision)
+        err = relative_error(precision)
     hc = None if comp is None else to_host(comp)
     n = index.n_vertices
     return pa.table({
@@ -128,6 +135,30 @@ def reach_counts(index, mode: str = "auto", precision: int = DEFAULT_PRECISION,
         "mode": _constant("exact" if exact else "approximate", n),
         "rel_error": pa.array(np.full(n, err), pa.float64()),
     })
+
+
+def sketch_precision(k, n_components: int, precision: int, settings: CountSettings) -> int:
+    """The precision the sketches take: ``precision``, or the largest below it whose
+    registers (``2**precision`` bytes and 12 bytes of sums per component) fit the backend's
+    room: on a GPU, ``settings.sketch_share`` of the device's free memory (2.5 billion
+    citations: 250 million components, 64 GB of registers at precision 8 beside an index of
+    86 GB on a 141 GB device); the host's memory is not bounded here. Raises MemoryError
+    where even the lowest precision does not fit."""
+    if k.name != "gpu":
+        return precision
+    import cupy
+
+    free = cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes()
+    room = int(free * settings.sketch_share)
+    p = precision
+    while p > PRECISIONS[0] and n_components * ((1 << p) + 12) > room:
+        p -= 1
+    if n_components * ((1 << p) + 12) > room:
+        raise MemoryError(f"the reach counts' sketches of {n_components:,} components need "
+                          f"{n_components * ((1 << p) + 12):,} bytes of device memory even at "
+                          f"precision {p}; {room:,} are free: free device memory, or count "
+                          "on the CPU backend")
+    return p
 
 
 def _per_vertex(counts: np.ndarray, comp) -> np.ndarray:

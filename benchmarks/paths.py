@@ -246,7 +246,7 @@ def bench_counts(idx, modes: list[str], args, say, exact=None) -> tuple[dict, di
         out[mode] = {"seconds": seconds, "mode_ran": ran, "work": work,
                      "rel_error": (tables[mode].column("rel_error")[0].as_py()
                                    if tables[mode].num_rows else 0.0),
-                     "precision": rc.DEFAULT_PRECISION,
+                     "precision": _precision_of(tables[mode]),
                      "gpu_pool_peak_bytes": mem.as_dict()["gpu_pool_peak_bytes"]}
         say(f"  {backend} {mode} counts: {seconds:.3f} s")
     if "approximate" in tables:
@@ -258,6 +258,15 @@ def bench_counts(idx, modes: list[str], args, say, exact=None) -> tuple[dict, di
             f"{c['rms']:.4f} ({c['values']:,} values), stated "
             f"{out['approximate']['rel_error']:.4f}")
     return out, tables
+
+
+def _precision_of(counts: pa.Table) -> int:
+    """The sketches' precision of a count (its ``rel_error``; the default where it ran
+    exactly or is empty): a device too small for the default steps it down."""
+    err = counts.column("rel_error")[0].as_py() if counts.num_rows else 0.0
+    if not err:
+        return rc.DEFAULT_PRECISION
+    return next(p for p in rc.PRECISIONS if abs(rc.relative_error(p) - err) < 1e-12)
 
 
 def check_estimates(idx, approx: pa.Table, exact: pa.Table | None, args) -> dict:
@@ -291,9 +300,9 @@ def check_estimates(idx, approx: pa.Table, exact: pa.Table | None, args) -> dict
         against = (f"a breadth-first search from each of {len(got)} random vertices "
                    f"({time.perf_counter() - t0:.1f} s)")
     rel = np.abs(est - truth) / truth
-    m = 1 << rc.DEFAULT_PRECISION
-    large = truth > 2.5 * m
-    sigma = rc.relative_error(rc.DEFAULT_PRECISION)
+    precision = _precision_of(approx)
+    large = truth > 2.5 * (1 << precision)
+    sigma = rc.relative_error(precision)
 
     def stats(r):
         return {"values": int(r.shape[0]),

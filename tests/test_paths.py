@@ -169,6 +169,28 @@ def test_sketches_that_do_not_fit_the_device_take_a_lower_precision():
         rc.reach_counts(idx, "approximate", settings=rc.CountSettings(sketch_share=1e-12))
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+def test_a_breadth_first_step_in_slices_finds_the_same_vertices():
+    """The GPU's one-key search expands a large frontier a slice of edges at a time: slices
+    of 7 edges give every vertex the hop count of a plain BFS."""
+    from grail_duckdb.engine.paths import path_graph
+    from grail_duckdb.kernels.gpu import GpuKernels
+
+    g = adversarial("rmat-12")
+    idx = gd.build_index(g.src, g.dst, backend="gpu")
+    keys = idx.ids.keys.to_numpy()
+    k = GpuKernels()
+    k.BFS_STEP = 7
+    rows = path_graph(idx).fwd
+    for v in (0, 5, 17):
+        ids, hops = k.bounded_bfs(rows, v, 1 << 30)
+        want = hop_distances(g.src, g.dst, g.n, [int(keys[v])])[0]
+        got = np.full(g.n, -1)
+        got[keys[ids]] = hops
+        np.testing.assert_array_equal(got, want)
+
+
 def test_exact_batches_of_one_word_sweep_from_their_first_member(cpu):
     """Many small batches (one word each) over a graph with cycles give the same counts."""
     g = adversarial("rmat-12")

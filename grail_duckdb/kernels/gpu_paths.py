@@ -119,6 +119,10 @@ class GpuPaths:
         return out, _gather_paths(out, path_at, buf, host_ids, cpu)
 
     # --- one key -------------------------------------------------------------------------------
+    #: a breadth-first step expands its frontier's edges this many at a time (a step of a
+    #: billion edges took temporaries of 9 GB each)
+    BFS_STEP = 1 << 26
+
     def bounded_bfs(self, g: CSR, source, max_hops):
         dist = cp.full(g.n, -1, cp.int32)
         dist[int(source)] = 0
@@ -131,13 +135,16 @@ class GpuPaths:
             total = int(ends[-1])
             if total == 0:
                 break
-            slot = cp.arange(total, dtype=cp.int64)
-            owner = cp.searchsorted(ends, slot, side="right")
-            nb = g.indices[starts[owner] + slot - (ends[owner] - counts[owner])]
-            nb = cp.unique(nb[dist[nb] < 0])
             depth += 1
-            dist[nb] = depth
-            frontier = nb.astype(cp.int32)
+            fresh = []
+            for lo in range(0, total, self.BFS_STEP):  # the frontier's edges, a slice at a time
+                slot = cp.arange(lo, min(total, lo + self.BFS_STEP), dtype=cp.int64)
+                owner = cp.searchsorted(ends, slot, side="right")
+                nb = g.indices[starts[owner] + slot - (ends[owner] - counts[owner])]
+                nb = nb[dist[nb] < 0]
+                dist[nb] = depth
+                fresh.append(nb)
+            frontier = cp.unique(cp.concatenate(fresh)).astype(cp.int32)
             found.append(frontier)
         ids = cp.concatenate(found)
         return cp.asnumpy(ids), cp.asnumpy(dist[ids])

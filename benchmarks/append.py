@@ -749,13 +749,14 @@ def _others_md(parts: dict | None) -> list[str]:
 
 
 def _first_move(absorbs: list[float], loaded: bool = False) -> list[str]:
-    """A note where the first absorb stands out: arrays made without room move then."""
+    """A note where the first absorb stands out: it pays for work done once."""
     if loaded or len(absorbs) < 2 or absorbs[0] <= 3 * statistics.median(absorbs[1:]):
         return []
     return ["", f"The first absorb ({_ms(absorbs[0])} ms against a median of "
-            f"{_ms(statistics.median(absorbs[1:]))} ms for the others) moves the arrays of the "
-            "index into allocations with room for later appends (`grail_duckdb.growth`); the "
-            "later appends write into it."]
+            f"{_ms(statistics.median(absorbs[1:]))} ms for the others) pays for work done once: "
+            "the index's arrays moved into allocations with room for later appends "
+            "(`grail_duckdb.growth`), which the later appends write into, and the compile of "
+            "any kernel the warm-up did not reach."]
 
 
 def _appends_md(a: dict, t: dict) -> list[str]:

@@ -103,6 +103,30 @@ def test_appends_match_the_oracle(backend, kind, data):
     _check(base, list(g.src), list(g.dst), g.n, kind)  # the built index answers as before
 
 
+@pytest.mark.parametrize("kind", ["int", "str"])
+@settings(max_examples=max(3, EXAMPLES // 5), deadline=None)
+@given(data=st.data())
+def test_appended_parts_load_on_every_backend(tmp_path_factory, backend, kind, data):
+    """Parts saved from a CPU index and loaded on each backend (which folds the labels of
+    their new vertices again) answer as the oracle on the grown graph."""
+    g = data.draw(graphs(max_n=16, max_m=40))
+    path = tmp_path_factory.mktemp("parts") / "e.grail.parquet"
+    index = gd.build_index(keys(g.src, kind), keys(g.dst, kind), backend="cpu", labels=2,
+                           save_to=path, progress=False)
+    plan = data.draw(batches(g.n, data.draw(st.integers(1, 3)), g.src, g.dst))
+    src, dst, n = list(g.src), list(g.dst), g.n
+    for bs, bd in plan:
+        index = index.append(keys(np.asarray(bs, np.int64), kind),
+                             keys(np.asarray(bd, np.int64), kind))
+        src += bs
+        dst += bd
+        n = max([n] + [x + 1 for x in bs + bd])
+    index.save(path)
+    loaded = gd.load_index(path, backend=backend)
+    assert loaded.fingerprint == index.fingerprint
+    _check(loaded, src, dst, n, kind)
+
+
 def test_cycles_among_new_vertices_are_condensed():
     base = gd.build_index([0, 1], [1, 2], backend="cpu", progress=False)
     grown = base.append([3, 4, 5, 5, 6], [4, 5, 3, 0, 6])  # 3 -> 4 -> 5 -> 3, 5 -> 0, 6 loop

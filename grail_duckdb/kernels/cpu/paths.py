@@ -29,9 +29,12 @@ returns the same path.
 **Counts** (:func:`count_batch`, :func:`sketch_slice`): over a children-first order of the
 condensed DAG, a component's set is its own members joined with its children's sets.
 
-The scratch of the pair search (a mark and a distance per vertex, the source's side's layers
-and their bounds, the target's side's two frontiers, the touched vertices and the meeting
-ones) belongs to the calling thread and is handed back clean.
+The scratch of the pair search (a state per vertex: its side, its flags and its hops, one
+word, so that a vertex the search meets costs one cache line; the source's side's layers and
+their bounds, the target's side's two frontiers, the touched vertices and the meeting ones)
+belongs to the calling thread and is handed back clean. A search's vertices lie scattered
+over the graph, each a cache miss: the expansion of a level prefetches the rows, states and
+row starts it will read a few frontier vertices ahead, so that those misses overlap.
 """
 from __future__ import annotations
 
@@ -43,16 +46,22 @@ import numpy as np
 
 from ...jit import njit
 from ..shared import CHECK_EVERY, EDGE_LEVEL_CAP, mix64, unit_words
+from .intrinsics import prefetch
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
-#: marks of the pair search: forward side (from s), backward side (to t), a vertex of the
-#: source's side on a shortest path, a meeting vertex of the last level
+#: the state of a vertex in the pair search (one int64 per vertex: its flags and, from bit
+#: _DEPTH on, its hops from its side's end): forward side (from s), backward side (to t), a
+#: vertex of the source's side on a shortest path, a meeting vertex of the last level
 _FWD, _BWD, _ON_PATH, _MEET = 1, 2, 4, 8
+_DEPTH = 4
 #: the top bit of a 64-bit hash
 _TOP = np.uint64(1 << 63)
 #: ``limit`` of an unbounded search
 UNBOUNDED = np.iinfo(np.int32).max
+#: the expansion of a level prefetches what it reads this many frontier vertices ahead (and
+#: twice, thrice as far, the arrays it reads to find those)
+AHEAD = 8
 
 
 @njit(**_JIT)
@@ -60,9 +69,33 @@ def _comp_of(v, comp):
     return comp[v] if comp.shape[0] else v
 
 
+@njit(inline="always", **_JIT)
+def _prefetch_front(i, front, nf, p, x, xl, state):
+    """The prefetches of a level's expansion at frontier position i: the row start of the
+    vertex 3 * AHEAD on, its edges and their levels 2 * AHEAD on, the states and row starts
+    of the first far ends of the one AHEAD on (each stage finds in the cache what the one
+    before asked for): a search's vertices are scattered over the graph, so each is a miss,
+    and naming them ahead lets the misses of a level overlap."""
+    k = i + 3 * AHEAD
+    if k < nf:
+        prefetch(p, front[k])
+    k = i + 2 * AHEAD
+    if k < nf:
+        a = p[front[k]]
+        prefetch(x, a)
+        prefetch(xl, a)
+    k = i + AHEAD
+    if k < nf:
+        u = front[k]
+        for e in range(p[u], min(p[u + 1], p[u] + AHEAD)):
+            w = x[e]
+            prefetch(state, w)
+            prefetch(p, w)
+
+
 @njit(**_JIT)
-def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark, dist,
-            touched, nt, meet, all_meets):
+def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, state, touched,
+            nt, meet, all_meets):
     """One level of one side: the frontier ``front[:nf]`` at ``depth`` hops over the rows
     (p, x; ``xl`` the levels of the edges' far ends, saturated) into ``nxt``. Returns (next
     size, its edges, touched count, meeting vertices found)."""
@@ -71,10 +104,12 @@ def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark
     c_end = _comp_of(t if fwd else s, comp)
     l_end = level[c_end]
     room = depth + 1 < limit  # a vertex queued now has a hop left to reach the other end
+    queued = side | ((depth + 1) << _DEPTH)
     nn = 0
     en = 0
     nm = 0
     for i in range(nf):
+        _prefetch_front(i, front, nf, p, x, xl, state)
         v = front[i]
         for e in range(p[v], p[v + 1]):
             lw = xl[e]
@@ -85,10 +120,10 @@ def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark
             w = x[e]
             if lw == l_end and _comp_of(w, comp) != c_end:
                 continue  # on the other end's level, outside its component
-            m = mark[w]
+            m = state[w]
             if (m & 3) == other:
                 if not (m & _MEET):
-                    mark[w] = m | _MEET
+                    state[w] = m | _MEET
                     meet[nm] = w
                     nm += 1
                     if not all_meets:
@@ -96,8 +131,7 @@ def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark
                 continue
             if m != 0 or not room:
                 continue
-            mark[w] = side
-            dist[w] = depth + 1
+            state[w] = queued
             touched[nt] = w
             nt += 1
             nxt[nn] = w
@@ -107,17 +141,15 @@ def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark
 
 
 @njit(**_JIT)
-def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, mark, dist,
+def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, state,
             hist, bounds, ba, bb, touched, meet):
     """Shortest distance s -> t (s != t) within ``limit`` edges, or -1. Returns (distance,
     position of the meeting vertices on the path, how many, touched count, forward levels).
     The source's side is kept level by level, ``hist[bounds[j]:bounds[j + 1]]`` at j hops
-    (its frontier is the last of them); the marks stay set for :func:`_walk` (cleared by the
+    (its frontier is the last of them); the states stay set for :func:`_walk` (cleared by the
     caller)."""
-    mark[s] = _FWD
-    dist[s] = 0
-    mark[t] = _BWD
-    dist[t] = 0
+    state[s] = _FWD
+    state[t] = _BWD
     touched[0] = s
     touched[1] = t
     nt = 2
@@ -135,15 +167,15 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
         if ef <= eb:
             at = bounds[da]
             nf, ef, nt, nm = _expand(True, da, hist[at:at + nf], nf, hist[at + nf:], ptr, idx,
-                                     lvl, s, t, limit, comp, level, mark, dist, touched, nt,
-                                     meet, all_meets)
+                                     lvl, s, t, limit, comp, level, state, touched, nt, meet,
+                                     all_meets)
             bounds[da + 2] = bounds[da + 1] + nf
             if nm:
                 return da + db + 1, da + 1, nm, nt
             da += 1
         else:
             nb, eb, nt, nm = _expand(False, db, ba, nb, bb, rptr, ridx, rlvl, s, t, limit, comp,
-                                     level, mark, dist, touched, nt, meet, all_meets)
+                                     level, state, touched, nt, meet, all_meets)
             ba, bb = bb, ba
             if nm:
                 return da + db + 1, da, nm, nt
@@ -152,19 +184,19 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
 
 
 @njit(**_JIT)
-def _on_path(m, dw, j, at, d):
-    """Whether a vertex of mark ``m`` and hops ``dw`` from its side's end lies at position j
-    of a shortest path of ``d`` edges whose meeting vertices are at position ``at`` (the
-    source's side marked already from ``at`` down to j)."""
+def _on_path(m, j, at, d):
+    """Whether a vertex of state ``m`` lies at position j of a shortest path of ``d`` edges
+    whose meeting vertices are at position ``at`` (the source's side marked already from
+    ``at`` down to j)."""
     if j < at:
-        return (m & 3) == _FWD and (m & _ON_PATH) != 0 and dw == j
+        return (m & 3) == _FWD and (m & _ON_PATH) != 0 and (m >> _DEPTH) == j
     if j == at:
         return (m & _MEET) != 0
-    return (m & 3) == _BWD and dw == d - j
+    return (m & 3) == _BWD and (m >> _DEPTH) == d - j
 
 
 @njit(**_JIT)
-def _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, out, pos):
+def _walk(s, d, at, ptr, idx, state, hist, bounds, out, pos):
     """Write the lexicographically smallest shortest path (``d`` edges, meeting vertices at
     position ``at``) into ``out[pos:pos + d + 1]`` (see the module notes): first the source's
     side is marked back from the meeting vertices, layer by layer, over the out-rows of each
@@ -173,9 +205,8 @@ def _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, out, pos):
         for i in range(bounds[j], bounds[j + 1]):
             u = hist[i]
             for e in range(ptr[u], ptr[u + 1]):
-                w = idx[e]
-                if _on_path(mark[w], dist[w], j + 1, at, d):
-                    mark[u] |= _ON_PATH
+                if _on_path(state[idx[e]], j + 1, at, d):
+                    state[u] |= _ON_PATH
                     break
     out[pos] = s
     v = s
@@ -183,15 +214,15 @@ def _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, out, pos):
         best = -1
         for e in range(ptr[v], ptr[v + 1]):
             w = idx[e]
-            if _on_path(mark[w], dist[w], i + 1, at, d) and (best < 0 or w < best):
+            if _on_path(state[w], i + 1, at, d) and (best < 0 or w < best):
                 best = w
         out[pos + i + 1] = best
         v = best
 
 
 @njit(**_JIT)
-def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, mark,
-               dist, hist, bounds, ba, bb, touched, meet, hops, pbuf, pos):
+def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, state,
+               hist, bounds, ba, bb, touched, meet, hops, pbuf, pos):
     """Distances of the pairs us[i] -> ts[i] (vertex ids, us[i] != ts[i]) within limits[i]
     edges into ``hops`` (-1: none), and with ``want_paths`` each found path appended to
     ``pbuf`` from ``pos``. Returns (pairs done, next free position): fewer than all when
@@ -200,17 +231,17 @@ def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, wan
         s = us[i]
         t = ts[i]
         d, at, nm, nt = _search(s, t, limits[i], ptr, idx, lvl, rptr, ridx, rlvl, comp, level,
-                                want_paths, mark, dist, hist, bounds, ba, bb, touched, meet)
+                                want_paths, state, hist, bounds, ba, bb, touched, meet)
         if want_paths and d >= 0:
             if pos + d + 1 > pbuf.shape[0]:
                 for j in range(nt):
-                    mark[touched[j]] = 0
+                    state[touched[j]] = 0
                 return i, pos
-            _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, pbuf, pos)
+            _walk(s, d, at, ptr, idx, state, hist, bounds, pbuf, pos)
             pos += d + 1
         hops[i] = d
         for j in range(nt):
-            mark[touched[j]] = 0
+            state[touched[j]] = 0
     return us.shape[0], pos
 
 
@@ -357,8 +388,8 @@ class CpuPaths:
         """This thread's scratch of the pair search (``mark`` handed back zeroed)."""
         cached = getattr(self._local, "paths", None)
         if cached is None or cached[0].shape[0] != n:
-            cached = (np.zeros(n, np.int8),) + tuple(np.empty(n + 2, np.int32)
-                                                     for _ in range(7))
+            cached = (np.zeros(n, np.int64),) + tuple(np.empty(n + 2, np.int32)
+                                                      for _ in range(6))
             self._local.paths = cached
         return cached
 

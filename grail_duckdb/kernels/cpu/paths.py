@@ -59,9 +59,12 @@ _DEPTH = 4
 _TOP = np.uint64(1 << 63)
 #: ``limit`` of an unbounded search
 UNBOUNDED = np.iinfo(np.int32).max
-#: the expansion of a level prefetches what it reads this many frontier vertices ahead (and
-#: twice, thrice as far, the arrays it reads to find those)
-AHEAD = 8
+#: the expansion of a level reads the rows of the frontier vertex AHEAD on (and the row start
+#: of the one twice as far), and the state of the far end PROBE_AHEAD on
+AHEAD = 16
+PROBE_AHEAD = 16
+#: far ends that pass the level cut gathered before their states are read (``cand``)
+CANDIDATES = 512
 
 
 @njit(**_JIT)
@@ -70,79 +73,93 @@ def _comp_of(v, comp):
 
 
 @njit(inline="always", **_JIT)
-def _prefetch_front(i, front, nf, p, x, xl, state):
-    """The prefetches of a level's expansion at frontier position i: the row start of the
-    vertex 3 * AHEAD on, its edges and their levels 2 * AHEAD on, the states and row starts
-    of the first far ends of the one AHEAD on (each stage finds in the cache what the one
-    before asked for): a search's vertices are scattered over the graph, so each is a miss,
-    and naming them ahead lets the misses of a level overlap."""
-    k = i + 3 * AHEAD
-    if k < nf:
-        prefetch(p, front[k])
-    k = i + 2 * AHEAD
-    if k < nf:
-        a = p[front[k]]
-        prefetch(x, a)
-        prefetch(xl, a)
-    k = i + AHEAD
-    if k < nf:
-        u = front[k]
-        for e in range(p[u], min(p[u + 1], p[u] + AHEAD)):
-            w = x[e]
-            prefetch(state, w)
-            prefetch(p, w)
+def _probe(cand, k, fwd, queued, room, p, state, nxt, nn, en, touched, nt, meet, nm,
+           all_meets):
+    """The far ends ``cand[:k]`` of a level's edges that passed its cuts: a vertex of the
+    other side is a meeting vertex, an unmarked one joins the next level (``queued`` its
+    state). Returns (next size, its edges, touched count, meeting vertices, done: a meeting
+    vertex found and one is enough)."""
+    other = _BWD if fwd else _FWD
+    for j in range(k):
+        if j + PROBE_AHEAD < k:
+            u = cand[j + PROBE_AHEAD]
+            prefetch(state, u)
+            prefetch(p, u)
+        w = cand[j]
+        m = state[w]
+        if (m & 3) == other:
+            if not (m & _MEET):
+                state[w] = m | _MEET
+                meet[nm] = w
+                nm += 1
+                if not all_meets:
+                    return nn, en, nt, nm, True
+            continue
+        if m != 0 or not room:
+            continue
+        state[w] = queued
+        touched[nt] = w
+        nt += 1
+        nxt[nn] = w
+        nn += 1
+        en += p[w + 1] - p[w]
+    return nn, en, nt, nm, False
 
 
 @njit(**_JIT)
 def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, state, touched,
-            nt, meet, all_meets):
+            nt, meet, all_meets, cand):
     """One level of one side: the frontier ``front[:nf]`` at ``depth`` hops over the rows
     (p, x; ``xl`` the levels of the edges' far ends, saturated) into ``nxt``. Returns (next
-    size, its edges, touched count, meeting vertices found)."""
-    side = _FWD if fwd else _BWD
-    other = _BWD if fwd else _FWD
+    size, its edges, touched count, meeting vertices found).
+
+    Two passes over each piece of the level: the rows' far ends that pass the level cut are
+    gathered into ``cand`` without a branch, then their states are read (:func:`_probe`). A
+    search's vertices lie scattered over the graph, each a cache miss: the first pass
+    prefetches the rows AHEAD frontier vertices on, the second the states PROBE_AHEAD far ends
+    on, so that the misses of a level overlap instead of following one another."""
     c_end = _comp_of(t if fwd else s, comp)
     l_end = level[c_end]
+    sign = 1 if fwd else -1  # forward keeps the far ends above t's level, backward below s's
     room = depth + 1 < limit  # a vertex queued now has a hop left to reach the other end
-    queued = side | ((depth + 1) << _DEPTH)
+    queued = (_FWD if fwd else _BWD) | ((depth + 1) << _DEPTH)
+    cap = cand.shape[0]
     nn = 0
     en = 0
     nm = 0
+    k = 0
     for i in range(nf):
-        _prefetch_front(i, front, nf, p, x, xl, state)
+        if i + 2 * AHEAD < nf:
+            prefetch(p, front[i + 2 * AHEAD])
+        if i + AHEAD < nf:
+            a = p[front[i + AHEAD]]
+            prefetch(x, a)
+            prefetch(xl, a)
         v = front[i]
         for e in range(p[v], p[v + 1]):
-            lw = xl[e]
-            if lw == EDGE_LEVEL_CAP:  # saturated: the far end's own level decides
-                lw = level[_comp_of(x[e], comp)]
-            if (lw > l_end) if fwd else (lw < l_end):
-                continue
             w = x[e]
-            if lw == l_end and _comp_of(w, comp) != c_end:
-                continue  # on the other end's level, outside its component
-            m = state[w]
-            if (m & 3) == other:
-                if not (m & _MEET):
-                    state[w] = m | _MEET
-                    meet[nm] = w
-                    nm += 1
-                    if not all_meets:
-                        return nn, en, nt, nm
-                continue
-            if m != 0 or not room:
-                continue
-            state[w] = queued
-            touched[nt] = w
-            nt += 1
-            nxt[nn] = w
-            nn += 1
-            en += p[w + 1] - p[w]
+            lw = np.int64(xl[e])
+            if lw == EDGE_LEVEL_CAP:  # saturated: the far end's own level decides
+                lw = level[_comp_of(w, comp)]
+            keep = (lw - l_end) * sign < 0
+            if lw == l_end:  # on the other end's level: inside its component only
+                keep = _comp_of(w, comp) == c_end
+            cand[k] = w
+            k += keep
+            if k == cap:
+                nn, en, nt, nm, done = _probe(cand, k, fwd, queued, room, p, state, nxt, nn,
+                                              en, touched, nt, meet, nm, all_meets)
+                if done:
+                    return nn, en, nt, nm
+                k = 0
+    nn, en, nt, nm, done = _probe(cand, k, fwd, queued, room, p, state, nxt, nn, en, touched,
+                                  nt, meet, nm, all_meets)
     return nn, en, nt, nm
 
 
 @njit(**_JIT)
 def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, state,
-            hist, bounds, ba, bb, touched, meet):
+            hist, bounds, ba, bb, touched, meet, cand):
     """Shortest distance s -> t (s != t) within ``limit`` edges, or -1. Returns (distance,
     position of the meeting vertices on the path, how many, touched count, forward levels).
     The source's side is kept level by level, ``hist[bounds[j]:bounds[j + 1]]`` at j hops
@@ -168,14 +185,14 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
             at = bounds[da]
             nf, ef, nt, nm = _expand(True, da, hist[at:at + nf], nf, hist[at + nf:], ptr, idx,
                                      lvl, s, t, limit, comp, level, state, touched, nt, meet,
-                                     all_meets)
+                                     all_meets, cand)
             bounds[da + 2] = bounds[da + 1] + nf
             if nm:
                 return da + db + 1, da + 1, nm, nt
             da += 1
         else:
             nb, eb, nt, nm = _expand(False, db, ba, nb, bb, rptr, ridx, rlvl, s, t, limit, comp,
-                                     level, state, touched, nt, meet, all_meets)
+                                     level, state, touched, nt, meet, all_meets, cand)
             ba, bb = bb, ba
             if nm:
                 return da + db + 1, da, nm, nt
@@ -222,7 +239,7 @@ def _walk(s, d, at, ptr, idx, state, hist, bounds, out, pos):
 
 @njit(**_JIT)
 def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, state,
-               hist, bounds, ba, bb, touched, meet, hops, pbuf, pos):
+               hist, bounds, ba, bb, touched, meet, cand, hops, pbuf, pos):
     """Distances of the pairs us[i] -> ts[i] (vertex ids, us[i] != ts[i]) within limits[i]
     edges into ``hops`` (-1: none), and with ``want_paths`` each found path appended to
     ``pbuf`` from ``pos``. Returns (pairs done, next free position): fewer than all when
@@ -231,7 +248,7 @@ def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, wan
         s = us[i]
         t = ts[i]
         d, at, nm, nt = _search(s, t, limits[i], ptr, idx, lvl, rptr, ridx, rlvl, comp, level,
-                                want_paths, state, hist, bounds, ba, bb, touched, meet)
+                                want_paths, state, hist, bounds, ba, bb, touched, meet, cand)
         if want_paths and d >= 0:
             if pos + d + 1 > pbuf.shape[0]:
                 for j in range(nt):
@@ -388,8 +405,9 @@ class CpuPaths:
         """This thread's scratch of the pair search (``mark`` handed back zeroed)."""
         cached = getattr(self._local, "paths", None)
         if cached is None or cached[0].shape[0] != n:
-            cached = (np.zeros(n, np.int64),) + tuple(np.empty(n + 2, np.int32)
-                                                      for _ in range(6))
+            cached = ((np.zeros(n, np.int64),) + tuple(np.empty(n + 2, np.int32)
+                                                       for _ in range(6))
+                      + (np.empty(CANDIDATES, np.int32),))
             self._local.paths = cached
         return cached
 

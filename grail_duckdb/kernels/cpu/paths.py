@@ -63,6 +63,9 @@ UNBOUNDED = np.iinfo(np.int32).max
 #: of the one twice as far), and the state of the far end PROBE_AHEAD on
 AHEAD = 16
 PROBE_AHEAD = 16
+#: the marking back of a path's layers prefetches the row of the vertex 2 * MARK_AHEAD on and
+#: the states of the first far ends of the one MARK_AHEAD on
+MARK_AHEAD = 8
 #: far ends that pass the level cut gathered before their states are read (``cand``)
 CANDIDATES = 512
 
@@ -219,7 +222,14 @@ def _walk(s, d, at, ptr, idx, state, hist, bounds, out, pos):
     side is marked back from the meeting vertices, layer by layer, over the out-rows of each
     layer's vertices (a shortest path's vertex has a successor on one one position further)."""
     for j in range(at - 1, 0, -1):
-        for i in range(bounds[j], bounds[j + 1]):
+        hi = bounds[j + 1]
+        for i in range(bounds[j], hi):
+            if i + 2 * MARK_AHEAD < hi:
+                prefetch(idx, ptr[hist[i + 2 * MARK_AHEAD]])
+            if i + MARK_AHEAD < hi:
+                u = hist[i + MARK_AHEAD]
+                for e in range(ptr[u], min(ptr[u + 1], ptr[u] + MARK_AHEAD)):
+                    prefetch(state, idx[e])
             u = hist[i]
             for e in range(ptr[u], ptr[u + 1]):
                 if _on_path(state[idx[e]], j + 1, at, d):

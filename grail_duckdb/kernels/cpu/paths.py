@@ -80,7 +80,8 @@ def _probe(cand, k, fwd, queued, room, p, state, nxt, nn, en, touched, nt, meet,
            all_meets):
     """The far ends ``cand[:k]`` of a level's edges that passed its cuts: a vertex of the
     other side is a meeting vertex, an unmarked one joins the next level (``queued`` its
-    state). Returns (next size, its edges, touched count, meeting vertices, done: a meeting
+    state) while the level has met none (the last level's new vertices lie on no shortest
+    path). Returns (next size, its edges, touched count, meeting vertices, done: a meeting
     vertex found and one is enough)."""
     other = _BWD if fwd else _FWD
     for j in range(k):
@@ -98,8 +99,8 @@ def _probe(cand, k, fwd, queued, room, p, state, nxt, nn, en, touched, nt, meet,
                 if not all_meets:
                     return nn, en, nt, nm, True
             continue
-        if m != 0 or not room:
-            continue
+        if m != 0 or not room or nm:
+            continue  # once the level meets the other side, the search ends with it
         state[w] = queued
         touched[nt] = w
         nt += 1

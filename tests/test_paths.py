@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb.engine import reach_counts as rc
+from grail_duckdb.engine.paths import UNBOUNDED, path_graph
 from grail_duckdb.kernels import gpu_available
 from benchmarks import datasets, workloads
 from oracle import hop_distances, smallest_shortest_path
@@ -108,6 +109,48 @@ def test_hops_paths_and_bounds_match_the_oracle(backend, g, kind, seed, labels):
 
 
 @settings(max_examples=40)
+@given(g=graphs(max_n=25, max_m=80), labels=st.integers(1, 3), seed=st.integers(0, 99))
+def test_the_pair_search_settles_every_pair_itself(backend, g, labels, seed):
+    """The pairs the cuts leave open reach the pair search unsettled: on every ordered pair of
+    two vertices, reachable or not, within random hop bounds, its hops are the oracle's (-1:
+    no path within the bound) and its paths the smallest shortest ones, edge by edge."""
+    idx = build(g, backend, "int", labels=labels, seed=seed)
+    o = Oracle(g, "int")
+    keys = np.asarray(idx.ids.keys.to_pylist(), np.int64)  # the key of each vertex id
+    s, t = (a.ravel() for a in np.meshgrid(np.arange(keys.shape[0]), np.arange(keys.shape[0])))
+    s, t = s[s != t], t[s != t]
+    rng = np.random.default_rng(seed)
+    limits = np.where(rng.random(s.shape[0]) < 0.5, UNBOUNDED, rng.integers(0, 4, s.shape[0]))
+    hops, (offsets, verts) = idx.kernels.pair_hops(
+        path_graph(idx), s.astype(np.int32), t.astype(np.int32), limits.astype(np.int32), True)
+    d = o.dist[keys[s], keys[t]]
+    want = np.where((d >= 0) & (d <= limits), d, -1)
+    np.testing.assert_array_equal(np.asarray(hops), want)
+    for i in range(s.shape[0]):
+        got = keys[np.asarray(verts[offsets[i]:offsets[i + 1]])].tolist()
+        if want[i] < 0:
+            assert got == [], (s[i], t[i], got)
+        else:
+            check_path(o, int(keys[s[i]]), int(keys[t[i]]), got)
+
+
+def test_long_paths_keep_their_hops(backend):
+    """A chain of 3,000 vertices with forward chords: searches thousands of levels deep, on
+    both sides, give the oracle's hops and its smallest shortest paths."""
+    n = 3000
+    chords = np.arange(0, n - 40, 37)
+    g = Graph(n, np.concatenate([np.arange(n - 1), chords]),
+              np.concatenate([np.arange(1, n), chords + 11]), "chain")
+    idx = build(g, backend)
+    o = Oracle(g, "int")
+    qs, qt = [0, 5, 2999, 1000, 37, 0], [2999, 2500, 0, 1001, 48, 36]
+    want = [int(o.dist[a, b]) if o.dist[a, b] >= 0 else None for a, b in zip(qs, qt)]
+    assert idx.hops(qs, qt).to_pylist() == want
+    for a, b, p in zip(qs, qt, idx.path(qs, qt).to_pylist()):
+        check_path(o, a, b, p)
+
+
+@settings(max_examples=40)
 @given(g=graphs(max_n=25, max_m=70), kind=st.sampled_from(KEY_KINDS),
        hops=st.one_of(st.none(), st.integers(-1, 4)), seed=st.integers(0, 99))
 def test_bounded_one_to_all_sets_match_the_oracle(backend, g, kind, hops, seed):
@@ -174,7 +217,6 @@ def test_sketches_that_do_not_fit_the_device_take_a_lower_precision():
 def test_a_breadth_first_step_in_slices_finds_the_same_vertices():
     """The GPU's one-key search expands a large frontier a slice of edges at a time: slices
     of 7 edges give every vertex the hop count of a plain BFS."""
-    from grail_duckdb.engine.paths import path_graph
     from grail_duckdb.kernels.gpu import GpuKernels
 
     g = adversarial("rmat-12")

@@ -10,13 +10,16 @@ made on first need: :func:`path_graph`). Each call goes:
   differs from the other: no path;
 * :func:`reaches_within` first drops the pairs whose components lie more than k topological
   levels apart (a path of at most k edges spans at most k levels of the condensation);
-* every call then asks the index's reachability (:meth:`GrailIndex.reaches`, with all its
-  cuts) and searches only the pairs that are reachable;
-* those go to ``Kernels.pair_hops``: a bidirectional breadth-first search on the original
-  graph, level by level, cut by the topological levels and (CPU) the GRAIL labels, bounded by
-  k when there is one. The path it returns is the lexicographically smallest shortest path by
-  vertex id, that is by key (ids follow the keys' sorted order): it depends on the graph
-  alone, so both backends, and indices built with other labels, return the same path.
+* every call then applies the index's cuts and its bounded probe (no search of the index's
+  own): the pairs they exclude have no path;
+* the rest, settled reachable or not settled, go to ``Kernels.pair_hops``: a bidirectional
+  breadth-first search on the original graph, level by level, cut by the topological levels,
+  bounded by k when there is one; it settles reachability too (a side that runs out of
+  vertices: no path). The index's own search of the pairs the cuts leave open costs more,
+  on the citation DAGs, than this search of them, which the reachable ones need anyway. The
+  path it returns is the lexicographically smallest shortest path by vertex id, that is by
+  key (ids follow the keys' sorted order): it depends on the graph alone, so both backends,
+  and indices built with other labels, return the same path.
 
 >>> import grail_duckdb as gd
 >>> idx = gd.build_index([1, 2, 3, 1, 4], [2, 3, 1, 4, 3], backend="cpu")
@@ -202,13 +205,13 @@ def _pairs(index, src, dst) -> _Pairs:
     return _Pairs(src, dst, null, same, search, sid[search], tid[search])
 
 
-def _reachable(index, p: _Pairs, rows: np.ndarray, cancel=None) -> np.ndarray:
-    """Which of the rows ``rows`` (of ``p.search``) are reachable, by the index."""
-    if rows.shape[0] == 0:
-        return np.zeros(0, np.bool_)
-    take = pa.array(p.search[rows])
-    ans, _ = index.reaches_with_stats(p.src.take(take), p.dst.take(take), cancel=cancel)
-    return ans.to_numpy(zero_copy_only=False).astype(np.bool_)
+def _open(index, p: _Pairs) -> np.ndarray:
+    """The rows of ``p.search`` that the index's cuts do not exclude (reachable, or not
+    settled): the exact search's."""
+    if p.search.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    _, maybe = _cuts(index, p, np.arange(p.search.shape[0]))
+    return np.flatnonzero(maybe)
 
 
 def _levels(index, ids: np.ndarray) -> np.ndarray:
@@ -331,7 +334,7 @@ def hops(index, src, dst, cancel=None) -> pa.Int32Array:
     p = _pairs(index, src, dst)
     out = np.zeros(len(p.src), np.int32)
     valid = p.same.copy()
-    cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0]), cancel))
+    cand = _open(index, p)
     if cand.shape[0]:
         found, _ = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), False, cancel)
         out[p.search[cand]] = found
@@ -345,7 +348,7 @@ def paths(index, src, dst, cancel=None) -> pa.ListArray:
     p = _pairs(index, src, dst)
     n = len(p.src)
     lengths = p.same.astype(np.int64)
-    cand = np.flatnonzero(_reachable(index, p, np.arange(p.search.shape[0]), cancel))
+    cand = _open(index, p)
     verts = np.zeros(0, np.int32)
     if cand.shape[0]:
         found, (_, verts) = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), True,

@@ -29,9 +29,12 @@ returns the same path.
 **Counts** (:func:`count_batch`, :func:`sketch_slice`): over a children-first order of the
 condensed DAG, a component's set is its own members joined with its children's sets.
 
-The scratch of the pair search (a mark and a distance per vertex, the source's side's layers
-and their bounds, the target's side's two frontiers, the touched vertices and the meeting
-ones) belongs to the calling thread and is handed back clean.
+The scratch of the pair search (a state per vertex: its side, its flags and its hops, one
+word, so that a vertex the search meets costs one cache line; the source's side's layers and
+their bounds, the target's side's two frontiers, the touched vertices and the meeting ones)
+belongs to the calling thread and is handed back clean. A search's vertices lie scattered
+over the graph, each a cache miss: the expansion of a level prefetches the rows, states and
+row starts it will read a few frontier vertices ahead, so that those misses overlap.
 """
 from __future__ import annotations
 
@@ -43,16 +46,28 @@ import numpy as np
 
 from ...jit import njit
 from ..shared import CHECK_EVERY, EDGE_LEVEL_CAP, mix64, unit_words
+from .intrinsics import prefetch
 
 _JIT = dict(cache=True, nogil=True, boundscheck=False)
 
-#: marks of the pair search: forward side (from s), backward side (to t), a vertex of the
-#: source's side on a shortest path, a meeting vertex of the last level
+#: the state of a vertex in the pair search (one int64 per vertex: its flags and, from bit
+#: _DEPTH on, its hops from its side's end): forward side (from s), backward side (to t), a
+#: vertex of the source's side on a shortest path, a meeting vertex of the last level
 _FWD, _BWD, _ON_PATH, _MEET = 1, 2, 4, 8
+_DEPTH = 4
 #: the top bit of a 64-bit hash
 _TOP = np.uint64(1 << 63)
 #: ``limit`` of an unbounded search
 UNBOUNDED = np.iinfo(np.int32).max
+#: the expansion of a level reads the rows of the frontier vertex AHEAD on (and the row start
+#: of the one twice as far), and the state of the far end PROBE_AHEAD on
+AHEAD = 16
+PROBE_AHEAD = 16
+#: the marking back of a path's layers prefetches the row of the vertex 2 * MARK_AHEAD on and
+#: the states of the first far ends of the one MARK_AHEAD on
+MARK_AHEAD = 8
+#: far ends that pass the level cut gathered before their states are read (``cand``)
+CANDIDATES = 512
 
 
 @njit(**_JIT)
@@ -60,64 +75,102 @@ def _comp_of(v, comp):
     return comp[v] if comp.shape[0] else v
 
 
+@njit(inline="always", **_JIT)
+def _probe(cand, k, fwd, queued, room, p, state, nxt, nn, en, touched, nt, meet, nm,
+           all_meets):
+    """The far ends ``cand[:k]`` of a level's edges that passed its cuts: a vertex of the
+    other side is a meeting vertex, an unmarked one joins the next level (``queued`` its
+    state) while the level has met none (the last level's new vertices lie on no shortest
+    path). Returns (next size, its edges, touched count, meeting vertices, done: a meeting
+    vertex found and one is enough)."""
+    other = _BWD if fwd else _FWD
+    for j in range(k):
+        if j + PROBE_AHEAD < k:
+            u = cand[j + PROBE_AHEAD]
+            prefetch(state, u)
+            prefetch(p, u)
+        w = cand[j]
+        m = state[w]
+        if (m & 3) == other:
+            if not (m & _MEET):
+                state[w] = m | _MEET
+                meet[nm] = w
+                nm += 1
+                if not all_meets:
+                    return nn, en, nt, nm, True
+            continue
+        if m != 0 or not room or nm:
+            continue  # once the level meets the other side, the search ends with it
+        state[w] = queued
+        touched[nt] = w
+        nt += 1
+        nxt[nn] = w
+        nn += 1
+        en += p[w + 1] - p[w]
+    return nn, en, nt, nm, False
+
+
 @njit(**_JIT)
-def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, mark, dist,
-            touched, nt, meet, all_meets):
+def _expand(fwd, depth, front, nf, nxt, p, x, xl, s, t, limit, comp, level, state, touched,
+            nt, meet, all_meets, cand):
     """One level of one side: the frontier ``front[:nf]`` at ``depth`` hops over the rows
     (p, x; ``xl`` the levels of the edges' far ends, saturated) into ``nxt``. Returns (next
-    size, its edges, touched count, meeting vertices found)."""
-    side = _FWD if fwd else _BWD
-    other = _BWD if fwd else _FWD
+    size, its edges, touched count, meeting vertices found).
+
+    Two passes over each piece of the level: the rows' far ends that pass the level cut are
+    gathered into ``cand`` without a branch, then their states are read (:func:`_probe`). A
+    search's vertices lie scattered over the graph, each a cache miss: the first pass
+    prefetches the rows AHEAD frontier vertices on, the second the states PROBE_AHEAD far ends
+    on, so that the misses of a level overlap instead of following one another."""
     c_end = _comp_of(t if fwd else s, comp)
     l_end = level[c_end]
+    sign = 1 if fwd else -1  # forward keeps the far ends above t's level, backward below s's
     room = depth + 1 < limit  # a vertex queued now has a hop left to reach the other end
+    queued = (_FWD if fwd else _BWD) | ((depth + 1) << _DEPTH)
+    cap = cand.shape[0]
     nn = 0
     en = 0
     nm = 0
+    k = 0
     for i in range(nf):
+        if i + 2 * AHEAD < nf:
+            prefetch(p, front[i + 2 * AHEAD])
+        if i + AHEAD < nf:
+            a = p[front[i + AHEAD]]
+            prefetch(x, a)
+            prefetch(xl, a)
         v = front[i]
         for e in range(p[v], p[v + 1]):
-            lw = xl[e]
-            if lw == EDGE_LEVEL_CAP:  # saturated: the far end's own level decides
-                lw = level[_comp_of(x[e], comp)]
-            if (lw > l_end) if fwd else (lw < l_end):
-                continue
             w = x[e]
-            if lw == l_end and _comp_of(w, comp) != c_end:
-                continue  # on the other end's level, outside its component
-            m = mark[w]
-            if (m & 3) == other:
-                if not (m & _MEET):
-                    mark[w] = m | _MEET
-                    meet[nm] = w
-                    nm += 1
-                    if not all_meets:
-                        return nn, en, nt, nm
-                continue
-            if m != 0 or not room:
-                continue
-            mark[w] = side
-            dist[w] = depth + 1
-            touched[nt] = w
-            nt += 1
-            nxt[nn] = w
-            nn += 1
-            en += p[w + 1] - p[w]
+            lw = np.int64(xl[e])
+            if lw == EDGE_LEVEL_CAP:  # saturated: the far end's own level decides
+                lw = level[_comp_of(w, comp)]
+            keep = (lw - l_end) * sign < 0
+            if lw == l_end:  # on the other end's level: inside its component only
+                keep = _comp_of(w, comp) == c_end
+            cand[k] = w
+            k += keep
+            if k == cap:
+                nn, en, nt, nm, done = _probe(cand, k, fwd, queued, room, p, state, nxt, nn,
+                                              en, touched, nt, meet, nm, all_meets)
+                if done:
+                    return nn, en, nt, nm
+                k = 0
+    nn, en, nt, nm, done = _probe(cand, k, fwd, queued, room, p, state, nxt, nn, en, touched,
+                                  nt, meet, nm, all_meets)
     return nn, en, nt, nm
 
 
 @njit(**_JIT)
-def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, mark, dist,
-            hist, bounds, ba, bb, touched, meet):
+def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets, state,
+            hist, bounds, ba, bb, touched, meet, cand):
     """Shortest distance s -> t (s != t) within ``limit`` edges, or -1. Returns (distance,
     position of the meeting vertices on the path, how many, touched count, forward levels).
     The source's side is kept level by level, ``hist[bounds[j]:bounds[j + 1]]`` at j hops
-    (its frontier is the last of them); the marks stay set for :func:`_walk` (cleared by the
+    (its frontier is the last of them); the states stay set for :func:`_walk` (cleared by the
     caller)."""
-    mark[s] = _FWD
-    dist[s] = 0
-    mark[t] = _BWD
-    dist[t] = 0
+    state[s] = _FWD
+    state[t] = _BWD
     touched[0] = s
     touched[1] = t
     nt = 2
@@ -135,15 +188,15 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
         if ef <= eb:
             at = bounds[da]
             nf, ef, nt, nm = _expand(True, da, hist[at:at + nf], nf, hist[at + nf:], ptr, idx,
-                                     lvl, s, t, limit, comp, level, mark, dist, touched, nt,
-                                     meet, all_meets)
+                                     lvl, s, t, limit, comp, level, state, touched, nt, meet,
+                                     all_meets, cand)
             bounds[da + 2] = bounds[da + 1] + nf
             if nm:
                 return da + db + 1, da + 1, nm, nt
             da += 1
         else:
             nb, eb, nt, nm = _expand(False, db, ba, nb, bb, rptr, ridx, rlvl, s, t, limit, comp,
-                                     level, mark, dist, touched, nt, meet, all_meets)
+                                     level, state, touched, nt, meet, all_meets, cand)
             ba, bb = bb, ba
             if nm:
                 return da + db + 1, da, nm, nt
@@ -152,30 +205,36 @@ def _search(s, t, limit, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, all_meets
 
 
 @njit(**_JIT)
-def _on_path(m, dw, j, at, d):
-    """Whether a vertex of mark ``m`` and hops ``dw`` from its side's end lies at position j
-    of a shortest path of ``d`` edges whose meeting vertices are at position ``at`` (the
-    source's side marked already from ``at`` down to j)."""
+def _on_path(m, j, at, d):
+    """Whether a vertex of state ``m`` lies at position j of a shortest path of ``d`` edges
+    whose meeting vertices are at position ``at`` (the source's side marked already from
+    ``at`` down to j)."""
     if j < at:
-        return (m & 3) == _FWD and (m & _ON_PATH) != 0 and dw == j
+        return (m & 3) == _FWD and (m & _ON_PATH) != 0 and (m >> _DEPTH) == j
     if j == at:
         return (m & _MEET) != 0
-    return (m & 3) == _BWD and dw == d - j
+    return (m & 3) == _BWD and (m >> _DEPTH) == d - j
 
 
 @njit(**_JIT)
-def _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, out, pos):
+def _walk(s, d, at, ptr, idx, state, hist, bounds, out, pos):
     """Write the lexicographically smallest shortest path (``d`` edges, meeting vertices at
     position ``at``) into ``out[pos:pos + d + 1]`` (see the module notes): first the source's
     side is marked back from the meeting vertices, layer by layer, over the out-rows of each
     layer's vertices (a shortest path's vertex has a successor on one one position further)."""
     for j in range(at - 1, 0, -1):
-        for i in range(bounds[j], bounds[j + 1]):
+        hi = bounds[j + 1]
+        for i in range(bounds[j], hi):
+            if i + 2 * MARK_AHEAD < hi:
+                prefetch(idx, ptr[hist[i + 2 * MARK_AHEAD]])
+            if i + MARK_AHEAD < hi:
+                u = hist[i + MARK_AHEAD]
+                for e in range(ptr[u], min(ptr[u + 1], ptr[u] + MARK_AHEAD)):
+                    prefetch(state, idx[e])
             u = hist[i]
             for e in range(ptr[u], ptr[u + 1]):
-                w = idx[e]
-                if _on_path(mark[w], dist[w], j + 1, at, d):
-                    mark[u] |= _ON_PATH
+                if _on_path(state[idx[e]], j + 1, at, d):
+                    state[u] |= _ON_PATH
                     break
     out[pos] = s
     v = s
@@ -183,15 +242,15 @@ def _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, out, pos):
         best = -1
         for e in range(ptr[v], ptr[v + 1]):
             w = idx[e]
-            if _on_path(mark[w], dist[w], i + 1, at, d) and (best < 0 or w < best):
+            if _on_path(state[w], i + 1, at, d) and (best < 0 or w < best):
                 best = w
         out[pos + i + 1] = best
         v = best
 
 
 @njit(**_JIT)
-def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, mark,
-               dist, hist, bounds, ba, bb, touched, meet, hops, pbuf, pos):
+def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, want_paths, state,
+               hist, bounds, ba, bb, touched, meet, cand, hops, pbuf, pos):
     """Distances of the pairs us[i] -> ts[i] (vertex ids, us[i] != ts[i]) within limits[i]
     edges into ``hops`` (-1: none), and with ``want_paths`` each found path appended to
     ``pbuf`` from ``pos``. Returns (pairs done, next free position): fewer than all when
@@ -200,17 +259,17 @@ def pair_block(us, ts, limits, ptr, idx, lvl, rptr, ridx, rlvl, comp, level, wan
         s = us[i]
         t = ts[i]
         d, at, nm, nt = _search(s, t, limits[i], ptr, idx, lvl, rptr, ridx, rlvl, comp, level,
-                                want_paths, mark, dist, hist, bounds, ba, bb, touched, meet)
+                                want_paths, state, hist, bounds, ba, bb, touched, meet, cand)
         if want_paths and d >= 0:
             if pos + d + 1 > pbuf.shape[0]:
                 for j in range(nt):
-                    mark[touched[j]] = 0
+                    state[touched[j]] = 0
                 return i, pos
-            _walk(s, d, at, ptr, idx, mark, dist, hist, bounds, pbuf, pos)
+            _walk(s, d, at, ptr, idx, state, hist, bounds, pbuf, pos)
             pos += d + 1
         hops[i] = d
         for j in range(nt):
-            mark[touched[j]] = 0
+            state[touched[j]] = 0
     return us.shape[0], pos
 
 
@@ -357,8 +416,9 @@ class CpuPaths:
         """This thread's scratch of the pair search (``mark`` handed back zeroed)."""
         cached = getattr(self._local, "paths", None)
         if cached is None or cached[0].shape[0] != n:
-            cached = (np.zeros(n, np.int8),) + tuple(np.empty(n + 2, np.int32)
-                                                     for _ in range(7))
+            cached = ((np.zeros(n, np.int64),) + tuple(np.empty(n + 2, np.int32)
+                                                       for _ in range(6))
+                      + (np.empty(CANDIDATES, np.int32),))
             self._local.paths = cached
         return cached
 

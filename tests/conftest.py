@@ -55,7 +55,7 @@ settings.load_profile("grail")
 #: reads every edge's record (no levels beside the edges), one tests the edges the level cut
 #: leaves where they lie (no packing); tiny rounds of the pair search hand pairs on from
 #: round to round, on every group size of kernels/paths.cu, and the last round's to the CPU
-#: twin
+#: twin; one sends hops' and paths' open pairs to the pair search unsettled, as the CPU does
 GPU_CONFIGS = {
     "gpu": {},
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
@@ -63,7 +63,7 @@ GPU_CONFIGS = {
                    "pack_survivors": False, "path_rounds": ((1, 4), (2, 6), (4, 9))},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
                   "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False,
-                  "edge_levels": False, "path_rounds": ((8, 5),)},
+                  "edge_levels": False, "path_rounds": ((8, 5),), "paths_settle_first": False},
     "gpu-small-grid": {"blocks_per_sm": 1, "narrow_blocks_per_sm": None, "force_words": 2},
 }
 

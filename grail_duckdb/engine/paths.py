@@ -10,14 +10,16 @@ made on first need: :func:`path_graph`). Each call goes:
   differs from the other: no path;
 * :func:`reaches_within` first drops the pairs whose components lie more than k topological
   levels apart (a path of at most k edges spans at most k levels of the condensation);
-* every call then applies the index's cuts and its bounded probe (no search of the index's
-  own): the pairs they exclude have no path;
-* the rest, settled reachable or not settled, go to ``Kernels.pair_hops``: a bidirectional
-  breadth-first search on the original graph, level by level, cut by the topological levels,
-  bounded by k when there is one; it settles reachability too (a side that runs out of
-  vertices: no path). The index's own search of the pairs the cuts leave open costs more,
-  on the citation DAGs, than this search of them, which the reachable ones need anyway. The
-  path it returns is the lexicographically smallest shortest path by vertex id, that is by
+* every call then applies the index's cuts and its bounded probe: the pairs they exclude
+  have no path. On the CPU the rest, settled reachable or not settled, go to the pair search
+  (the index's own search of the pairs the cuts leave open costs more, on the citation DAGs,
+  than the pair search of them, which the reachable ones need anyway); on a GPU
+  (``GpuSettings.paths_settle_first``) the index's exact search settles them first, and only
+  the reachable ones go on;
+* the pair search is ``Kernels.pair_hops``: a bidirectional breadth-first search on the
+  original graph, level by level, cut by the topological levels, bounded by k when there is
+  one; it settles reachability too (a side that runs out of vertices: no path). The path it
+  returns is the lexicographically smallest shortest path by vertex id, that is by
   key (ids follow the keys' sorted order): it depends on the graph alone, so both backends,
   and indices built with other labels, return the same path.
 
@@ -205,13 +207,24 @@ def _pairs(index, src, dst) -> _Pairs:
     return _Pairs(src, dst, null, same, search, sid[search], tid[search])
 
 
-def _open(index, p: _Pairs) -> np.ndarray:
-    """The rows of ``p.search`` that the index's cuts do not exclude (reachable, or not
-    settled): the exact search's."""
+def _open(index, p: _Pairs, cancel=None) -> np.ndarray:
+    """The rows of ``p.search`` the pair search takes: those the index's cuts do not exclude
+    (reachable, or not settled), or on a GPU that settles them first (see the module) the
+    reachable ones."""
     if p.search.shape[0] == 0:
         return np.zeros(0, np.int64)
-    _, maybe = _cuts(index, p, np.arange(p.search.shape[0]))
+    rows = np.arange(p.search.shape[0])
+    if index.backend == "gpu" and index.kernels.settings.paths_settle_first:
+        return rows[_reachable(index, p, rows, cancel)]
+    _, maybe = _cuts(index, p, rows)
     return np.flatnonzero(maybe)
+
+
+def _reachable(index, p: _Pairs, rows: np.ndarray, cancel=None) -> np.ndarray:
+    """Which of the rows ``rows`` (of ``p.search``) are reachable, by the index."""
+    take = pa.array(p.search[rows])
+    ans, _ = index.reaches_with_stats(p.src.take(take), p.dst.take(take), cancel=cancel)
+    return ans.to_numpy(zero_copy_only=False).astype(np.bool_)
 
 
 def _levels(index, ids: np.ndarray) -> np.ndarray:
@@ -334,7 +347,7 @@ def hops(index, src, dst, cancel=None) -> pa.Int32Array:
     p = _pairs(index, src, dst)
     out = np.zeros(len(p.src), np.int32)
     valid = p.same.copy()
-    cand = _open(index, p)
+    cand = _open(index, p, cancel)
     if cand.shape[0]:
         found, _ = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), False, cancel)
         out[p.search[cand]] = found
@@ -348,7 +361,7 @@ def paths(index, src, dst, cancel=None) -> pa.ListArray:
     p = _pairs(index, src, dst)
     n = len(p.src)
     lengths = p.same.astype(np.int64)
-    cand = _open(index, p)
+    cand = _open(index, p, cancel)
     verts = np.zeros(0, np.int32)
     if cand.shape[0]:
         found, (_, verts) = _search(index, p, cand, np.full(cand.shape[0], UNBOUNDED), True,

@@ -92,7 +92,10 @@ class GpuSettings:
     fewer pairs runs on the index's host copy (a launch and two copies cost more than the
     CPU kernels spend on a DuckDB chunk of 2,048 rows); ``path_rounds``: the rounds of the pair
     search of hops and paths, ``(warps per pair, set slots as a power of two)``
-    (:mod:`.gpu_paths`), within ``path_scratch`` bytes of scratch.
+    (:mod:`.gpu_paths`), within ``path_scratch`` bytes of scratch; ``paths_settle_first``:
+    hops and paths settle the pairs the cuts leave open by the index's exact search, and
+    search only the reachable ones for their paths (else every open pair goes to the pair
+    search, as on the CPU: :mod:`grail_duckdb.engine.paths`).
     """
 
     balance: str = "binned"
@@ -111,6 +114,7 @@ class GpuSettings:
     host_below: int = 32_768
     path_rounds: tuple = ((1, 13), (8, 18), (8, 22))
     path_scratch: int = 2 << 30
+    paths_settle_first: bool = True
 
     def __post_init__(self):
         if any(g not in BIDIR_GROUPS or c < 32 or c & (c - 1) for g, c in self.bidir_rounds):

@@ -413,7 +413,7 @@ class CpuPaths:
     ``threads``, ``_executor()`` and the per-thread ``_local``)."""
 
     def _path_scratch(self, n):
-        """This thread's scratch of the pair search (``mark`` handed back zeroed)."""
+        """This thread's scratch of the pair search (``state`` handed back zeroed)."""
         cached = getattr(self._local, "paths", None)
         if cached is None or cached[0].shape[0] != n:
             cached = ((np.zeros(n, np.int64),) + tuple(np.empty(n + 2, np.int32)

@@ -43,7 +43,7 @@ if ((os.cpu_count() or 1) <= SHARED_CORES and "OMP_WAIT_POLICY" not in os.enviro
 
 import numpy as np  # noqa: E402
 
-from ...growth import roomy
+from ...growth import roomy, roomy_zeros
 from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
@@ -229,7 +229,11 @@ class CpuKernels(CpuPaths):
             levels, seen = labels.topological_levels(
                 fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
                 offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
-        return TopoOrder(level, order, offsets[:levels + 1].copy()) if seen == n else None
+            if seen != n:
+                return None
+            offsets = offsets[:levels + 1].copy()
+            labels.order_by_level(level, offsets, order)
+        return TopoOrder(level, order, offsets)
 
     def _fetch(self, g: CSR) -> bool:
         """Whether the sweeps over ``g`` prefetch (``CpuSettings.prefetch_degree``)."""
@@ -293,7 +297,7 @@ class CpuKernels(CpuPaths):
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
         first = np.zeros(0, np.int32) if first is None else np.asarray(first, np.int32)
         n = topo.level.shape[0]
-        down, up = np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64)
+        down, up = roomy_zeros(np, (n, words), np.uint64), roomy_zeros(np, (n, words), np.uint64)
         with PARALLEL_LOCK:
             hubs.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
                             np.asarray(hub_of, np.int32), topo.level, first, down, up,

@@ -229,6 +229,11 @@ def check_acyclic_levels(k, c, rng):
     comp = ref.strong_components(c.g.src, c.g.dst, c.n)
     cyclic = bool(c.n) and np.unique(comp).shape[0] < c.n
     assert (k.acyclic_levels(csr_on(k, c.fwd), csr_on(k, c.rev)) is None) == cyclic
+    hi, lo = np.maximum(c.g.src, c.g.dst), np.minimum(c.g.src, c.g.dst)
+    for s, d in ((hi, lo), (lo, hi)):  # every edge to a smaller id, then to a larger one
+        fwd, rev = ref.csr(s, d, c.n), ref.csr(d, s, c.n)
+        topo = k.acyclic_levels(csr_on(k, fwd), csr_on(k, rev))
+        ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), ref.levels(*fwd, c.n))
 
 
 def check_largest_rows(k, c, rng):

@@ -224,15 +224,20 @@ class CpuKernels(CpuPaths):
     def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
         n = fwd.n
         level, order = roomy(np, (n,), np.int32), np.empty(n, np.int32)
-        offsets = np.empty(n + 2, np.int64)
         with PARALLEL_LOCK:
-            levels, seen = labels.topological_levels(
-                fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
-                offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
-            if seen != n:
-                return None
-            offsets = offsets[:levels + 1].copy()
-            labels.order_by_level(level, offsets, order)
+            way = labels.id_direction(fwd.indptr, fwd.indices)
+            if way:  # the ids are in a topological order (citation graphs often are)
+                levels = labels.levels_in_id_order(rev.indptr, rev.indices, level, way < 0)
+                offsets = None
+            else:
+                offsets = np.empty(n + 2, np.int64)
+                levels, seen = labels.topological_levels(
+                    fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
+                    offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
+                if seen != n:
+                    return None
+                offsets = offsets[:levels + 1].copy()
+            offsets = labels.order_by_level(level, levels, order, offsets)
         return TopoOrder(level, order, offsets)
 
     def _fetch(self, g: CSR) -> bool:

@@ -125,15 +125,18 @@ def check_csr_of_pairs(k, c, rng):
 
 
 def check_csr_both_ways(k, c, rng):
-    """Both directions of packed edges in any order, each as :meth:`csr_of_pairs` makes it."""
-    order = rng.permutation(c.src32.shape[0])
-    fwd, rev = k.csr_both_ways(put(k, ref.pack(c.src32[order], c.dst32[order])), c.n)
-    for got, (s, d) in ((fwd, (c.src32, c.dst32)), (rev, (c.dst32, c.src32))):
-        indptr, indices = host(got.indptr, got.indices)
-        want = ref.csr(s, d, c.n)
-        assert indptr.dtype == np.int64 and indices.dtype == np.int32
-        np.testing.assert_array_equal(indptr, want[0])
-        np.testing.assert_array_equal(indices, want[1])
+    """Both directions of packed edges in any order, each as :meth:`csr_of_pairs` makes it;
+    also of edges grouped by source (each row's targets in any order), which the CPU makes
+    rows of in place."""
+    shuffled = rng.permutation(c.src32.shape[0])
+    for order in (shuffled, shuffled[np.argsort(c.src32[shuffled], kind="stable")]):
+        fwd, rev = k.csr_both_ways(put(k, ref.pack(c.src32[order], c.dst32[order])), c.n)
+        for got, (s, d) in ((fwd, (c.src32, c.dst32)), (rev, (c.dst32, c.src32))):
+            indptr, indices = host(got.indptr, got.indices)
+            want = ref.csr(s, d, c.n)
+            assert indptr.dtype == np.int64 and indices.dtype == np.int32
+            np.testing.assert_array_equal(indptr, want[0])
+            np.testing.assert_array_equal(indices, want[1])
 
 
 def check_reverse(k, c, rng):
@@ -472,6 +475,23 @@ BUILD_CHECKS = ("topological_levels", "acyclic_levels", "subtree_sizes", "post_o
 SMALL_ADVERSARIAL = [g for g in ADVERSARIAL
                      if g not in ("rmat-14", "chain-5000", "degree-thresholds",
                                   "degree-thresholds-cyclic")]
+
+
+def test_cpu_rows_of_edges_grouped_by_source_across_tasks():
+    """Edges grouped by source, enough of them for every core to take a share: rows longer
+    than a share, self-loops, duplicates and empty rows come out as the references say."""
+    rng = np.random.default_rng(7)
+    n, m = 2000, 60_000
+    src = np.sort(np.concatenate([rng.integers(0, n, m - 30_000), np.full(20_000, 5),
+                                  np.full(10_000, n - 1)]))
+    dst = rng.integers(0, n, m)
+    dst[::7] = src[::7]
+    dst[1::11] = dst[::11][: dst[1::11].shape[0]]
+    fwd, rev = CpuKernels().csr_both_ways(ref.pack(src, dst), n)
+    for got, (s, d) in ((fwd, (src, dst)), (rev, (dst, src))):
+        want = ref.csr(s, d, n)
+        np.testing.assert_array_equal(got.indptr, want[0])
+        np.testing.assert_array_equal(got.indices, want[1])
 
 
 @pytest.mark.parametrize("graph", SMALL_ADVERSARIAL)

@@ -184,7 +184,10 @@ class CpuKernels(CpuPaths):
     def csr_both_ways(self, pairs, n):
         pairs = np.ascontiguousarray(pairs, np.uint64)
         with PARALLEL_LOCK:
-            fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
+            if rows.grouped_by_source(pairs):  # rows in place; the pairs are consumed anyway
+                fwd = CSR(*rows.csr_of_runs(pairs, n))
+            else:
+                fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
             return fwd, CSR(*rows.reverse_rows(fwd.indptr, fwd.indices, self._chunks, pairs))
 
     def reverse(self, g: CSR):

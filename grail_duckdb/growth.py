@@ -66,6 +66,14 @@ def roomy(xp, shape: tuple, dtype):
     return np.empty((cap,) + tuple(shape[1:]), dtype)[: shape[0]]
 
 
+def roomy_zeros(xp, shape: tuple, dtype):
+    """:func:`roomy`, zeroed (host arrays: by the system, as each page is first touched)."""
+    if xp is not np:
+        return xp.zeros(shape, dtype)
+    cap = int(shape[0] * GROWTH) + 16
+    return np.zeros((cap,) + tuple(shape[1:]), dtype)[: shape[0]]
+
+
 def _found(xp, view) -> Room | None:
     """The room of a view that :func:`roomy` made (its allocation's first rows), or None."""
     base = getattr(view, "base", None)

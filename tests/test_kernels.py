@@ -125,15 +125,18 @@ def check_csr_of_pairs(k, c, rng):
 
 
 def check_csr_both_ways(k, c, rng):
-    """Both directions of packed edges in any order, each as :meth:`csr_of_pairs` makes it."""
-    order = rng.permutation(c.src32.shape[0])
-    fwd, rev = k.csr_both_ways(put(k, ref.pack(c.src32[order], c.dst32[order])), c.n)
-    for got, (s, d) in ((fwd, (c.src32, c.dst32)), (rev, (c.dst32, c.src32))):
-        indptr, indices = host(got.indptr, got.indices)
-        want = ref.csr(s, d, c.n)
-        assert indptr.dtype == np.int64 and indices.dtype == np.int32
-        np.testing.assert_array_equal(indptr, want[0])
-        np.testing.assert_array_equal(indices, want[1])
+    """Both directions of packed edges in any order, each as :meth:`csr_of_pairs` makes it;
+    also of edges grouped by source (each row's targets in any order), which the CPU makes
+    rows of in place."""
+    shuffled = rng.permutation(c.src32.shape[0])
+    for order in (shuffled, shuffled[np.argsort(c.src32[shuffled], kind="stable")]):
+        fwd, rev = k.csr_both_ways(put(k, ref.pack(c.src32[order], c.dst32[order])), c.n)
+        for got, (s, d) in ((fwd, (c.src32, c.dst32)), (rev, (c.dst32, c.src32))):
+            indptr, indices = host(got.indptr, got.indices)
+            want = ref.csr(s, d, c.n)
+            assert indptr.dtype == np.int64 and indices.dtype == np.int32
+            np.testing.assert_array_equal(indptr, want[0])
+            np.testing.assert_array_equal(indices, want[1])
 
 
 def check_reverse(k, c, rng):
@@ -229,6 +232,11 @@ def check_acyclic_levels(k, c, rng):
     comp = ref.strong_components(c.g.src, c.g.dst, c.n)
     cyclic = bool(c.n) and np.unique(comp).shape[0] < c.n
     assert (k.acyclic_levels(csr_on(k, c.fwd), csr_on(k, c.rev)) is None) == cyclic
+    hi, lo = np.maximum(c.g.src, c.g.dst), np.minimum(c.g.src, c.g.dst)
+    for s, d in ((hi, lo), (lo, hi)):  # every edge to a smaller id, then to a larger one
+        fwd, rev = ref.csr(s, d, c.n), ref.csr(d, s, c.n)
+        topo = k.acyclic_levels(csr_on(k, fwd), csr_on(k, rev))
+        ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), ref.levels(*fwd, c.n))
 
 
 def check_largest_rows(k, c, rng):
@@ -469,7 +477,25 @@ SMALL_ADVERSARIAL = [g for g in ADVERSARIAL
                                   "degree-thresholds-cyclic")]
 
 
-#: of those, the ones whose checks take seconds on two cores: run with the slow tests
+def test_cpu_rows_of_edges_grouped_by_source_across_tasks():
+    """Edges grouped by source, enough of them for every core to take a share: rows longer
+    than a share, self-loops, duplicates and empty rows come out as the references say."""
+    rng = np.random.default_rng(7)
+    n, m = 2000, 60_000
+    src = np.sort(np.concatenate([rng.integers(0, n, m - 30_000), np.full(20_000, 5),
+                                  np.full(10_000, n - 1)]))
+    dst = rng.integers(0, n, m)
+    dst[::7] = src[::7]
+    dst[1::11] = dst[::11][: dst[1::11].shape[0]]
+    fwd, rev = CpuKernels().csr_both_ways(ref.pack(src, dst), n)
+    for got, (s, d) in ((fwd, (src, dst)), (rev, (dst, src))):
+        want = ref.csr(s, d, n)
+        np.testing.assert_array_equal(got.indptr, want[0])
+        np.testing.assert_array_equal(got.indices, want[1])
+
+
+#: of the small adversarial graphs, those whose checks take seconds on two cores (run with
+#: the slow tests)
 SECONDS_ADVERSARIAL = ("rmat-12", "giant-cycle", "star-both", "star-in", "star-out")
 
 

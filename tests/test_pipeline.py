@@ -71,6 +71,28 @@ def test_adversarial_graph_matches_the_oracle_and_the_cpu(backend, graph):
     check_answers(idx, qs, qd, expected(g, qs, qd), cpu)
 
 
+def test_hub_sets_are_made_only_where_they_can_settle_pairs(backend):
+    """A forest (every vertex one child at most: one spanning tree is the DAG) gets no hub
+    bits, a shallow DAG the global hubs without window hubs, a DAG deeper than a window both;
+    each answers as the oracle says."""
+    n, rng = 700, np.random.default_rng(4)
+    a, b = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+    keep = a != b
+    chain = np.arange(n - 2)
+    graphs = {"forest": Graph(n, np.arange(1, n), np.arange(1, n) // 2),
+              "shallow": Graph(n, np.minimum(a, b)[keep], np.maximum(a, b)[keep]),
+              "deep": Graph(n, np.concatenate([chain, chain]),
+                            np.concatenate([chain + 1, chain + 2]))}
+    qs, qd = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+    for name, g in graphs.items():
+        idx = build(g, backend)
+        lab = idx.labels
+        hubs = bool(to_host(lab.hub_down).any() or to_host(lab.hub_up).any())
+        assert hubs == (name != "forest"), name
+        assert (lab.win_down is not None) == (name == "deep"), name
+        check_answers(idx, qs, qd, expected(g, qs, qd))
+
+
 def test_pairs_that_pass_every_cut_are_searched(backend):
     g = adversarial("cut-defeating")
     idx = build(g, backend, labels=5)  # the labels its sinks are counted for (strategies.py)

@@ -16,7 +16,9 @@ exact reachability to and from 64 * HUB_WORDS hub components (both cuts): on dee
 DAGs most reachable pairs meet a hub, which settles them before any search. The pairs left
 for the exact search lie a few dozen levels apart, between those hubs' levels, so a second
 hub set, many hubs spread over the levels, keeps for each component only a window of them
-around its own level (:func:`window_hubs`): a positive cut for pairs close in level.
+around its own level (:func:`window_hubs`): a positive cut for pairs close in level. Each set
+is made only where it can settle pairs: the hubs not on forests (:func:`hubs_pay`), the
+windows only on DAGs deeper than a window (:func:`windows_pay`).
 
 The two spanning trees. The tree of step 1 gives each vertex one *parent*; in its post order
 the vertices below u form an interval, so t in u's interval proves u -> t. The mirror image
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..growth import roomy
+from ..growth import roomy, roomy_zeros
 from ..kernels.protocol import Kernels, TopoOrder
 from ..kernels.shared import HUB_WORDS, WIN_WORDS, WINDOW_LEVELS
 from ..model import Labels
@@ -72,15 +74,68 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
     tick("labels: intervals (pass 4)")
     if on_intervals is not None:
         on_intervals({"level": topo.level, "tree": tree, "inner": inner, "outer": outer})
-    hub_of = hub_slots(xp, cond.dag, cond.dag_rev, 64 * HUB_WORDS, k.largest_rows)
-    win_of, first = window_hubs(xp, cond.dag, topo.level, topo.levels,
-                                largest=k.largest_rows)
-    down, up, win_down, win_up = k.hub_and_window_bits(cond.dag, cond.dag_rev, topo, hub_of,
-                                                       HUB_WORDS, win_of, WIN_WORDS, first)
-    del hub_of, win_of
+    down, up, windows = hub_labels(k, cond, topo)
     tick("labels: hubs")
-    return k.query_labels(Labels(topo.level, inner, outer, tree, down, up,
-                                 win_down=win_down, win_up=win_up, win_first=first))
+    return k.query_labels(Labels(topo.level, inner, outer, tree, down, up, **windows))
+
+
+def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):
+    """``(down, up, windows)``: the global hubs' rows and the window hubs' arrays (a dict of
+    ``win_down``, ``win_up``, ``win_first``; empty: none), each set made only where it can
+    settle pairs that the cuts before it leave (:func:`hubs_pay`, :func:`windows_pay`); the
+    global hubs' rows are zero where they cannot (no bit set proves nothing)."""
+    xp, dag, dag_rev = k.xp, cond.dag, cond.dag_rev
+    if not hubs_pay(xp, dag, dag_rev):
+        down, up = (roomy_zeros(xp, (dag.n, HUB_WORDS), xp.uint64) for _ in range(2))
+        return down, up, {}
+    hub_of = hub_slots(xp, dag, dag_rev, 64 * HUB_WORDS, k.largest_rows)
+    if not windows_pay(dag.n, topo.levels):
+        down, up = k.hub_bits(dag, dag_rev, topo, hub_of, HUB_WORDS)
+        return down, up, {}
+    win_of, first = window_hubs(xp, dag, topo.level, topo.levels, largest=k.largest_rows)
+    down, up, win_down, win_up = k.hub_and_window_bits(dag, dag_rev, topo, hub_of, HUB_WORDS,
+                                                       win_of, WIN_WORDS, first)
+    return down, up, {"win_down": win_down, "win_up": win_up, "win_first": first}
+
+
+def hubs_pay(xp, dag, dag_rev) -> bool:
+    """Whether the global hubs can settle pairs that the cuts before them leave: not in a
+    DAG where every component has one parent at most, or one child at most (citeseer.scc,
+    uniprotenc_22m.scc): one of the two spanning trees is that DAG, so the tree cut settles
+    every reachable pair, and the level and label cuts leave the hubs almost no unreachable
+    one (on citeseer.scc and uniprotenc_22m.scc the hubs settled none of the bench's pairs).
+
+    >>> from grail_duckdb.kernels.protocol import CSR
+    >>> hubs_pay(np, CSR(np.array([0, 2, 2, 2]), np.array([1, 2])), CSR(np.array([0, 0, 1, 2]), np.array([0, 0])))
+    False
+    """
+    if dag.m >= dag.n:  # a forest has fewer edges than vertices
+        return True
+    if dag.n == 0:
+        return False
+    return (int(xp.diff(dag.indptr).max()) > 1
+            and int(xp.diff(dag_rev.indptr).max()) > 1)
+
+
+def window_count(c: int, levels: int, words: int = WIN_WORDS) -> int:
+    """How many window hubs a DAG of ``c`` components and ``levels`` levels gets: one per
+    ``WINDOW_LEVELS / (64 * words)`` levels on average, at least ``64 * words``, at most
+    ``c`` (:func:`window_hubs`)."""
+    span = 64 * words
+    return min(c, max(span, levels * span // WINDOW_LEVELS))
+
+
+def windows_pay(c: int, levels: int, words: int = WIN_WORDS) -> bool:
+    """Whether a DAG gets window hubs: only when they do not all fit in one window (a DAG
+    of more than about ``WINDOW_LEVELS`` levels); those that do are a second set of global
+    hubs, components of the largest out-degrees as half the global set is, and settle almost
+    no pair that the global set leaves (on gen:random:200000:5, 31 levels, the bench's query
+    mixes took as long without them).
+
+    >>> windows_pay(10**6, 31), windows_pay(10**6, 1504)
+    (False, True)
+    """
+    return window_count(c, levels, words) > 64 * words
 
 
 def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS, largest=None):
@@ -104,8 +159,7 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS, largest=Non
     ([0, 1, 2], [0, 1, 2, 3])
     """
     c = int(dag.n)
-    span = 64 * words
-    count = min(c, max(span, levels * span // WINDOW_LEVELS))
+    count = window_count(c, levels, words)
     hub_of = xp.full(c, -1, dtype=xp.int32)
     if count == 0:
         return hub_of, xp.zeros(levels + 1, xp.int32)

@@ -43,7 +43,7 @@ if ((os.cpu_count() or 1) <= SHARED_CORES and "OMP_WAIT_POLICY" not in os.enviro
 
 import numpy as np  # noqa: E402
 
-from ...growth import roomy
+from ...growth import roomy, roomy_zeros
 from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
@@ -184,7 +184,10 @@ class CpuKernels(CpuPaths):
     def csr_both_ways(self, pairs, n):
         pairs = np.ascontiguousarray(pairs, np.uint64)
         with PARALLEL_LOCK:
-            fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
+            if rows.grouped_by_source(pairs):  # rows in place; the pairs are consumed anyway
+                fwd = CSR(*rows.csr_of_runs(pairs, n))
+            else:
+                fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
             return fwd, CSR(*rows.reverse_rows(fwd.indptr, fwd.indices, self._chunks, pairs))
 
     def reverse(self, g: CSR):
@@ -224,12 +227,21 @@ class CpuKernels(CpuPaths):
     def acyclic_levels(self, fwd: CSR, rev: CSR) -> TopoOrder | None:
         n = fwd.n
         level, order = roomy(np, (n,), np.int32), np.empty(n, np.int32)
-        offsets = np.empty(n + 2, np.int64)
         with PARALLEL_LOCK:
-            levels, seen = labels.topological_levels(
-                fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
-                offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
-        return TopoOrder(level, order, offsets[:levels + 1].copy()) if seen == n else None
+            way = labels.id_direction(fwd.indptr, fwd.indices)
+            if way:  # the ids are in a topological order (citation graphs often are)
+                levels = labels.levels_in_id_order(rev.indptr, rev.indices, level, way < 0)
+                offsets = None
+            else:
+                offsets = np.empty(n + 2, np.int64)
+                levels, seen = labels.topological_levels(
+                    fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
+                    offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
+                if seen != n:
+                    return None
+                offsets = offsets[:levels + 1].copy()
+            offsets = labels.order_by_level(level, levels, order, offsets)
+        return TopoOrder(level, order, offsets)
 
     def _fetch(self, g: CSR) -> bool:
         """Whether the sweeps over ``g`` prefetch (``CpuSettings.prefetch_degree``)."""
@@ -293,7 +305,7 @@ class CpuKernels(CpuPaths):
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
         first = np.zeros(0, np.int32) if first is None else np.asarray(first, np.int32)
         n = topo.level.shape[0]
-        down, up = np.zeros((n, words), np.uint64), np.zeros((n, words), np.uint64)
+        down, up = roomy_zeros(np, (n, words), np.uint64), roomy_zeros(np, (n, words), np.uint64)
         with PARALLEL_LOCK:
             hubs.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
                             np.asarray(hub_of, np.int32), topo.level, first, down, up,

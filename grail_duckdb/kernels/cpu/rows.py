@@ -203,6 +203,115 @@ def buckets_of(n: int) -> int:
     return max(1, -(-n // (1 << ROW_BITS)))
 
 
+@njit(**_JIT)
+def _grouped_part(task, tasks, pairs, out):
+    """``out[task]``: 1 when task ``task``'s share of the packed edges (and the edge
+    before it) lists its sources in order."""
+    lo, hi = task_range(pairs.shape[0], task, tasks)
+    ok = 1
+    for e in range(max(lo, 1), hi):
+        if (pairs[e] >> np.uint64(32)) < (pairs[e - 1] >> np.uint64(32)):
+            ok = 0
+            break
+    out[task] = ok
+
+
+def grouped_by_source(pairs) -> bool:
+    """Whether packed edges come grouped by source in source order (an edge list read
+    from rows, a generator's output): then each row is a run of the input already."""
+    tasks = max(1, min(cores(), pairs.shape[0] // 4096))
+    out = np.zeros(tasks, np.int64)
+    on_cores(_grouped_part, tasks, pairs, out)
+    return bool(out.all())
+
+
+@njit(**_JIT)
+def _run_bounds(pairs, n, bounds):
+    """``bounds[task]``: the first edge and the first row of each task's share of edges
+    grouped by source (``bounds.shape[0] - 1`` tasks, the last entry the ends): each share
+    starts at a row's first edge, so that no row is split."""
+    m = pairs.shape[0]
+    tasks = bounds.shape[0] - 1
+    for t in range(tasks):
+        e = task_range(m, t, tasks)[0]
+        while 0 < e < m and (pairs[e] >> np.uint64(32)) == (pairs[e - 1] >> np.uint64(32)):
+            e += 1
+        bounds[t, 0] = e
+        bounds[t, 1] = 0 if t == 0 else (np.int64(pairs[e] >> np.uint64(32)) if e < m else n)
+    bounds[tasks, 0] = m
+    bounds[tasks, 1] = n
+
+
+@njit(**_JIT)
+def _runs_kept(task, tasks, pairs, bounds, indptr, kept_of):
+    """Task ``task``'s rows of edges grouped by source (``bounds``): each run's targets
+    written as int32 over the task's edges from its first (``2 * lo`` in the int32 view: a
+    write never reaches an edge not read yet), sorted, self-loops and duplicates dropped;
+    each row's count of them in ``indptr[row + 1]`` (every row of the task's, empty ones
+    too), the task's count in ``kept_of[task + 1]``."""
+    lo, hi = bounds[task, 0], bounds[task + 1, 0]
+    targets = pairs.view(np.int32)
+    base = 2 * lo
+    out = 0
+    v_next = bounds[task, 1]
+    e = lo
+    while e < hi:
+        v = np.int64(pairs[e] >> np.uint64(32))
+        for r in range(v_next, v):
+            indptr[r + 1] = 0
+        start = out
+        while e < hi and np.int64(pairs[e] >> np.uint64(32)) == v:
+            targets[base + out] = np.int32(pairs[e] & _LOW)
+            out += 1
+            e += 1
+        _sort_row(targets, base + start, base + out)
+        kept = start
+        prev = -1
+        for i in range(base + start, base + out):
+            w = targets[i]
+            if w != v and w != prev:
+                targets[base + kept] = w
+                kept += 1
+            prev = w
+        out = kept
+        indptr[v + 1] = kept - start
+        v_next = v + 1
+    for r in range(v_next, bounds[task + 1, 1]):
+        indptr[r + 1] = 0
+    kept_of[task + 1] = out
+
+
+@njit(**_JIT)
+def _runs_gathered(task, tasks, pairs, bounds, kept_of, indptr, indices):
+    """Task ``task``'s kept targets moved to their place, its rows' counts in ``indptr``
+    turned into row starts (``indptr[0]`` is set by the caller)."""
+    targets = pairs.view(np.int32)
+    lo, k0 = bounds[task, 0], kept_of[task]
+    for i in range(kept_of[task + 1] - k0):
+        indices[k0 + i] = targets[2 * lo + i]
+    acc = k0
+    for v in range(bounds[task, 1], bounds[task + 1, 1]):
+        acc += indptr[v + 1]
+        indptr[v + 1] = acc
+
+
+def csr_of_runs(pairs, n: int):
+    """:func:`csr_of_pairs` of packed edges grouped by source in source order, each
+    row made from its run in place (no buckets); ``pairs`` is overwritten."""
+    m = pairs.shape[0]
+    tasks = max(1, min(cores(), m // 4096))
+    bounds = np.empty((tasks + 1, 2), np.int64)
+    _run_bounds(pairs, n, bounds)
+    indptr = roomy(np, (n + 1,), np.int64)  # the index's rows: room for appended ones
+    kept_of = np.zeros(tasks + 1, np.int64)
+    on_cores(_runs_kept, tasks, pairs, bounds, indptr, kept_of)
+    np.cumsum(kept_of, out=kept_of)
+    indices = roomy(np, (int(kept_of[-1]),), np.int32)
+    indptr[0] = 0
+    on_cores(_runs_gathered, tasks, pairs, bounds, kept_of, indptr, indices)
+    return indptr, indices
+
+
 def csr_of_pairs(pairs, n: int, chunks: int, scratch=None):
     """Rows of packed edges (``src << 32 | dst``): ``(indptr[n+1] int64, indices int32)``,
     each row's targets sorted, self-loops and duplicate targets dropped; ``pairs`` is left as

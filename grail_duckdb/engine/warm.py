@@ -45,7 +45,7 @@ PARTS = ("build", "query", "baseline", "append", "save")
 _GROUPS = (("build", "save"), ("query", "baseline", "append"))
 #: the build's kernels that a second process compiles while the first compiles the rest of
 #: the build's (the build's kernels are most of the compile: this evens the two out)
-_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.hubs",)
+_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.hubs", "grail_duckdb.kernels.cpu.graph")
 #: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
 _FIRST = {"build": "grail_duckdb.kernels.cpu.rows._count_pairs",
           "query": "grail_duckdb.kernels.cpu.classify.answer_range",

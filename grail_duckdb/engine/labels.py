@@ -103,7 +103,8 @@ def hubs_pay(xp, dag, dag_rev) -> bool:
     DAG where every component has one parent at most, or one child at most (citeseer.scc,
     uniprotenc_22m.scc): one of the two spanning trees is that DAG, so the tree cut settles
     every reachable pair, and the level and label cuts leave the hubs almost no unreachable
-    one (on citeseer.scc and uniprotenc_22m.scc the hubs settled none of the bench's pairs).
+    one (of the bench's 100,000 random pairs, 8 on citeseer.scc, none on uniprotenc_22m.scc;
+    the bounded search settles those as cheaply).
 
     >>> from grail_duckdb.kernels.protocol import CSR
     >>> hubs_pay(np, CSR(np.array([0, 2, 2, 2]), np.array([1, 2])), CSR(np.array([0, 0, 1, 2]), np.array([0, 0])))

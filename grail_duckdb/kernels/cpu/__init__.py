@@ -48,7 +48,7 @@ from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
-from . import append, bidir, classify, graph, hubs, labels, pages, rows, search, sweeps
+from . import append, bidir, classify, graph, hubs, labels, levels, pages, rows, search, sweeps
 from .cores import cores
 from .paths import CpuPaths
 
@@ -228,19 +228,19 @@ class CpuKernels(CpuPaths):
         n = fwd.n
         level, order = roomy(np, (n,), np.int32), np.empty(n, np.int32)
         with PARALLEL_LOCK:
-            way = labels.id_direction(fwd.indptr, fwd.indices)
+            way = levels.id_direction(fwd.indptr, fwd.indices)
             if way:  # the ids are in a topological order (citation graphs often are)
-                levels = labels.levels_in_id_order(rev.indptr, rev.indices, level, way < 0)
+                count = levels.levels_in_id_order(rev.indptr, rev.indices, level, way < 0)
                 offsets = None
             else:
                 offsets = np.empty(n + 2, np.int64)
-                levels, seen = labels.topological_levels(
+                count, seen = labels.topological_levels(
                     fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
                     offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
                 if seen != n:
                     return None
-                offsets = offsets[:levels + 1].copy()
-            offsets = labels.order_by_level(level, levels, order, offsets)
+                offsets = offsets[:count + 1].copy()
+            offsets = levels.order_by_level(level, count, order, offsets)
         return TopoOrder(level, order, offsets)
 
     def _fetch(self, g: CSR) -> bool:

@@ -45,7 +45,7 @@ PARTS = ("build", "query", "baseline", "append", "save")
 _GROUPS = (("build", "save"), ("query", "baseline", "append"))
 #: the build's kernels that a second process compiles while the first compiles the rest of
 #: the build's (the build's kernels are most of the compile: this evens the two out)
-_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.hubs", "grail_duckdb.kernels.cpu.graph")
+_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.hubs",)
 #: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
 _FIRST = {"build": "grail_duckdb.kernels.cpu.rows._count_pairs",
           "query": "grail_duckdb.kernels.cpu.classify.answer_range",
@@ -60,8 +60,8 @@ _MODULES = {"build": jit.FAMILIES["build"], "query": jit.FAMILIES["query"],
 
 def _graphs(holes: bool = False):
     """Small edge lists that exercise every kernel: two cycles (trim, forward-backward,
-    colour propagation), a deep DAG part (levels, search), keys dense (a whole range; with
-    ``holes``, also keys with holes), sparse and text."""
+    colour propagation), a deep DAG part (levels, search), a deeper one (hubs and window
+    hubs), keys dense (a whole range; with ``holes``, also keys with holes), sparse and text."""
     rng = np.random.default_rng(7)
     n = 400
     cycles = ([5, 6, 7, 50, 51], [6, 7, 5, 51, 50])      # two components for the colour pass
@@ -78,6 +78,12 @@ def _graphs(holes: bool = False):
     # search and reach the exact (bidirectional) one
     later = np.repeat(np.arange(1, 3000), 6)
     yield later, (rng.random(later.shape[0]) * later).astype(np.int64)
+    # a chain with a chord out of every vertex: deep enough for window hubs (a build makes
+    # hubs only where they can settle pairs), its edges grouped by source, ids in order
+    chain = np.repeat(np.arange(1, 800), 2)
+    cited = chain - 1
+    cited[1::2] = (rng.random(cited.shape[0] // 2) * chain[1::2]).astype(np.int64)
+    yield chain, cited
     yield pa.array([f"v{i}" for i in src]), pa.array([f"v{i}" for i in dst])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import grail_duckdb as gd
 from benchmarks import docs, first_run
@@ -23,6 +24,7 @@ def test_each_run_is_a_fresh_process_on_its_own_cache(tmp_path):
     assert rec["wall_s"] > 0 and rec["cpu_s"] >= 0 and rec["load"] >= 0
 
 
+@pytest.mark.slow
 def test_the_small_run_answers_as_the_library_does(tmp_path):
     rec = first_run._timed(["-c", first_run._SMALL], tmp_path, first_run.ROOT)
     got = json.loads(rec["stdout"][0])

@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 from benchmarks import docs, layouts
 
 
+@pytest.mark.slow
 def test_a_small_run_measures_every_layout_and_renders(tmp_path):
     args = layouts.add_arguments(argparse.ArgumentParser()).parse_args(
         ["--workloads", "gen:citation:3000", "--pairs", "4000", "--chunk-pairs", "5000",

@@ -256,8 +256,9 @@ def test_every_layout_answers_like_int64(backend, layout):
             assert idx.reaches(a, b).to_pylist() == []
 
 
-@pytest.mark.parametrize("layout", ["numpy-int32", "numpy-strided-int64", "arrow-chunked-unaligned",
-                                    "numpy-uint64", "duckdb-integer"])
+@pytest.mark.parametrize("layout", ["numpy-int32", "arrow-chunked-unaligned", "duckdb-integer",
+                                    pytest.param("numpy-strided-int64", marks=pytest.mark.slow),
+                                    pytest.param("numpy-uint64", marks=pytest.mark.slow)])
 def test_layouts_of_large_calls_and_small_batches(backend, layout, monkeypatch):
     """Calls large enough to spread over every core and to cross batches (small batches: a
     batch ends inside an Arrow chunk and a chunk inside a batch)."""

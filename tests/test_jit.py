@@ -53,7 +53,9 @@ def test_interpreted_kernels_build_and_answer_as_compiled(g, d, seed, kind):
     _same_as_compiled(g, *all_pairs(g.n), kind, labels=d, seed=seed)
 
 
-@pytest.mark.parametrize("graph", [name for name in ADVERSARIAL if not name.startswith("rmat")])
+@pytest.mark.parametrize("graph", [
+    pytest.param(name, marks=pytest.mark.slow) if name == "cut-defeating" else name
+    for name in ADVERSARIAL if not name.startswith("rmat")])
 def test_interpreted_kernels_on_the_adversarial_graphs(graph):
     g = adversarial(graph)
     rng = np.random.default_rng(3)

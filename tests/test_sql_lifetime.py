@@ -114,6 +114,7 @@ def test_a_closed_connections_function_names_stay_safe(tmp_path):
     """, tmp_path))
 
 
+@pytest.mark.slow  # a Python process of its own: seconds
 def test_no_leak_messages_at_exit_with_connections_left_open(tmp_path):
     proc = run_script("""
         con = gd.install(duckdb.connect())
@@ -189,6 +190,7 @@ def test_install_again_after_the_installed_connection_closed(tmp_path, mode):
         con.close()
 
 
+@pytest.mark.slow  # a Python process of its own: seconds
 def test_install_on_the_default_connection_without_keeping_it(tmp_path):
     """gd.install() then duckdb.execute(...), as the README shows: the caller keeps nothing."""
     check(run_script("""
@@ -298,7 +300,7 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("kind", ["cpu", pytest.param("gpu", marks=[
+@pytest.mark.parametrize("kind", [pytest.param("cpu", marks=pytest.mark.slow), pytest.param("gpu", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not gd.kernels.gpu_available(),
                                         reason="no CUDA device visible to CuPy")])])
 def test_exit_is_quiet_with_an_arrow_udf_and_an_index_left_open(tmp_path, kind):

@@ -432,12 +432,14 @@ extern "C" __global__ void count_level_kernel(int lo, int hi, int start, int mem
 }
 
 // The HyperLogLog register of each vertex v (mix64(v)) into its component's row (bytes packed
-// four to an unsigned word; a CAS loop keeps the largest).
-extern "C" __global__ void sketch_init_kernel(int n, const int* comp, int p, int words,
+// four to an unsigned word; a CAS loop keeps the largest): the registers first .. first +
+// 4 * words - 1 of the 2^p only (a slice; the others' vertices are skipped).
+extern "C" __global__ void sketch_init_kernel(int n, const int* comp, int p, int first, int words,
                                               unsigned* regs) {
     for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < n; v += gridDim.x * blockDim.x) {
         const u64 h = mix64((u64)v);
-        const int j = (int)(h >> (64 - p));
+        const int j = (int)(h >> (64 - p)) - first;
+        if (j < 0 || j >= 4 * words) continue;
         const int cap = 64 - p;
         const int rank = min(__clzll((long long)(h << p)) + 1, cap);
         unsigned* word = &regs[(i64)comp_of(comp, v) * words + (j >> 2)];

@@ -191,23 +191,43 @@ def test_reach_counts_match_the_oracle(backend, g, kind):
         assert np.all(np.abs(np.array(got, np.int64) - true) <= 3 + 0.2 * true)
 
 
+def test_sketch_slices_add_up_to_the_whole_sketch(backend):
+    """A sketch swept in slices of its registers (a sweep each, as a device too small for
+    the whole sketch does) gives the sums of the whole sketch, both ways, on a graph with
+    cycles."""
+    g = adversarial("rmat-12")
+    idx = gd.build_index(g.src, g.dst, backend=backend)
+    k, qi, nc = idx.kernels, idx.query_index(need_reverse=True), idx.n_components
+    comp = None if nc == idx.n_vertices else qi.comp
+    for dag, order in zip((qi.dag, qi.rev), rc._orders(k, qi.labels.level)):
+        whole = rc._sketch_sums(k, dag, order, comp, nc, 8, 1)
+        assert (whole[1] < 256).all()  # every component's own vertices set a register
+        for slices in (2, 4, 64):
+            got = rc._sketch_sums(k, dag, order, comp, nc, 8, slices)
+            assert all(np.array_equal(a, b) for a, b in zip(got, whole))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
-def test_sketches_that_do_not_fit_the_device_take_a_lower_precision():
-    """Registers beyond the device's room: the sketches step down to the precision that fits
-    (its error in ``rel_error``), the same numbers as the CPU at that precision; none fits:
-    a MemoryError that says what to do."""
+def test_sketches_that_do_not_fit_the_device_are_sliced_then_take_a_lower_precision():
+    """Registers beyond the device's room: the sketches are swept in slices, and past
+    ``max_slices`` step down to the precision that fits (its error in ``rel_error``), the
+    same numbers as the CPU at that precision; none fits: a MemoryError that says what to
+    do."""
     import cupy
 
     g = adversarial("rmat-12")
     idx = gd.build_index(g.src, g.dst, backend="gpu")
+    cpu_idx = gd.build_index(g.src, g.dst, backend="cpu")
     nc = idx.n_components
     free = cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes()
-    tight = rc.CountSettings(sketch_share=nc * 100 / free)  # room for precision 6, not 7
-    got = rc.reach_counts(idx, "approximate", precision=8, settings=tight)
-    assert set(got.column("rel_error").to_pylist()) == {rc.relative_error(6)}
-    cpu_idx = gd.build_index(g.src, g.dst, backend="cpu")
-    assert got.equals(rc.reach_counts(cpu_idx, "approximate", precision=6))
+    share = nc * 100 / free  # room for 64 + 12 bytes a component, not 128 + 12
+    for slices, precision in ((2, 7), (1, 6)):
+        tight = rc.CountSettings(sketch_share=share, max_slices=slices)
+        assert rc.sketch_plan(idx.kernels, nc, 8, tight) == (precision, 2 if slices == 2 else 1)
+        got = rc.reach_counts(idx, "approximate", precision=8, settings=tight)
+        assert set(got.column("rel_error").to_pylist()) == {rc.relative_error(precision)}
+        assert got.equals(rc.reach_counts(cpu_idx, "approximate", precision=precision))
     with pytest.raises(MemoryError, match="count on the CPU backend"):
         rc.reach_counts(idx, "approximate", settings=rc.CountSettings(sketch_share=1e-12))
 

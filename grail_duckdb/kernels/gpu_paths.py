@@ -177,13 +177,15 @@ class GpuPaths:
                     heavy, counts))
         return counts
 
-    def sketch_reached(self, g: CSR, order, offsets, comp, n_components, precision):
-        words = (1 << precision) // 4
+    def sketch_reached(self, g: CSR, order, offsets, comp, n_components, precision,
+                       registers=None):
+        first, count = registers or (0, 1 << precision)
+        words = count // 4
         regs = cp.zeros((n_components, words), cp.uint32)
         n = n_components if comp is None else int(comp.shape[0])
         self._paths_fn("sketch_init_kernel")((self._flat_grid(n),), (BLOCK,), (
-            np.int32(n), _NULL if comp is None else comp, np.int32(precision), np.int32(words),
-            regs))
+            np.int32(n), _NULL if comp is None else comp, np.int32(precision), np.int32(first),
+            np.int32(words), regs))
         level = self._paths_fn("sketch_level_kernel")
         order = cp.asarray(order, cp.int32)
         for lo, hi in zip(np.asarray(offsets)[:-1], np.asarray(offsets)[1:]):

@@ -332,12 +332,16 @@ class Kernels(Protocol):
         edge inside a group; the sweep gives 64 * ``words`` components a bit at a time."""
 
     def sketch_reached(self, g: CSR, order: Array, offsets: Any, comp: Array | None,
-                       n_components: int, precision: int) -> tuple:
+                       n_components: int, precision: int,
+                       registers: tuple[int, int] | None = None) -> tuple:
         """Approximate :meth:`count_reached`: a HyperLogLog sketch of 2**precision one-byte
         registers per component (each vertex v hashed by mix64(v), comp None: the identity)
         swept over ``g`` like the bits; ``(s1, zeros)`` per component, host uint64 / int32:
         the sum of 2**(64 - precision - r) over the nonzero registers r and the count of
-        empty ones (exact integers, made into estimates on the host)."""
+        empty ones (exact integers, made into estimates on the host). ``registers``:
+        ``(first, count)``, the slice of the registers swept (a multiple of 4 from a multiple
+        of 4; default all): each register depends on its own vertices alone, so the sums of
+        the slices of a sketch add up to the sketch's."""
 
     # --- fingerprints ---------------------------------------------------------------------------
     def parse_chunks(self, src: Array, chunks: Array, rest: Array, records: Array) -> None:

@@ -346,14 +346,15 @@ def count_batch(ptr, idx, order, pos_of, start, words, unit, heavy, bits, counts
 
 
 @njit(**_JIT)
-def sketch_init(comp, p, regs, lo, hi):
-    """Every vertex's own HyperLogLog register (of ``2**p`` per component) into its
-    component's row of ``regs``, for the registers lo..hi-1 only (one thread's slice)."""
+def sketch_init(comp, p, first, regs, lo, hi):
+    """Every vertex's own HyperLogLog register (of ``2**p`` per component; column i of
+    ``regs`` is register ``first + i``) into its component's row of ``regs``, for the
+    columns lo..hi-1 only (one thread's share)."""
     cap = 64 - p
     for v in range(comp.shape[0] if comp.shape[0] else regs.shape[0]):
         c = _comp_of(v, comp)
         h = mix64(np.uint64(v))
-        j = np.int64(h >> np.uint64(64 - p))
+        j = np.int64(h >> np.uint64(64 - p)) - first
         if j < lo or j >= hi:
             continue
         rest = h << np.uint64(p)
@@ -497,14 +498,16 @@ class CpuPaths:
             counts += part
         return counts
 
-    def sketch_reached(self, g, order, offsets, comp, n_components, precision):
-        regs = np.zeros((n_components, 1 << precision), np.uint8)
+    def sketch_reached(self, g, order, offsets, comp, n_components, precision,
+                       registers=None):
+        first, count = registers or (0, 1 << precision)
+        regs = np.zeros((n_components, count), np.uint8)
         comp = np.zeros(0, np.int32) if comp is None else np.asarray(comp, np.int32)
         order = np.ascontiguousarray(order, np.int32)
-        cols = _slices(1 << precision, self.threads)
+        cols = _slices(count, self.threads)
 
         def sweep(i):
-            sketch_init(comp, precision, regs, *cols[i])
+            sketch_init(comp, precision, first, regs, *cols[i])
             sketch_slice(g.indptr, g.indices, order, regs, *cols[i])
 
         _run_workers(self, len(cols), sweep)

@@ -104,36 +104,52 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
         raise KeyTypeError(f"this index has {want} vertex keys but the appended edges' keys are "
                            f"{table.column(0).type}; cast them to the index's key type")
     s_keys, d_keys = _one_array(table.column(0)), _one_array(table.column(1))
+    s_new, d_sel, d_old, held_s, held_d = _out_of_new(index, s_keys, d_keys)
+    if index.ids.kind == "int":
+        keys, sl, dl, d_old = _int_batch_keys(index.kernels.xp, s_new, d_sel, d_old)
+    else:
+        keys, sl, dl, d_old = _string_batch_keys(index.kernels.xp, s_new, d_sel, d_old)
+    fp = _fingerprint(index, keys, sl, dl, d_old, held_s, held_d, table.num_rows)
+    comp, dag, lab = _new_components(index, len(keys), sl, dl, d_old)
+    return AppendBatch(keys, comp, dag, lab, table.num_rows, index.fingerprint, fp)
+
+
+def _out_of_new(index, s_keys, d_keys):
+    """``(s_new, d_sel, d_old, held_s, held_d)``: the edges out of new vertices (their source
+    and target keys, the target's id or -1 where new) and the ids of the others' ends, which
+    must add no path (:func:`_check_held`)."""
     s_id = index.ids.encode(s_keys)
     d_id = index.ids.encode(d_keys)
     held = s_id >= 0
-    if held.any():
-        _check_held(index, s_keys, d_keys, held, d_id)
-    kind, xp = index.ids.kind, index.kernels.xp
-    if held.any():
-        fresh = pa.array(~held)
-        s_new, d_sel, d_old = s_keys.filter(fresh), d_keys.filter(fresh), d_id[~held]
-    else:  # new papers only: no copies
-        s_new, d_sel, d_old = s_keys, d_keys, d_id
-    if kind == "int":  # the keys' sort and searches where the index lives
-        new_host = d_old < 0
-        s_dev, d_old, d_new = _on(xp, as_int64(s_new), d_old, as_int64(d_sel)[new_host])
-        new_dst = d_old < 0
-        sorted_keys, sl, dl = _int_positions(xp, s_dev, d_new, new_dst)
-        keys = pa.array(to_host(sorted_keys), pa.int64())
-    else:
-        d_old = xp.asarray(d_old)
-        new_dst = d_old < 0
-        mask = pa.array(to_host(new_dst))
-        keys = _sorted_strings(pa.concat_arrays([_plain(s_new), _plain(d_sel.filter(mask))]))
-        sl = xp.asarray(_string_positions(keys, s_new))
-        dl = np.full(len(d_sel), -1, np.int64)
-        if mask.true_count:
-            dl[to_host(new_dst)] = _string_positions(keys, d_sel.filter(mask))
-        dl = xp.asarray(dl)
-    fp = _fingerprint(index, keys, sl, dl, d_old, s_id[held], d_id[held], table.num_rows)
-    comp, dag, lab = _new_components(index, len(keys), sl, dl, d_old)
-    return AppendBatch(keys, comp, dag, lab, table.num_rows, index.fingerprint, fp)
+    if not held.any():  # new papers only: no copies
+        return s_keys, d_keys, d_id, s_id[:0], d_id[:0]
+    _check_held(index, s_keys, d_keys, held, d_id)
+    fresh = pa.array(~held)
+    return s_keys.filter(fresh), d_keys.filter(fresh), d_id[~held], s_id[held], d_id[held]
+
+
+def _int_batch_keys(xp, s_new, d_sel, d_old):
+    """``(keys, sl, dl, d_old)`` of integer keys: the batch's new keys, sorted (Arrow), the
+    position among them of each source and of each new target (-1 where the target is held),
+    and the held targets' ids, all but ``keys`` arrays of ``xp``: the keys' sort and searches
+    run where the index lives."""
+    new_host = d_old < 0
+    s_dev, d_old, d_new = _on(xp, as_int64(s_new), d_old, as_int64(d_sel)[new_host])
+    sorted_keys, sl, dl = _int_positions(xp, s_dev, d_new, d_old < 0)
+    return pa.array(to_host(sorted_keys), pa.int64()), sl, dl, d_old
+
+
+def _string_batch_keys(xp, s_new, d_sel, d_old):
+    """:func:`_int_batch_keys` of string keys (sorted and searched by Arrow on the host)."""
+    d_old = xp.asarray(d_old)
+    new_dst = d_old < 0
+    mask = pa.array(to_host(new_dst))
+    keys = _sorted_strings(pa.concat_arrays([_plain(s_new), _plain(d_sel.filter(mask))]))
+    sl = xp.asarray(_string_positions(keys, s_new))
+    dl = np.full(len(d_sel), -1, np.int64)
+    if mask.true_count:
+        dl[to_host(new_dst)] = _string_positions(keys, d_sel.filter(mask))
+    return keys, sl, xp.asarray(dl), d_old
 
 
 def _check_held(index, s_keys, d_keys, held, d_id) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import struct
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,7 @@ import pyarrow.parquet as pq
 
 from ..errors import IndexFileError
 from ..model import CSR, AppendBatch, Labels
+from . import parts
 from .atomic_write import Replacement
 from .digest import hash_bytes
 from .format import (APPEND_FORMAT_NAME, APPEND_FORMAT_VERSION, K_AFTER, K_BATCH_ROWS,
@@ -75,7 +78,7 @@ class Part:
     def __init__(self, path: Path):
         self.path = path
         try:
-            raw = pq.read_schema(path).metadata or {}
+            raw = pq.read_metadata(path).metadata or {}  # the file's key-value pairs
         except Exception as exc:  # pyarrow raises several types for damaged files
             raise IndexFileError(f"{path} is not a readable part of an index ({exc}); delete "
                                  "it and the parts after it, or rebuild the index") from exc
@@ -99,35 +102,60 @@ class Part:
 def write_part(index_path, number: int, batch: AppendBatch, key_kind: str,
                source: dict | None = None, fsync: bool = True) -> Path:
     """Write ``batch`` (host arrays) as part ``number`` of the index at ``index_path``,
-    atomically; ``source`` (str -> str) is kept as ``source.*`` (:attr:`Part.source`)."""
+    atomically; ``source`` (str -> str) is kept as ``source.*`` (:attr:`Part.source`).
+
+    The children's page is written from their array as it lies (:func:`_write_body`),
+    beside the few columns pyarrow encodes, while another thread hashes the values for the
+    digest (which the footer, written last, holds)."""
     table = _table(batch)
-    meta = {K_FORMAT: APPEND_FORMAT_NAME, K_VERSION: str(APPEND_FORMAT_VERSION),
-            K_PART: str(number), K_BEFORE: batch.before, K_AFTER: batch.fingerprint,
-            K_BATCH_ROWS: str(batch.rows), K_VERTICES: str(batch.vertices),
-            K_COMPONENTS: str(batch.components), K_DAG_EDGES: str(batch.dag_edges),
-            K_KEY_TYPE: key_kind, K_DIGEST: _digest(table)}
-    meta.update({f"{SOURCE_PREFIX}{k}": str(v) for k, v in (source or {}).items()})
-    table = table.replace_schema_metadata({META_PREFIX + k: v for k, v in meta.items()})
-    target = part_path(index_path, number)
-    data = _encoded(table)
-    out = Replacement(target, APPEND_FORMAT_NAME)
-    try:
-        _write_all(out.fd, data)
-        return out.commit(fsync=fsync)
-    except BaseException:
-        out.discard()
-        raise
+    with ThreadPoolExecutor(1) as pool:
+        digest = pool.submit(_digest, table)
+        meta = {K_FORMAT: APPEND_FORMAT_NAME, K_VERSION: str(APPEND_FORMAT_VERSION),
+                K_PART: str(number), K_BEFORE: batch.before, K_AFTER: batch.fingerprint,
+                K_BATCH_ROWS: str(batch.rows), K_VERTICES: str(batch.vertices),
+                K_COMPONENTS: str(batch.components), K_DAG_EDGES: str(batch.dag_edges),
+                K_KEY_TYPE: key_kind}
+        meta.update({f"{SOURCE_PREFIX}{k}": str(v) for k, v in (source or {}).items()})
+        out = Replacement(part_path(index_path, number), APPEND_FORMAT_NAME)
+        try:
+            tail = _write_body(out.fd, table)
+            meta[K_DIGEST] = digest.result()
+            _write_all(out.fd, tail({META_PREFIX + k: v for k, v in meta.items()}))
+            return out.commit(fsync=fsync)
+        except BaseException:
+            out.discard()
+            raise
 
 
-def _encoded(table: pa.Table) -> pa.Buffer:
-    """The part's Parquet bytes, encoded in memory: a part is small (a batch's rows), and
-    pyarrow's writes of its pages to a file cost more than the pages themselves. Plain,
-    uncompressed pages: the labels are ranks and hub bits, which LZ4 barely shrinks, at
-    twice the encoding's time."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="none", use_dictionary=False,
-                   write_statistics=False)
-    return sink.getvalue()
+def _write_body(fd: int, table: pa.Table):
+    """Write the part's bytes up to its footer at the descriptor: ``PAR1``, the children's
+    page (:func:`.parts.write_blob_page`'s layout, its words written from where they lie),
+    then the other columns' chunks (pyarrow's, plain and uncompressed: keys and ranks
+    barely shrink, at twice the time); returns ``footer(metadata) -> bytes``, the footer
+    with the given key-value metadata. The schema is Parquet's alone: the part reads back
+    with 32-bit offsets (binary, string), which :func:`_digest` hashes as the 64-bit ones
+    written."""
+    rows = table.num_rows
+    stand_in = table.set_column(table.num_columns - 1, "dag_children",
+                                pa.nulls(rows, pa.large_binary()))
+    part = parts.encode_part(stand_in, compression="none", use_dictionary=False,
+                             write_statistics=False)
+    start, page = len(parts.MAGIC), []
+    if rows:
+        blob = table.column("dag_children").chunk(0)
+        offsets = np.frombuffer(blob.buffers()[1], np.int64, 2, 8 * blob.offset)
+        words = np.frombuffer(blob.buffers()[2], np.uint8)[offsets[0]:offsets[1]]
+        valid = np.zeros(rows, np.bool_)
+        valid[0] = True
+        head = parts.blob_head("dag_children", rows, valid, 1, words.shape[0] // 4)
+        page = [head + struct.pack("<I", words.shape[0]), words]
+        parts.external_chunk(part, stand_in, start, sum(len(b) for b in page))
+    size = sum(len(b) for b in page)
+    _write_all(fd, parts.MAGIC)
+    for buf in page:
+        _write_all(fd, buf)
+    _write_all(fd, memoryview(part.data)[len(parts.MAGIC):part.data_end])
+    return lambda metadata: parts.footer([part], metadata, start=start + size)
 
 
 def _write_all(fd: int, data) -> None:
@@ -217,11 +245,14 @@ def _digest(table: pa.Table) -> str:
     they decode, whatever their encoding in the file)."""
     leaves = []
     for col in table.columns:
-        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if pa.types.is_large_binary(arr.type) or pa.types.is_string(arr.type) or \
-                pa.types.is_large_string(arr.type):
-            arr = arr if pa.types.is_large_binary(arr.type) else arr.cast(pa.large_string())
-            offs = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+        if isinstance(col, pa.ChunkedArray):  # (combine_chunks copies even one chunk)
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        else:
+            arr = col
+        if _variable(arr.type):  # 32- or 64-bit offsets, hashed as 64-bit ones
+            wide = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+            offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[
+                arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
             data = np.frombuffer(arr.buffers()[2], np.uint8)[offs[0]:offs[-1]] if len(arr) else b""
             leaves += [hash_bytes(offs - offs[0]), hash_bytes(np.ascontiguousarray(data))]
         elif pa.types.is_fixed_size_binary(arr.type):
@@ -231,6 +262,12 @@ def _digest(table: pa.Table) -> str:
         else:
             leaves.append(hash_bytes(np.ascontiguousarray(arr.to_numpy())))
     return hash_bytes(b"".join(leaves)).hex()
+
+
+def _variable(typ: pa.DataType) -> bool:
+    """Whether values of ``typ`` are bytes of varying lengths (strings, BLOBs)."""
+    return (pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_string(typ)
+            or pa.types.is_large_string(typ))
 
 
 def _batch(part: Part) -> AppendBatch:

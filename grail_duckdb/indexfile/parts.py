@@ -176,7 +176,7 @@ def _def_levels(valid: np.ndarray | None, rows: int) -> bytes:
     return bytes(out)
 
 
-def _blob_head(name: str, rows: int, valid: np.ndarray | None, count: int, words: int) -> bytes:
+def blob_head(name: str, rows: int, valid: np.ndarray | None, count: int, words: int) -> bytes:
     """The page header, the levels' length and the levels of a page of ``count`` BLOBs of
     ``words`` words in all over ``rows`` rows (the words follow), its rows checked against
     the BLOBs."""
@@ -207,7 +207,7 @@ def blob_page_bytes(name: str, rows: int, valid: np.ndarray | None, count: int,
     """Bytes of the PLAIN page that :func:`write_blob_page` writes for ``count`` BLOBs of
     ``words`` words in all over ``rows`` rows (``valid``: the rows that hold one; None:
     every row), known before the BLOBs are at hand."""
-    return len(_blob_head(name, rows, valid, count, words)) + 4 * (count + words)
+    return len(blob_head(name, rows, valid, count, words)) + 4 * (count + words)
 
 
 def blob_page_size(blobs: Blobs, rows: int) -> int:
@@ -225,7 +225,7 @@ def write_blob_page(blobs: Blobs, rows: int, out: np.ndarray) -> None:
     if int(blobs.ptr[-1] - blobs.ptr[0]) != blobs.children.shape[0]:
         raise ValueError(f"{blobs.name}: the BLOBs' pointers do not cover their children")
     count = blobs.ptr.shape[0] - 1
-    head = _blob_head(blobs.name, rows, blobs.valid, count, blobs.children.shape[0])
+    head = blob_head(blobs.name, rows, blobs.valid, count, blobs.children.shape[0])
     if out.shape[0] != len(head) + 4 * (count + blobs.children.shape[0]):
         raise ValueError(f"{blobs.name}: the page's buffer is not its size")
     out[:len(head)] = np.frombuffer(head, np.uint8)

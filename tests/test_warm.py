@@ -95,3 +95,42 @@ def test_the_compile_line_ignores_other_code_and_never_raises():
     jit._TRACKER.on_start(event.Event("numba:compile", event.EventStatus.START, data=None))
     jit._TRACKER.on_end(event.Event("numba:compile", event.EventStatus.END, data=None))
     assert jit._TRACKER.line is None and not progress.COMPILING.active
+
+
+DEMO = """
+import grail_duckdb as gd
+from grail_duckdb import jit
+from grail_duckdb.engine import warm
+from grail_duckdb.tools import cli
+expected = warm.to_compile(cli.DEMO_PARTS)
+compiled = []
+with jit.on_compiled(lambda kernel: compiled.append(kernel) if warm._counted(kernel) else None):
+    gd.warm_up(parts=cli.DEMO_PARTS, workers=1)      # every compile seen here
+late = []
+with jit.on_compiled(lambda kernel: late.append(kernel.py_func.__qualname__)):
+    assert cli.main(["demo", "--cte-budget", "0.1"]) == 0
+print("late", late)
+print("estimate", expected, len({id(k) for k in compiled}))
+"""
+
+
+def test_the_demos_warm_up_compiles_what_the_demo_needs_and_no_more(tmp_path):
+    """The demo's parts (its citation graph's build and the queries) leave no kernel for the
+    demo to compile, and the count the compile line shows is the count compiled."""
+    r = _python(DEMO, tmp_path)
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines()
+                 if line.startswith(("late", "estimate")))
+    assert lines["late"] == "[]", r.stdout
+    expected, compiled = map(int, lines["estimate"].split())
+    assert compiled <= expected <= compiled + 2, (expected, compiled)
+
+
+def test_every_kernel_a_part_leaves_elsewhere_exists():
+    import importlib
+
+    from grail_duckdb.engine import warm
+    from grail_duckdb.jit import Kernel
+
+    for name in (*warm._LEVELWISE, *(n for names in warm._ELSEWHERE.values() for n in names)):
+        module, kernel = name.rsplit(".", 1)
+        assert isinstance(getattr(importlib.import_module(module), kernel), Kernel), name

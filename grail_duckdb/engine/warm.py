@@ -32,47 +32,77 @@ import pyarrow.compute as pc
 from .. import jit, progress
 from ..indexfile.digest import hash_bytes
 from ..kernels import CpuKernels, CpuSettings, resolve
+from ..kernels.cpu.cores import cores
 from .build import build_index
 
 __all__ = ["warm_up", "PARTS"]
 
-#: the kernels' parts: the build's; the queries' (the cuts, the bounded and the exact search);
-#: the plain bitmask search of ``use_cuts=False``; an append's (it queries too); the index
-#: file's digest
-PARTS = ("build", "query", "baseline", "append", "save")
+#: the kernels' parts: the build's; the build's for graphs shaped as the demo's citations
+#: (a subset of the build's: see :func:`_graphs`); the queries' (the cuts, the bounded and the
+#: exact search); the plain bitmask search of ``use_cuts=False``; an append's (it queries too);
+#: the index file's digest
+PARTS = ("build", "citations", "query", "baseline", "append", "save")
 #: the parts one process compiles (the first group in this process, the other in a child):
 #: the two take about as long, and few kernels are compiled by both
-_GROUPS = (("build", "save"), ("query", "baseline", "append"))
+_GROUPS = (("build", "citations", "save"), ("query", "baseline", "append"))
 #: the build's kernels that a second process compiles while the first compiles the rest of
 #: the build's (the build's kernels are most of the compile: this evens the two out)
-_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.hubs",)
+_BUILD_SPLIT = ("grail_duckdb.kernels.cpu.graph", "grail_duckdb.kernels.cpu.levels")
 #: the kernel each part compiles first (whether it is in Numba's cache tells the part's)
 _FIRST = {"build": "grail_duckdb.kernels.cpu.rows._count_pairs",
+          "citations": "grail_duckdb.kernels.cpu.rows._count_reversed",
           "query": "grail_duckdb.kernels.cpu.classify.answer_range",
           "baseline": "grail_duckdb.kernels.cpu.search.bitmask_search",
           "append": "grail_duckdb.kernels.cpu.append.append_fold",
           "save": "grail_duckdb.indexfile.digest.hash_words"}
+_CPU = "grail_duckdb.kernels.cpu."
+#: the kernels of a part's modules that its work leaves to other parts (:func:`to_compile`
+#: does not count them): the plain search's; for the citations, those of other graphs' builds
+#: (cycles, edges out of source order, ids out of citation order, hub rows of other widths)
+#: and an append's
+_ELSEWHERE = {
+    "query": tuple(_CPU + k for k in ("search.bitmask_search", "search._ctz")),
+    "citations": tuple(_CPU + k for k in (
+        "graph.trim", "graph.reach_within_colour", "graph.propagate_max_colour",
+        "graph.rank_by_first_occurrence", "graph.component_pairs", "rows._count_pairs",
+        "rows._place_pairs", "rows._bucket_rows", "rows._kept_rows", "rows._gather_rows",
+        "labels._count_parents", "labels._queue_roots", "labels._kahn", "labels._kahn_levels",
+        "hubs._sides_apart", "hubs._window_side", "hubs._window_sweep")) + (
+        "grail_duckdb.model.table_moved_task",)}
+#: the build's level-by-level sweeps: a build runs them on ``CpuSettings.level_threads``
+#: cores or more
+_LEVELWISE = tuple(_CPU + k for k in ("labels._subtree_levels", "labels._starts_levels",
+                                      "labels._bounds_range", "labels._bounds_levels",
+                                      "hubs._both_levels"))
 #: the modules of each part's kernels (:func:`to_compile` counts the kernels to compile)
-_MODULES = {"build": jit.FAMILIES["build"], "query": jit.FAMILIES["query"],
+_MODULES = {"build": jit.FAMILIES["build"], "citations": jit.FAMILIES["build"],
+            "query": jit.FAMILIES["query"],
             "baseline": ("grail_duckdb.kernels.cpu.search",),
             "append": jit.FAMILIES["append"], "save": ("grail_duckdb.indexfile.digest",)}
 
 
-def _graphs(holes: bool = False):
+def _graphs(holes: bool = False, general: bool = True):
     """Small edge lists that exercise every kernel: two cycles (trim, forward-backward,
     colour propagation), a deep DAG part (levels, search), a deeper one (hubs and window
-    hubs), keys dense (a whole range; with ``holes``, also keys with holes), sparse and text."""
+    hubs), keys dense (a whole range; with ``holes``, also keys with holes), sparse and text.
+    Not ``general``: only graphs shaped as the demo's citations (integer keys, edges grouped
+    by source, ids in citation order, no cycle), whose builds take the fewest kernels."""
     rng = np.random.default_rng(7)
     n = 400
     cycles = ([5, 6, 7, 50, 51], [6, 7, 5, 51, 50])      # two components for the colour pass
     src = np.r_[np.arange(n - 1), rng.integers(0, n, 200), cycles[0]]
     dst = np.r_[np.arange(1, n), rng.integers(0, n, 200), cycles[1]]
     keep = src < dst
-    keep[-5:] = True                                     # the cycles; the rest forward (a DAG)
+    if general:
+        keep[-5:] = True                                 # the cycles; the rest forward (a DAG)
     src, dst = src[keep], dst[keep]
+    if not general:
+        by_source = np.argsort(src, kind="stable")
+        src, dst = src[by_source], dst[by_source]
     yield src, dst
-    yield src * 1_000_003, dst * 1_000_003             # sparse keys
-    if holes:  # dense keys with holes: a key table, which an append may write anew
+    if general:
+        yield src * 1_000_003, dst * 1_000_003         # sparse keys
+    if holes or not general:  # dense keys with holes: a key table (an append may write anew)
         yield src * 2, dst * 2
     # a dense, deep DAG: every vertex cites 6 earlier ones, so random pairs outgrow the bounded
     # search and reach the exact (bidirectional) one
@@ -84,7 +114,8 @@ def _graphs(holes: bool = False):
     cited = chain - 1
     cited[1::2] = (rng.random(cited.shape[0] // 2) * chain[1::2]).astype(np.int64)
     yield chain, cited
-    yield pa.array([f"v{i}" for i in src]), pa.array([f"v{i}" for i in dst])
+    if general:
+        yield pa.array([f"v{i}" for i in src]), pa.array([f"v{i}" for i in dst])
 
 
 def warm_up(backend=None, *, parts=PARTS, workers: int | None = None) -> float:
@@ -124,17 +155,34 @@ def _groups(needed, workers: int) -> list:
     if workers < 2:
         return [(needed, ())]
     groups = [g for g in (tuple(p for p in group if p in needed) for group in _GROUPS) if g]
-    if "build" not in needed:
+    build = next((p for p in ("build", "citations") if p in needed), None)
+    if build is None:
         return [(g, ()) for g in groups] if len(groups) > 1 else [(needed, ())]
     rest = tuple(m for m in jit.FAMILIES["build"] if m not in _BUILD_SPLIT)
-    second = (groups[1] if len(groups) > 1 else ()) + ("build",)
+    second = (groups[1] if len(groups) > 1 else ()) + (build,)
     return [(groups[0], _BUILD_SPLIT), (second, rest)]
 
 
 def to_compile(parts=PARTS) -> int:
     """About how many kernels of ``parts`` are to be compiled (0: the warm-up only loads
     them from Numba's on-disk cache)."""
-    return jit.to_compile({m for p in _uncompiled(parts) for m in _MODULES[p]})
+    needed = _uncompiled(parts)
+    if not needed:
+        return 0
+    return sum(1 for k in jit.uncached_kernels() if k.targetoptions.get("inline") != "always"
+               and any(k.py_func.__module__ in _MODULES[p] and _name(k) not in _elsewhere(p)
+                       for p in needed))
+
+
+def _name(kernel) -> str:
+    return f"{kernel.py_func.__module__}.{kernel.py_func.__qualname__}"
+
+
+def _elsewhere(part: str) -> tuple:
+    """The kernels of ``part``'s modules that its work never calls on this machine."""
+    if part == "citations" and cores() < CpuSettings.level_threads:
+        return _ELSEWHERE[part] + _LEVELWISE
+    return _ELSEWHERE.get(part, ())
 
 
 def _uncompiled(parts) -> tuple:
@@ -224,18 +272,21 @@ def _child(parts, left_out=()) -> None:
 def _exercise(parts, backend: str, quiet: bool = False) -> None:
     """Run the work that needs the kernels of ``parts`` on ``backend``, compiling them (an
     index that a part needs but does not build is built with the kernels' Python source)."""
-    build = "build" in parts
+    build = bool({"build", "citations"} & set(parts))
+    general = "build" in parts or "citations" not in parts
     with (progress.silenced() if quiet else contextlib.nullcontext()), jit.forced("compile"):
         if "save" in parts:
             hash_bytes(bytes(64))                       # the index file's digest
-        if not {"build", "query", "baseline", "append"} & set(parts):
+        if not {"build", "citations", "query", "baseline", "append"} & set(parts):
             return
         rng = np.random.default_rng(11)
-        if build and backend == "cpu":      # the sweeps that share each level among the cores,
-            build_index(*next(_graphs()), progress=False,   # which a small graph would not take
+        if build and backend == "cpu" and (general or cores() >= CpuSettings.level_threads):
+            # the sweeps that share each level among the cores (on machines whose builds run
+            # them, for the citations), which a small graph would not take
+            build_index(*next(_graphs(general=general)), progress=False,
                         backend=CpuKernels(settings=CpuSettings(
                             level_work=0, level_threads=2, prefetch_degree=0)))
-        for src, dst in _graphs(holes="append" in parts):
+        for src, dst in _graphs(holes="append" in parts, general=general):
             with contextlib.nullcontext() if build else jit.forced("interpret"):
                 idx = build_index(src, dst, backend=backend, progress=False)
             keys = idx.ids.keys
@@ -244,6 +295,7 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
             if "query" in parts:
                 idx.reaches(qs, qd)
                 idx.reaches(keys[0].as_py(), keys[1].as_py())
+                idx.descendants(keys[0].as_py())        # a one-to-all set
             if "baseline" in parts:
                 idx.reaches_with_stats(qs, qd, use_cuts=False)
                 idx.reaches_with_stats(qs, qd, words=4)

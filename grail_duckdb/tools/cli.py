@@ -51,8 +51,10 @@ _EDGE_SUFFIXES = {".gz", ".tsv", ".csv", ".txt", ".gra", ".parquet", ".cites", "
 DEMO_PAPERS = 50_000
 #: seconds after which the demo stops a recursive CTE
 DEMO_CTE_BUDGET = 1.0
-#: the kernels the demo compiles ahead (:data:`grail_duckdb.engine.warm.PARTS`)
-DEMO_PARTS = ("build", "query")
+#: the kernels the demo compiles ahead (:data:`grail_duckdb.engine.warm.PARTS`): those of its
+#: generated citations' build, or of any graph's (``--edges``), and the queries'
+DEMO_PARTS = ("citations", "query")
+DEMO_FILE_PARTS = ("build", "query")
 #: the library's messages name Python keywords; the command line names its flags
 _FLAGS = {"fmt": "--format", "src": "--src", "dst": "--dst", "labels": "--labels",
           "reverse=True": "--reverse", "keys='str'": "--string-keys", "header=False": "--no-header"}
@@ -361,10 +363,11 @@ def cmd_demo(args) -> int:
     if args.index:
         writable(args.index, "index")
     t_all = time.perf_counter()
-    if to_compile(DEMO_PARTS):
+    parts = DEMO_FILE_PARTS if args.edges else DEMO_PARTS
+    if to_compile(parts):
         _say("first run on this machine: compiling the CPU kernels first (once; later runs "
              "load them from disk in a second or two)")
-    seconds = warm_up(parts=DEMO_PARTS)
+    seconds = warm_up(parts=parts)
     _say(f"kernels ready ({seconds:.1f} s)")
     if args.edges:
         t0 = time.perf_counter()

@@ -220,8 +220,10 @@ def hub_and_window_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_
         levels = offsets.shape[0] - 1
         on_cores(_both_levels, parts // PIECES_PER_CORE, *args,
                  np.zeros(2 * levels, np.int64), np.zeros(2 * levels, np.int64))
-    else:
+    elif two:
         on_cores(_sides, 2, *args)
+    else:
+        on_cores(_sides_apart, 2, *args)
 
 
 @njit(**_JIT)
@@ -251,17 +253,25 @@ def _both_levels(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets
 @njit(**_JIT)
 def _sides(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of, win_of,
            level, first, down, up, win_down, win_up, rec, base_of, parts, fetch):
-    """:func:`hub_and_window_bits` on a core a side: task 0 down, task 1 up."""
+    """:func:`hub_and_window_bits` of rows of two words on a core a side: task 0 down,
+    task 1 up."""
     n = hub_of.shape[0]
-    two = down.shape[1] == 2 and win_down.shape[1] == 2
     ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
     bits, wbits = (up, win_up) if task else (down, win_down)
-    if two:
-        _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task],
-                    base_of[task], bits, wbits, task == 1, 0, n)
-    else:
-        _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
-        _window_sweep(ptr, idx, order, win_of, level, first, wbits, task == 1, fetch)
+    _both_sweep(ptr, idx, order, hub_of, win_of, level, first, rec[task], base_of[task],
+                bits, wbits, task == 1, 0, n)
+
+
+@njit(**_JIT)
+def _sides_apart(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, offsets, hub_of,
+                 win_of, level, first, down, up, win_down, win_up, rec, base_of, parts, fetch):
+    """:func:`hub_and_window_bits` of rows of other widths on a core a side (task 0 down,
+    task 1 up): a walk for each set of hubs (a kernel of its own: a build, whose rows are
+    two words wide, never compiles these walks)."""
+    ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
+    bits, wbits = (up, win_up) if task else (down, win_down)
+    _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
+    _window_sweep(ptr, idx, order, win_of, level, first, wbits, task == 1, fetch)
 
 
 def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first, down, up,
@@ -282,17 +292,24 @@ def hub_bits(fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first, do
     window (c's starts at or after v's, and ends after v's ends); the same upwards.
     ``down`` and ``up`` (C x words) come zeroed; ``fetch``: prefetch the rows ahead.
     """
-    on_cores(_hub_side, 2, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first,
+    side = _hub_side if first.shape[0] == 0 else _window_side
+    on_cores(side, 2, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first,
              down, up, fetch)
 
 
 @njit(**_JIT)
 def _hub_side(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level, first,
               down, up, fetch):
-    """:func:`hub_bits` on a core a side: task 0 down, task 1 up."""
+    """:func:`hub_bits` of the global hubs on a core a side: task 0 down, task 1 up."""
     ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
-    bits = up if task else down
-    if first.shape[0] == 0:
-        _hub_sweep(ptr, idx, order, hub_of, bits, task == 1, fetch)
-    else:
-        _window_sweep(ptr, idx, order, hub_of, level, first, bits, task == 1, fetch)
+    _hub_sweep(ptr, idx, order, hub_of, up if task else down, task == 1, fetch)
+
+
+@njit(**_JIT)
+def _window_side(task, tasks, fwd_ptr, fwd_idx, rev_ptr, rev_idx, order, hub_of, level,
+                 first, down, up, fetch):
+    """:func:`hub_bits` of window hubs on a core a side (a kernel of its own: a build makes
+    its window hubs' rows with :func:`hub_and_window_bits`, and never compiles this one)."""
+    ptr, idx = (rev_ptr, rev_idx) if task else (fwd_ptr, fwd_idx)
+    _window_sweep(ptr, idx, order, hub_of, level, first, up if task else down, task == 1,
+                  fetch)

@@ -17,7 +17,7 @@ from ...jit import njit
 
 from ..shared import ORDER_BLOCK, order_params, permute_step
 from .cores import cores, on_cores, task_range
-from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause
+from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause, trailing_zeros
 from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
                      prefetch_along, prefetch_rows, wait_level)
 
@@ -305,18 +305,21 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
     for blk in range(n_blocks):
         base = blk * ORDER_BLOCK
         roots = ~children[blk]
+        if base + ORDER_BLOCK > n:  # the last block: no ids from n on
+            roots &= (np.uint64(1) << np.uint64(n - base)) - np.uint64(1)
         running = start[blk]
-        if roots == ~np.uint64(0) and base + ORDER_BLOCK <= n:  # a block of roots only
+        if roots == ~np.uint64(0):  # a block of roots only
             for o in range(ORDER_BLOCK):
                 v = base + (o ^ xor)
                 out[v] = running
                 running += size[v]
             continue
-        for o in range(ORDER_BLOCK):
-            q = o ^ xor
-            if (roots >> np.uint64(q)) & np.uint64(1) and base + q < n:
-                out[base + q] = running
-                running += size[base + q]
+        left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
+        while left:
+            v = base + (trailing_zeros(left) ^ xor)
+            left &= left - np.uint64(1)
+            out[v] = running
+            running += size[v]
     acc[:] = 0
     for b in range(n_blocks):
         ahead = blocks[b + BLOCKS_AHEAD]
@@ -327,15 +330,40 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
                 prefetch(out, ahead + q)
         base = blocks[b]
         kids = children[base // ORDER_BLOCK]
-        if kids == 0:
+        if kids == ~np.uint64(0):
+            for o in range(ORDER_BLOCK):
+                _add_sibling(parent, size, out, acc, base + (o ^ xor))
             continue
-        for o in range(ORDER_BLOCK):
-            q = o ^ xor
-            if (kids >> np.uint64(q)) & np.uint64(1):
-                v = base + q
-                p = parent[v]
-                out[v] = acc[p]
-                acc[p] += size[v]
+        left = _xor_bits(kids, xor)
+        while left:
+            o = trailing_zeros(left)
+            left &= left - np.uint64(1)
+            _add_sibling(parent, size, out, acc, base + (o ^ xor))
+
+
+@njit(inline="always", **_JIT)
+def _add_sibling(parent, size, out, acc, v):
+    """v's sum of earlier siblings, and its size added to its parent's running sum."""
+    p = parent[v]
+    out[v] = acc[p]
+    acc[p] += size[v]
+
+
+#: the bit groups that :func:`_xor_bits` swaps, halves of 2, 4, ... 64 bits
+_HALVES = (np.uint64(0x5555555555555555), np.uint64(0x3333333333333333),
+           np.uint64(0x0F0F0F0F0F0F0F0F), np.uint64(0x00FF00FF00FF00FF),
+           np.uint64(0x0000FFFF0000FFFF), np.uint64(0x00000000FFFFFFFF))
+
+
+@njit(inline="always", **_JIT)
+def _xor_bits(x, xor):
+    """``x`` with its bit q moved to bit ``q ^ xor`` (a swap of halves per bit of ``xor``)."""
+    width = np.uint64(1)
+    for half in _HALVES:
+        if xor & np.int64(width):
+            x = ((x >> width) & half) | ((x & half) << width)
+        width <<= np.uint64(1)
+    return x
 
 
 @njit(**_JIT)
@@ -470,26 +498,51 @@ def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
     _starts_down(parent, order, offsets, size, post, parts, sums is not None)
 
 
+@njit(inline="always", **_JIT)
+def _pick(a, b, upper):
+    """The larger of a and b (``upper``), else the smaller."""
+    return max(a, b) if upper else min(a, b)
+
+
+@njit(inline="always", **_JIT)
+def _bound_row3(fwd_idx, start, end, flat, v, upper):
+    """:func:`_bound` of v's row of three labels (the CPU's default): the row held in
+    registers while its children's rows are read (``flat``: the rows one after another)."""
+    long = end - start > LONG_ROW
+    a0, a1, a2 = flat[3 * v], flat[3 * v + 1], flat[3 * v + 2]
+    e = start
+    while e < end:
+        prefetch_along(e, end, long, fwd_idx, flat, 3, NONE)
+        w = 3 * fwd_idx[e]
+        a0 = _pick(a0, flat[w], upper)
+        a1 = _pick(a1, flat[w + 1], upper)
+        a2 = _pick(a2, flat[w + 2], upper)
+        e += 1
+    flat[3 * v], flat[3 * v + 1], flat[3 * v + 2] = a0, a1, a2
+
+
 @njit(**_JIT)
 def _bound(fwd_ptr, fwd_idx, order, out, upper, fetch):
     """Each row of ``out`` (the post ranks) the min (``upper`` False) or max over its DAG
     children's rows, bottom-up (``fetch``: prefetching the rows ahead)."""
     n, d = out.shape
+    flat = out.reshape(-1)
     for i in range(n - 1, -1, -1):
         if fetch:
             prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, d, NONE)
         v = order[i]
-        end = fwd_ptr[v + 1]
-        long = end - fwd_ptr[v] > LONG_ROW
-        for e in range(fwd_ptr[v], end):
+        start, end = fwd_ptr[v], fwd_ptr[v + 1]
+        if start == end:
+            continue
+        if d == 3:
+            _bound_row3(fwd_idx, start, end, flat, v, upper)
+            continue
+        long = end - start > LONG_ROW
+        for e in range(start, end):
             prefetch_along(e, end, long, fwd_idx, out, d, NONE)
             w = fwd_idx[e]
-            if upper:
-                for j in range(d):
-                    out[v, j] = max(out[v, j], out[w, j])
-            else:
-                for j in range(d):
-                    out[v, j] = min(out[v, j], out[w, j])
+            for j in range(d):
+                flat[v * d + j] = _pick(flat[v * d + j], flat[w * d + j], upper)
 
 
 @njit(**_JIT)

@@ -237,6 +237,16 @@ def check_acyclic_levels(k, c, rng):
         fwd, rev = ref.csr(s, d, c.n), ref.csr(d, s, c.n)
         topo = k.acyclic_levels(csr_on(k, fwd), csr_on(k, rev))
         ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), ref.levels(*fwd, c.n))
+        walk = to_host(topo.walk)  # the ids' own order, where the backend walks it
+        at = np.empty(c.n, np.int64)
+        at[walk] = np.arange(c.n)
+        np.testing.assert_array_equal(np.sort(walk), np.arange(c.n))
+        src, dst = ref.edges(*fwd)
+        assert (at[src] < at[dst]).all()
+        post = rng.integers(1, c.n + 1, (c.n, D)).astype(np.int32)
+        got = host(*k.interval_bounds(csr_on(k, fwd), topo, put(k, post.copy())))
+        for a, b in zip(got, ref.interval_bounds(*fwd, post)):
+            np.testing.assert_array_equal(a, b)
 
 
 def check_largest_rows(k, c, rng):

@@ -499,26 +499,40 @@ def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
 
 
 @njit(inline="always", **_JIT)
-def _pick(a, b, upper):
-    """The larger of a and b (``upper``), else the smaller."""
-    return max(a, b) if upper else min(a, b)
+def _row3(fwd_idx, start, end, flat, v, upper):
+    """:func:`_bound` of v's row of three labels (the CPU's default), held in registers
+    while its children's rows are read (``flat``: the rows one after another)."""
+    a0, a1, a2 = flat[3 * v], flat[3 * v + 1], flat[3 * v + 2]
+    e = start
+    if upper:
+        while e < end:
+            w = 3 * fwd_idx[e]
+            a0, a1, a2 = max(a0, flat[w]), max(a1, flat[w + 1]), max(a2, flat[w + 2])
+            e += 1
+    else:
+        while e < end:
+            w = 3 * fwd_idx[e]
+            a0, a1, a2 = min(a0, flat[w]), min(a1, flat[w + 1]), min(a2, flat[w + 2])
+            e += 1
+    flat[3 * v] = a0
+    flat[3 * v + 1] = a1
+    flat[3 * v + 2] = a2
 
 
 @njit(inline="always", **_JIT)
-def _bound_row3(fwd_idx, start, end, flat, v, upper):
-    """:func:`_bound` of v's row of three labels (the CPU's default): the row held in
-    registers while its children's rows are read (``flat``: the rows one after another)."""
-    long = end - start > LONG_ROW
-    a0, a1, a2 = flat[3 * v], flat[3 * v + 1], flat[3 * v + 2]
-    e = start
-    while e < end:
-        prefetch_along(e, end, long, fwd_idx, flat, 3, NONE)
-        w = 3 * fwd_idx[e]
-        a0 = _pick(a0, flat[w], upper)
-        a1 = _pick(a1, flat[w + 1], upper)
-        a2 = _pick(a2, flat[w + 2], upper)
-        e += 1
-    flat[3 * v], flat[3 * v + 1], flat[3 * v + 2] = a0, a1, a2
+def _bound3(fwd_ptr, fwd_idx, order, out, upper, fetch):
+    """:func:`_bound` of rows of three labels; inlined with ``fetch`` a constant, so that
+    a sweep that does not prefetch has no trace of it in its loop (measured twice as
+    fast)."""
+    n = out.shape[0]
+    flat = out.reshape(-1)
+    for i in range(n - 1, -1, -1):
+        if fetch:
+            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, 3, NONE)
+        v = order[i]
+        start, end = fwd_ptr[v], fwd_ptr[v + 1]
+        if start < end:
+            _row3(fwd_idx, start, end, flat, v, upper)
 
 
 @njit(**_JIT)
@@ -526,23 +540,27 @@ def _bound(fwd_ptr, fwd_idx, order, out, upper, fetch):
     """Each row of ``out`` (the post ranks) the min (``upper`` False) or max over its DAG
     children's rows, bottom-up (``fetch``: prefetching the rows ahead)."""
     n, d = out.shape
-    flat = out.reshape(-1)
+    if d == 3:
+        if fetch:
+            _bound3(fwd_ptr, fwd_idx, order, out, upper, True)
+        else:
+            _bound3(fwd_ptr, fwd_idx, order, out, upper, False)
+        return
     for i in range(n - 1, -1, -1):
         if fetch:
             prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, d, NONE)
         v = order[i]
-        start, end = fwd_ptr[v], fwd_ptr[v + 1]
-        if start == end:
-            continue
-        if d == 3:
-            _bound_row3(fwd_idx, start, end, flat, v, upper)
-            continue
-        long = end - start > LONG_ROW
-        for e in range(start, end):
+        end = fwd_ptr[v + 1]
+        long = end - fwd_ptr[v] > LONG_ROW
+        for e in range(fwd_ptr[v], end):
             prefetch_along(e, end, long, fwd_idx, out, d, NONE)
             w = fwd_idx[e]
-            for j in range(d):
-                flat[v * d + j] = _pick(flat[v * d + j], flat[w * d + j], upper)
+            if upper:
+                for j in range(d):
+                    out[v, j] = max(out[v, j], out[w, j])
+            else:
+                for j in range(d):
+                    out[v, j] = min(out[v, j], out[w, j])
 
 
 @njit(**_JIT)

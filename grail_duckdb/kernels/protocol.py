@@ -56,9 +56,11 @@ class TopoOrder:
     (``offsets``: ``levels + 1`` entries). All three are arrays of the backend.
 
     ``sweep``, where a backend has one: another topological order (every parent before its
-    children) for the sweeps that walk one vertex after another and need no levels: the
-    ids themselves where they are in a topological order (citation graphs often are), whose
-    neighbours then lie near each other in memory; None: such sweeps walk ``order``."""
+    children) for the sweeps over every edge that walk one vertex after another and need no
+    levels: the ids themselves where they are in a topological order (citation graphs often
+    are), whose neighbours then lie near each other in memory; None: they walk ``order``.
+    (The tree sweeps keep ``order``: there a level's roots come together, a branch
+    predicted.)"""
 
     level: Array
     order: Array

@@ -280,8 +280,7 @@ class CpuKernels(CpuPaths):
     def subtree_sizes(self, parent, topo: TopoOrder):
         size = np.ones(parent.shape[0], np.int32)
         with PARALLEL_LOCK:
-            parts = self._parts(topo, 0)
-            labels.subtree_sizes(parent, _walked(topo, parts), topo.offsets, size, parts)
+            labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
         return size
 
     def tree_children(self, fwd: CSR, level):
@@ -296,9 +295,8 @@ class CpuKernels(CpuPaths):
         sums = np.empty((d, n), np.int32) if d > 1 else None
         with PARALLEL_LOCK:
             acc = np.empty((min(cores(), d), n), np.int32)
-            parts = self._parts(topo, 0)
-            labels.post_orders(parent, _walked(topo, parts), topo.offsets, size, seed, sums, acc,
-                               post, parts)
+            labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
+                               self._parts(topo, 0))
         return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):

@@ -48,7 +48,8 @@ from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
-from . import append, bidir, classify, graph, hubs, labels, levels, pages, rows, search, sweeps
+from . import (append, bidir, bounds, classify, graph, hubs, labels, levels, pages, rows, search,
+               sweeps)
 from .cores import cores
 from .paths import CpuPaths
 
@@ -304,7 +305,7 @@ class CpuKernels(CpuPaths):
         with PARALLEL_LOCK:
             parts = self._parts(topo, fwd.m)
             walk = _walked(topo, parts)  # the ids' order needs no prefetch (measured slower)
-            labels.interval_bounds(fwd.indptr, fwd.indices, walk, topo.offsets, post, outer,
+            bounds.interval_bounds(fwd.indptr, fwd.indices, walk, topo.offsets, post, outer,
                                    parts, self._fetch(fwd) and walk is topo.order)
         return post, outer
 

@@ -234,7 +234,7 @@ def uncached_kernels() -> list[Dispatcher]:
 FAMILIES = {
     "build": ("grail_duckdb.kernels.cpu.graph", "grail_duckdb.kernels.cpu.rows",
               "grail_duckdb.kernels.cpu.levels", "grail_duckdb.kernels.cpu.labels",
-              "grail_duckdb.kernels.cpu.hubs", "grail_duckdb.kernels.cpu.sweeps",
+              "grail_duckdb.kernels.cpu.bounds", "grail_duckdb.kernels.cpu.hubs", "grail_duckdb.kernels.cpu.sweeps",
               "grail_duckdb.kernels.shared", "grail_duckdb.model"),
     "query": ("grail_duckdb.kernels.cpu.classify", "grail_duckdb.kernels.cpu.search",
               "grail_duckdb.kernels.cpu.bidir"),

@@ -237,6 +237,16 @@ def check_acyclic_levels(k, c, rng):
         fwd, rev = ref.csr(s, d, c.n), ref.csr(d, s, c.n)
         topo = k.acyclic_levels(csr_on(k, fwd), csr_on(k, rev))
         ref.check_topo_order(*host(topo.level, topo.order, topo.offsets), ref.levels(*fwd, c.n))
+        walk = to_host(topo.walk)  # the ids' own order, where the backend walks it
+        at = np.empty(c.n, np.int64)
+        at[walk] = np.arange(c.n)
+        np.testing.assert_array_equal(np.sort(walk), np.arange(c.n))
+        src, dst = ref.edges(*fwd)
+        assert (at[src] < at[dst]).all()
+        post = rng.integers(1, c.n + 1, (c.n, D)).astype(np.int32)
+        got = host(*k.interval_bounds(csr_on(k, fwd), topo, put(k, post.copy())))
+        for a, b in zip(got, ref.interval_bounds(*fwd, post)):
+            np.testing.assert_array_equal(a, b)
 
 
 def check_largest_rows(k, c, rng):
@@ -282,11 +292,12 @@ def check_post_orders(k, c, rng):
 
 
 def check_interval_bounds(k, c, rng):
-    post = rng.integers(1, c.n + 1, (c.n, D)).astype(np.int32)  # any values will do
-    got = host(*k.interval_bounds(csr_on(k, c.dag[0]), c.topo(k), put(k, post.copy())))
-    want = ref.interval_bounds(*c.dag[0], post)
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_array_equal(got[1], want[1])
+    for d in (D, 2):  # the CPU's rows of three labels have a path of their own
+        post = rng.integers(1, c.n + 1, (c.n, d)).astype(np.int32)  # any values will do
+        got = host(*k.interval_bounds(csr_on(k, c.dag[0]), c.topo(k), put(k, post.copy())))
+        want = ref.interval_bounds(*c.dag[0], post)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
 
 
 def check_hub_bits(k, c, rng):

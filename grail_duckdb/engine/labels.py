@@ -192,7 +192,8 @@ def reversed_levels(xp, topo: TopoOrder) -> TopoOrder:
     """
     n = topo.order.shape[0]
     return TopoOrder(topo.levels - 1 - topo.level, xp.ascontiguousarray(topo.order[::-1]),
-                     (n - topo.offsets[::-1]).astype(topo.offsets.dtype))
+                     (n - topo.offsets[::-1]).astype(topo.offsets.dtype),
+                     None if topo.sweep is None else xp.ascontiguousarray(topo.sweep[::-1]))
 
 
 def hub_slots(xp, dag, dag_rev, count: int, largest=None):

@@ -53,11 +53,24 @@ class TopoOrder:
 
     ``level[v]`` is the longest path from a root to v, ``order`` lists the vertices by
     non-decreasing level, and level L occupies ``order[offsets[L]:offsets[L + 1]]``
-    (``offsets``: ``levels + 1`` entries). All three are arrays of the backend."""
+    (``offsets``: ``levels + 1`` entries). All three are arrays of the backend.
+
+    ``sweep``, where a backend has one: another topological order (every parent before its
+    children) for the sweeps over every edge that walk one vertex after another and need no
+    levels: the ids themselves where they are in a topological order (citation graphs often
+    are), whose neighbours then lie near each other in memory; None: they walk ``order``.
+    (The tree sweeps keep ``order``: there a level's roots come together, a branch
+    predicted.)"""
 
     level: Array
     order: Array
     offsets: Any
+    sweep: Any = None
+
+    @property
+    def walk(self):
+        """The order a sweep that needs no levels walks: ``sweep``, else ``order``."""
+        return self.order if self.sweep is None else self.sweep
 
     @property
     def levels(self) -> int:

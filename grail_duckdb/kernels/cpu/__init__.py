@@ -48,7 +48,8 @@ from ..host import PARALLEL_LOCK
 from ..host.keys import or_bits, pieces_of
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
-from . import append, bidir, classify, graph, hubs, labels, levels, pages, rows, search, sweeps
+from . import (append, bidir, bounds, classify, graph, hubs, labels, levels, pages, rows, search,
+               sweeps)
 from .cores import cores
 from .paths import CpuPaths
 
@@ -229,9 +230,13 @@ class CpuKernels(CpuPaths):
         level, order = roomy(np, (n,), np.int32), np.empty(n, np.int32)
         with PARALLEL_LOCK:
             way = levels.id_direction(fwd.indptr, fwd.indices)
+            sweep = None
             if way:  # the ids are in a topological order (citation graphs often are)
                 count = levels.levels_in_id_order(rev.indptr, rev.indices, level, way < 0)
                 offsets = None
+                sweep = np.arange(n, dtype=np.int32)
+                if way < 0:  # the edges go to smaller ids: the parents come first
+                    sweep = sweep[::-1].copy()
             else:
                 offsets = np.empty(n + 2, np.int64)
                 count, seen = labels.topological_levels(
@@ -241,7 +246,7 @@ class CpuKernels(CpuPaths):
                     return None
                 offsets = offsets[:count + 1].copy()
             offsets = levels.order_by_level(level, count, order, offsets)
-        return TopoOrder(level, order, offsets)
+        return TopoOrder(level, order, offsets, sweep)
 
     def _fetch(self, g: CSR) -> bool:
         """Whether the sweeps over ``g`` prefetch (``CpuSettings.prefetch_degree``)."""
@@ -298,8 +303,10 @@ class CpuKernels(CpuPaths):
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):
         outer = roomy(np, post.shape, post.dtype)
         with PARALLEL_LOCK:
-            labels.interval_bounds(fwd.indptr, fwd.indices, topo.order, topo.offsets, post,
-                                   outer, self._parts(topo, fwd.m), self._fetch(fwd))
+            parts = self._parts(topo, fwd.m)
+            walk = _walked(topo, parts)  # the ids' order needs no prefetch (measured slower)
+            bounds.interval_bounds(fwd.indptr, fwd.indices, walk, topo.offsets, post, outer,
+                                   parts, self._fetch(fwd) and walk is topo.order)
         return post, outer
 
     def hub_bits(self, fwd: CSR, rev: CSR, topo: TopoOrder, hub_of, words, first=None):
@@ -307,7 +314,7 @@ class CpuKernels(CpuPaths):
         n = topo.level.shape[0]
         down, up = roomy_zeros(np, (n, words), np.uint64), roomy_zeros(np, (n, words), np.uint64)
         with PARALLEL_LOCK:
-            hubs.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.order,
+            hubs.hub_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices, topo.walk,
                             np.asarray(hub_of, np.int32), topo.level, first, down, up,
                             self._fetch(fwd))
         return down, up
@@ -324,11 +331,12 @@ class CpuKernels(CpuPaths):
         rec = _aligned((2, n if records else 0, 4), np.uint64)
         base_of = np.empty((2, n if two else 0), np.int32)
         with PARALLEL_LOCK:
+            parts = self._parts(topo, fwd.m)
             hubs.hub_and_window_bits(fwd.indptr, fwd.indices, rev.indptr, rev.indices,
-                                       topo.order, topo.offsets, np.asarray(hub_of, np.int32),
+                                       _walked(topo, parts), topo.offsets, np.asarray(hub_of, np.int32),
                                        np.asarray(win_of, np.int32), topo.level,
                                        np.asarray(first, np.int32), *out, rec, base_of,
-                                       self._parts(topo, fwd.m), self._fetch(fwd))
+                                       parts, self._fetch(fwd))
         return tuple(out)
 
     # --- queries ---------------------------------------------------------------------------
@@ -437,6 +445,12 @@ class CpuKernels(CpuPaths):
     def key_hash_sum(self, keys):
         with PARALLEL_LOCK:
             return int(graph.key_hash_sum(keys))
+
+
+def _walked(topo: TopoOrder, parts: int):
+    """The order a build's sweep walks: level by level (``parts`` > 0) ``topo.order``, else
+    ``topo.walk`` (a sweep on one core needs no levels)."""
+    return topo.order if parts else topo.walk
 
 
 def _aligned(shape, dtype, align: int = 64):

@@ -1,4 +1,4 @@
-"""Three LLVM instructions the Numba kernels of the build need and Numba does not offer.
+"""Four LLVM instructions the Numba kernels of the build need and Numba does not offer.
 
 ``prefetch(a, i)`` asks the processor to start loading element ``i`` of a C-contiguous array
 (flat index) into its caches without waiting for it. The build's sweeps visit vertices in an
@@ -15,6 +15,10 @@ the level's last piece with the second (sequentially consistent add, acquiring l
 ``spin_pause()`` between two loads: x86's ``pause`` (a waiting hyperthread leaves its core's
 units to its sibling), nothing elsewhere.
 
+``trailing_zeros(x)``, the index of the lowest set bit of a non-zero uint64 (LLVM's
+``cttz``, one instruction), lets a sweep visit the set bits of a word one after the other
+instead of testing each of its 64 bits.
+
 Each is a plain Python function that a compiled kernel replaces by the instruction
 (``numba.extending.overload``): a kernel still interpreted (:mod:`grail_duckdb.jit`, one
 thread) runs the Python meaning, so the build's kernels need no compiler for small work.
@@ -27,7 +31,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-__all__ = ["atomic_add", "atomic_load", "prefetch", "spin_pause"]
+__all__ = ["atomic_add", "atomic_load", "prefetch", "spin_pause", "trailing_zeros"]
 
 
 def _element(context, builder, signature, args):
@@ -104,6 +108,21 @@ def _spin_pause(typingctx):
     return types.void(), codegen
 
 
+@intrinsic
+def _trailing_zeros(typingctx, x):
+    """The instruction of :func:`trailing_zeros`."""
+    if not isinstance(x, types.Integer) or x.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64")
+        return builder.call(fn, [args[0], ir.IntType(1)(1)])
+
+    return types.int64(x), codegen
+
+
 def prefetch(a, i) -> None:
     """``prefetch(a, i)``: hint that ``a.flat[i]`` is read soon (no effect on results)."""
 
@@ -124,6 +143,12 @@ def spin_pause() -> None:
     """``spin_pause()``: x86's ``pause`` inside a wait loop (elsewhere nothing)."""
 
 
+def trailing_zeros(x):
+    """``trailing_zeros(x)``: the index of the lowest set bit of ``x`` (a non-zero uint64)."""
+    x = int(x)
+    return (x & -x).bit_length() - 1
+
+
 @overload(prefetch, inline="always")
 def _prefetch_compiled(a, i):
     return lambda a, i: _prefetch(a, i)
@@ -142,3 +167,8 @@ def _atomic_load_compiled(a, i):
 @overload(spin_pause, inline="always")
 def _spin_pause_compiled():
     return lambda: _spin_pause()
+
+
+@overload(trailing_zeros, inline="always")
+def _trailing_zeros_compiled(x):
+    return lambda x: _trailing_zeros(x)

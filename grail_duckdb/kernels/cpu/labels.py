@@ -1,6 +1,6 @@
 """CPU twins of ``kernels/labels.cu``: the four breadth-first passes of the GRAIL labels (GRAIL
-GPU paper, Section 4, Algorithms 2-6), as sweeps in topological order (the hub sets are in
-:mod:`.hubs`, what the sweeps share in :mod:`.sweeps`).
+GPU paper, Section 4, Algorithms 2-6), as sweeps in topological order (the intervals are in
+:mod:`.bounds`, the hub sets in :mod:`.hubs`, what the sweeps share in :mod:`.sweeps`).
 
 Every array of a vertex or an edge is made by the caller (:class:`~.CpuKernels`) with NumPy and
 passed in to be filled: NumPy asks the kernel for huge pages, so the first touch of a large
@@ -17,7 +17,7 @@ from ...jit import njit
 
 from ..shared import ORDER_BLOCK, order_params, permute_step
 from .cores import cores, on_cores, task_range
-from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause
+from .intrinsics import atomic_add, atomic_load, prefetch, spin_pause, trailing_zeros
 from .sweeps import (AHEAD, LONG_ROW, NONE, PIECES_PER_CORE, claim, piece, pieces,
                      prefetch_along, prefetch_rows, wait_level)
 
@@ -305,18 +305,21 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
     for blk in range(n_blocks):
         base = blk * ORDER_BLOCK
         roots = ~children[blk]
+        if base + ORDER_BLOCK > n:  # the last block: no ids from n on
+            roots &= (np.uint64(1) << np.uint64(n - base)) - np.uint64(1)
         running = start[blk]
-        if roots == ~np.uint64(0) and base + ORDER_BLOCK <= n:  # a block of roots only
+        if roots == ~np.uint64(0):  # a block of roots only
             for o in range(ORDER_BLOCK):
                 v = base + (o ^ xor)
                 out[v] = running
                 running += size[v]
             continue
-        for o in range(ORDER_BLOCK):
-            q = o ^ xor
-            if (roots >> np.uint64(q)) & np.uint64(1) and base + q < n:
-                out[base + q] = running
-                running += size[base + q]
+        left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
+        while left:
+            v = base + (trailing_zeros(left) ^ xor)
+            left &= left - np.uint64(1)
+            out[v] = running
+            running += size[v]
     acc[:] = 0
     for b in range(n_blocks):
         ahead = blocks[b + BLOCKS_AHEAD]
@@ -327,15 +330,40 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
                 prefetch(out, ahead + q)
         base = blocks[b]
         kids = children[base // ORDER_BLOCK]
-        if kids == 0:
+        if kids == ~np.uint64(0):
+            for o in range(ORDER_BLOCK):
+                _add_sibling(parent, size, out, acc, base + (o ^ xor))
             continue
-        for o in range(ORDER_BLOCK):
-            q = o ^ xor
-            if (kids >> np.uint64(q)) & np.uint64(1):
-                v = base + q
-                p = parent[v]
-                out[v] = acc[p]
-                acc[p] += size[v]
+        left = _xor_bits(kids, xor)
+        while left:
+            o = trailing_zeros(left)
+            left &= left - np.uint64(1)
+            _add_sibling(parent, size, out, acc, base + (o ^ xor))
+
+
+@njit(inline="always", **_JIT)
+def _add_sibling(parent, size, out, acc, v):
+    """v's sum of earlier siblings, and its size added to its parent's running sum."""
+    p = parent[v]
+    out[v] = acc[p]
+    acc[p] += size[v]
+
+
+#: the bit groups that :func:`_xor_bits` swaps, halves of 2, 4, ... 64 bits
+_HALVES = (np.uint64(0x5555555555555555), np.uint64(0x3333333333333333),
+           np.uint64(0x0F0F0F0F0F0F0F0F), np.uint64(0x00FF00FF00FF00FF),
+           np.uint64(0x0000FFFF0000FFFF), np.uint64(0x00000000FFFFFFFF))
+
+
+@njit(inline="always", **_JIT)
+def _xor_bits(x, xor):
+    """``x`` with its bit q moved to bit ``q ^ xor`` (a swap of halves per bit of ``xor``)."""
+    width = np.uint64(1)
+    for half in _HALVES:
+        if xor & np.int64(width):
+            x = ((x >> width) & half) | ((x & half) << width)
+        width <<= np.uint64(1)
+    return x
 
 
 @njit(**_JIT)
@@ -468,92 +496,3 @@ def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
         _all_sibling_sums(parent, size, seed, sums, acc)
         on_cores(_transposed, cores(), sums, post, parent, size)
     _starts_down(parent, order, offsets, size, post, parts, sums is not None)
-
-
-@njit(**_JIT)
-def _bound(fwd_ptr, fwd_idx, order, out, upper, fetch):
-    """Each row of ``out`` (the post ranks) the min (``upper`` False) or max over its DAG
-    children's rows, bottom-up (``fetch``: prefetching the rows ahead)."""
-    n, d = out.shape
-    for i in range(n - 1, -1, -1):
-        if fetch:
-            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, out, d, NONE)
-        v = order[i]
-        end = fwd_ptr[v + 1]
-        long = end - fwd_ptr[v] > LONG_ROW
-        for e in range(fwd_ptr[v], end):
-            prefetch_along(e, end, long, fwd_idx, out, d, NONE)
-            w = fwd_idx[e]
-            if upper:
-                for j in range(d):
-                    out[v, j] = max(out[v, j], out[w, j])
-            else:
-                for j in range(d):
-                    out[v, j] = min(out[v, j], out[w, j])
-
-
-@njit(**_JIT)
-def _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, lo, hi, fetch):
-    """Both bounds of the vertices at ``order[lo:hi]`` (their children's rows are final)."""
-    n, d = inner.shape
-    for i in range(hi - 1, lo - 1, -1):
-        if fetch:
-            prefetch_rows(i, -1, n, order, fwd_ptr, fwd_idx, inner, d, NONE)
-        v = order[i]
-        end = fwd_ptr[v + 1]
-        long = end - fwd_ptr[v] > LONG_ROW
-        for e in range(fwd_ptr[v], end):
-            prefetch_along(e, end, long, fwd_idx, inner, d, NONE)
-            prefetch_along(e, end, long, fwd_idx, outer, d, NONE)
-            w = fwd_idx[e]
-            for j in range(d):
-                inner[v, j] = min(inner[v, j], inner[w, j])
-                outer[v, j] = max(outer[v, j], outer[w, j])
-
-
-def interval_bounds(fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch):
-    """Step 4 (Algorithm 6): per label, the smallest and the largest post rank over v and
-    every DAG descendant of v: the interval [inner, outer] (``inner`` comes as the post
-    ranks, ``outer`` as room for a copy of them). ``parts`` > 0: both bounds level by level
-    from the deepest, each level in up to that many pieces that the cores take in turn
-    (:func:`_starts_down`); 0: a core for each bound. ``fetch``: prefetch the rows ahead.
-
-    The bounds run over all DAG children, not only tree children. The paper's tree is a DFS
-    tree, where the largest is always v's own rank; ours comes from breadth-first levels, so a
-    non-tree edge may lead to a larger rank and the outer bound is propagated too. Either way
-    u reaches w only if [inner(w), outer(w)] lies inside [inner(u), outer(u)].
-    """
-    np.copyto(outer, inner)
-    if parts == 0:
-        on_cores(_bound_side, 2, fwd_ptr, fwd_idx, order, inner, outer, fetch)
-        return
-    levels = offsets.shape[0] - 1
-    on_cores(_bounds_levels, parts // PIECES_PER_CORE, fwd_ptr, fwd_idx, order, offsets, inner,
-             outer, parts, fetch, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
-
-
-@njit(**_JIT)
-def _bound_side(task, tasks, fwd_ptr, fwd_idx, order, inner, outer, fetch):
-    """Task 0: the lower bounds (:func:`_bound` of ``inner``); task 1: the upper ones."""
-    _bound(fwd_ptr, fwd_idx, order, outer if task else inner, task == 1, fetch)
-
-
-@njit(**_JIT)
-def _bounds_levels(task, tasks, fwd_ptr, fwd_idx, order, offsets, inner, outer, parts, fetch,
-                   taken, done):
-    """:func:`interval_bounds` level by level from the deepest, one of ``tasks`` side by
-    side."""
-    levels = offsets.shape[0] - 1
-    for step in range(levels):
-        level = levels - 1 - step
-        lo, hi = offsets[level], offsets[level + 1]
-        k = pieces(lo, hi, parts)
-        c = claim(taken, step, k)
-        while c >= 0:
-            a, b = piece(lo, hi, c, k)
-            _bounds_range(fwd_ptr, fwd_idx, order, inner, outer, a, b, fetch)
-            atomic_add(done, step, 1)
-            c = claim(taken, step, k)
-        wait_level(done, step, k)
-
-

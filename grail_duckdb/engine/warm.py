@@ -72,7 +72,7 @@ _ELSEWHERE = {
 #: the build's level-by-level sweeps: a build runs them on ``CpuSettings.level_threads``
 #: cores or more
 _LEVELWISE = tuple(_CPU + k for k in ("labels._subtree_levels", "labels._starts_levels",
-                                      "labels._bounds_range", "labels._bounds_levels",
+                                      "bounds._bounds_range", "bounds._bounds_levels",
                                       "hubs._both_levels"))
 #: the modules of each part's kernels (:func:`to_compile` counts the kernels to compile)
 _MODULES = {"build": jit.FAMILIES["build"], "citations": jit.FAMILIES["build"],

@@ -299,9 +299,15 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
             if "baseline" in parts:
                 idx.reaches_with_stats(qs, qd, use_cuts=False)
                 idx.reaches_with_stats(qs, qd, words=4)
-            if "append" in parts:
-                cited = keys.take(pa.array(rng.integers(0, len(keys), 50)))
-                idx.append(_new_keys(keys, 50), cited)       # an append's fold and growth
+            if "append" in parts:  # an append's fold and growth
+                cited = keys.take(pa.array(rng.integers(0, len(keys), _APPENDED)))
+                idx.append(_new_keys(keys, _APPENDED), cited)
+
+
+#: the edges of the warm-up's appends: past 2,048, where CuPy's reductions (the device's
+#: ``any``, ``all``, ``max`` of the batch's arrays) take the kernel of large arrays, which
+#: a first append of a million papers otherwise compiles (3 s for ``bincount`` on an H200)
+_APPENDED = 4_096
 
 
 def _new_keys(keys: pa.Array, count: int) -> pa.Array:

@@ -218,20 +218,21 @@ def test_batches_give_the_answers_of_one_call(backend, monkeypatch):
     np.testing.assert_array_equal(whole.to_numpy(zero_copy_only=False), want)
 
 
-@pytest.mark.parametrize("threads", [2, 7, 64])
-def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, monkeypatch):
+@pytest.mark.parametrize("threads,few", [(2, 1 << 20), (7, 1 << 20), (64, 0), (2, 0)])
+def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, few, monkeypatch):
     """A DuckDB-sized call while no two calls overlap (DuckDB on one thread) is split over
-    every core (chunks of SMALL_CHUNK rows or more, some of them ragged); answers and cut
+    every core (chunks of SMALL_CHUNK rows or more, some of them ragged), by the package's
+    threads (``few``, FEW_CORES, past the machine's cores) or by Numba's (0); answers and cut
     counts equal the calling-thread path's and the oracle's, NULLs and unknown keys included."""
     from grail_duckdb.kernels import cpu
 
     monkeypatch.setattr(cpu.IN_FLIGHT, "overlap_at", -1e9)  # no earlier test's overlap
     with cpu.IN_FLIGHT as alone:
         assert alone
+    monkeypatch.setattr(cpu, "FEW_CORES", few)
     parallel = []
-    real = cpu.classify.answer_parallel
-    monkeypatch.setattr(cpu.classify, "answer_parallel",
-                        lambda *a: parallel.append(a[-1]) or real(*a))
+    real = cpu._chunk_rows
+    monkeypatch.setattr(cpu, "_chunk_rows", lambda *a: parallel.append(real(*a)) or parallel[-1])
     n = 1500
     src, dst = _dag(n, 5000, 21, span=50)
     idx = gd.build_index(src, dst, backend="cpu", labels=2)

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from .. import jit, progress
 from ..indexfile.digest import hash_bytes
 from ..kernels import CpuKernels, CpuSettings, resolve
+from ..kernels.cpu import FEW_CORES
 from ..kernels.cpu.cores import cores
 from .build import build_index
 
@@ -182,6 +183,8 @@ def _elsewhere(part: str) -> tuple:
     """The kernels of ``part``'s modules that its work never calls on this machine."""
     if part == "citations" and cores() < CpuSettings.level_threads:
         return _ELSEWHERE[part] + _LEVELWISE
+    if part == "query" and cores() <= FEW_CORES:  # (the package's threads spread batches)
+        return _ELSEWHERE[part] + (_CPU + "classify.answer_parallel",)
     return _ELSEWHERE.get(part, ())
 
 

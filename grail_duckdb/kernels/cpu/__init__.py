@@ -50,7 +50,7 @@ from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import (append, bidir, bounds, classify, graph, hubs, labels, levels, pages, rows, search,
                sweeps)
-from .cores import cores
+from .cores import cores, on_threads
 from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
@@ -65,6 +65,11 @@ SERIAL_MAX = 16_384
 CHUNK = 4_096
 #: a smaller batch that runs alone is spread over every core from this many pairs on
 ALONE_MIN = 1_024
+#: machines of at most this many cores spread a batch's classification over the package's
+#: threads (:func:`.cores.on_threads`), not Numba's (``classify.answer_parallel``, whose
+#: parallel loop costs 4.5 s of a first run's compile on two cores, where waking one or
+#: three threads costs little)
+FEW_CORES = 4
 #: rows per chunk, at least, of such a batch (a multiple of 8)
 SMALL_CHUNK = 64
 #: pairs per block of the threaded search (a thread takes one block at a time)
@@ -382,8 +387,7 @@ class CpuKernels(CpuPaths):
                                and cores() > 1)
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
-                    counts = classify.answer_parallel(*args, bits, codes,
-                                                      _chunk_rows(nq, self.threads)).sum(0)
+                    counts = _answer_spread(args, bits, codes, self.threads)
                 finally:
                     PARALLEL_LOCK.release()
             else:
@@ -461,6 +465,28 @@ def _aligned(shape, dtype, align: int = 64):
     raw = np.empty(count * dtype.itemsize + align, np.uint8)
     start = -raw.ctypes.data % align
     return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def _answer_spread(args, bits, codes, threads: int) -> np.ndarray:
+    """The counts of a batch classified in chunks (:func:`_chunk_rows`) on every core: by
+    Numba's threads, or on a machine of at most FEW_CORES cores by the package's."""
+    nq = codes.shape[0]
+    chunk = _chunk_rows(nq, threads)
+    if cores() > FEW_CORES:
+        return classify.answer_parallel(*args, bits, codes, chunk).sum(0)
+    per = np.zeros((-(-nq // chunk), N_STATUS), np.int64)
+    on_threads(_answer_chunks, min(threads, cores(), per.shape[0]), args, bits, codes, chunk,
+               per)
+    return per.sum(0)
+
+
+def _answer_chunks(task, tasks, args, bits, codes, chunk: int, per) -> None:
+    """Task ``task`` of :func:`_answer_spread` on the package's threads: chunks task,
+    task + tasks, ... (``per``: each chunk's counts)."""
+    nq = codes.shape[0]
+    for c in range(task, per.shape[0], tasks):
+        lo = c * chunk
+        classify.answer_range(lo, min(lo + chunk, nq), *args, bits, codes, per[c])
 
 
 def _chunk_rows(nq: int, threads: int) -> int:

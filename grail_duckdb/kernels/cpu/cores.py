@@ -24,7 +24,7 @@ import numba
 
 from ...jit import njit
 
-__all__ = ["on_cores", "cores", "task_range"]
+__all__ = ["on_cores", "on_threads", "cores", "task_range"]
 
 
 def cores() -> int:
@@ -108,6 +108,22 @@ def on_cores(kernel, tasks: int, *args) -> list:
         return [kernel(task, tasks, *args) for task in range(tasks)]
     try:
         return pool.run(kernel, tasks, args)
+    finally:
+        pool.busy.release()
+
+
+def on_threads(fn, tasks: int, *args) -> list:
+    """:func:`on_cores` for a Python function ``fn(task, tasks, *args)`` whose work is calls of
+    compiled kernels that release the GIL: its tasks share the same threads (compiled or
+    not, the kernels it calls give the same results in any order of the tasks)."""
+    tasks = int(tasks)
+    if tasks <= 1:
+        return [fn(0, 1, *args)]
+    pool = _the_pool()
+    if tasks - 1 > len(pool.go) or not pool.busy.acquire(blocking=False):
+        return [fn(task, tasks, *args) for task in range(tasks)]
+    try:
+        return pool.run(fn, tasks, args)
     finally:
         pool.busy.release()
 

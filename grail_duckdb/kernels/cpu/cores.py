@@ -101,31 +101,29 @@ def on_cores(kernel, tasks: int, *args) -> list:
     has ended (none is left writing into the arrays). While another thread's work holds the
     threads, or with more tasks than threads, the tasks run one after the other here."""
     tasks = int(tasks)
-    if tasks <= 1 or not kernel.runs_compiled(args):
+    if tasks > 1 and not kernel.runs_compiled(args):
         return [kernel(task, tasks, *args) for task in range(tasks)]
-    pool = _the_pool()
-    if tasks - 1 > len(pool.go) or not pool.busy.acquire(blocking=False):
-        return [kernel(task, tasks, *args) for task in range(tasks)]
-    try:
-        return pool.run(kernel, tasks, args)
-    finally:
-        pool.busy.release()
+    return _side_by_side(kernel, tasks, args)
 
 
 def on_threads(fn, tasks: int, *args) -> list:
     """:func:`on_cores` for a Python function ``fn(task, tasks, *args)`` whose work is calls of
     compiled kernels that release the GIL: its tasks share the same threads (compiled or
     not, the kernels it calls give the same results in any order of the tasks)."""
-    tasks = int(tasks)
-    if tasks <= 1:
-        return [fn(0, 1, *args)]
-    pool = _the_pool()
-    if tasks - 1 > len(pool.go) or not pool.busy.acquire(blocking=False):
-        return [fn(task, tasks, *args) for task in range(tasks)]
-    try:
-        return pool.run(fn, tasks, args)
-    finally:
-        pool.busy.release()
+    return _side_by_side(fn, int(tasks), args)
+
+
+def _side_by_side(fn, tasks: int, args) -> list:
+    """The tasks of ``fn`` on the pool's threads and this one, or one after the other here
+    (one task, more tasks than threads, or the threads busy with other work)."""
+    if tasks > 1:
+        pool = _the_pool()
+        if tasks - 1 <= len(pool.go) and pool.busy.acquire(blocking=False):
+            try:
+                return pool.run(fn, tasks, args)
+            finally:
+                pool.busy.release()
+    return [fn(task, tasks, *args) for task in range(tasks)]
 
 
 @njit(inline="always", cache=True, nogil=True, boundscheck=False)

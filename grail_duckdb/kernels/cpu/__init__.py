@@ -475,8 +475,10 @@ def _answer_spread(args, bits, codes, threads: int) -> np.ndarray:
     if cores() > FEW_CORES:
         return classify.answer_parallel(*args, bits, codes, chunk).sum(0)
     per = np.zeros((-(-nq // chunk), N_STATUS), np.int64)
-    on_threads(_answer_chunks, min(threads, cores(), per.shape[0]), args, bits, codes, chunk,
-               per)
+    tasks = min(threads, cores(), per.shape[0])
+    if not classify.answer_range.runs_compiled((0, chunk, *args, bits, codes, per[0])):
+        tasks = 1  # its Python source: one task (an interpreted call undone restores whole arrays)
+    on_threads(_answer_chunks, tasks, args, bits, codes, chunk, per)
     return per.sum(0)
 
 

@@ -108,8 +108,10 @@ def on_cores(kernel, tasks: int, *args) -> list:
 
 def on_threads(fn, tasks: int, *args) -> list:
     """:func:`on_cores` for a Python function ``fn(task, tasks, *args)`` whose work is calls of
-    compiled kernels that release the GIL: its tasks share the same threads (compiled or
-    not, the kernels it calls give the same results in any order of the tasks)."""
+    compiled kernels that release the GIL: its tasks share the same threads. The caller asks
+    for one task where those kernels run their Python source (:mod:`grail_duckdb.jit`: an
+    interpreted call that fails is undone by restoring its whole arrays, other tasks' rows
+    too), as :func:`on_cores` does for its kernel."""
     return _side_by_side(fn, int(tasks), args)
 
 

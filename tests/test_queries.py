@@ -218,18 +218,21 @@ def test_batches_give_the_answers_of_one_call(backend, monkeypatch):
     np.testing.assert_array_equal(whole.to_numpy(zero_copy_only=False), want)
 
 
-@pytest.mark.parametrize("threads,few", [(2, 1 << 20), (7, 1 << 20), (64, 0), (2, 0)])
+@pytest.mark.parametrize("threads,few", [(2, 0), (7, 0), (64, 0), (2, 1 << 20)])
 def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, few, monkeypatch):
     """A DuckDB-sized call while no two calls overlap (DuckDB on one thread) is split over
-    every core (chunks of SMALL_CHUNK rows or more, some of them ragged), by the package's
-    threads (``few``, FEW_CORES, past the machine's cores) or by Numba's (0); answers and cut
-    counts equal the calling-thread path's and the oracle's, NULLs and unknown keys included."""
+    every core by Numba's threads (chunks of SMALL_CHUNK rows or more, some of them ragged);
+    on a machine of few cores (``few``: FEW_CORES past the machine's cores) it stays on the
+    calling thread, and a batch of SERIAL_MAX pairs or more is split over the package's
+    threads. Answers and cut counts equal the calling-thread path's and the oracle's, NULLs
+    and unknown keys included."""
     from grail_duckdb.kernels import cpu
 
     monkeypatch.setattr(cpu.IN_FLIGHT, "overlap_at", -1e9)  # no earlier test's overlap
     with cpu.IN_FLIGHT as alone:
         assert alone
     monkeypatch.setattr(cpu, "FEW_CORES", few)
+    monkeypatch.setattr(cpu, "SERIAL_MAX", 3000)  # a "large" batch of the sizes below
     parallel = []
     real = cpu._chunk_rows
     monkeypatch.setattr(cpu, "_chunk_rows", lambda *a: parallel.append(real(*a)) or parallel[-1])
@@ -244,9 +247,13 @@ def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, few, mon
         spread, s_spread = idx.reaches_with_stats(qs, qt)
         with monkeypatch.context() as m:
             m.setattr(cpu, "ALONE_MIN", 1 << 40)
+            m.setattr(cpu, "SERIAL_MAX", 1 << 40)
             serial, s_serial = idx.reaches_with_stats(qs, qt)
         assert spread.equals(serial) and s_spread == s_serial
-        assert parallel and parallel[-1] == cpu._chunk_rows(size, threads)
+        if few and size < cpu.SERIAL_MAX:
+            assert not parallel  # a few cores' small batch: the calling thread's
+        else:
+            assert parallel and parallel[-1] == cpu._chunk_rows(size, threads)
         parallel.clear()
         a = qs.fill_null(0).to_numpy()
         b = qt.to_numpy()

@@ -63,12 +63,14 @@ _NO_WINDOWS = (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.
 SERIAL_MAX = 16_384
 #: rows per chunk of a parallel classification (a multiple of 8: chunks never share a byte)
 CHUNK = 4_096
-#: a smaller batch that runs alone is spread over every core from this many pairs on
+#: a smaller batch that runs alone is spread over every core from this many pairs on, on a
+#: machine of more than FEW_CORES cores
 ALONE_MIN = 1_024
-#: machines of at most this many cores spread a batch's classification over the package's
-#: threads (:func:`.cores.on_threads`), not Numba's (``classify.answer_parallel``, whose
-#: parallel loop costs 4.5 s of a first run's compile on two cores, where waking one or
-#: three threads costs little)
+#: machines of at most this many cores classify a smaller batch on the calling thread even
+#: alone (on 2 cores a million pairs in DuckDB's chunks of 2,048 took 128 ms so, 231 ms
+#: spread), and spread a batch of SERIAL_MAX or more over the package's threads
+#: (:func:`.cores.on_threads`), not Numba's (``classify.answer_parallel``, whose parallel
+#: loop costs 4.5 s of a first run's compile on two cores)
 FEW_CORES = 4
 #: rows per chunk, at least, of such a batch (a multiple of 8)
 SMALL_CHUNK = 64
@@ -384,7 +386,7 @@ class CpuKernels(CpuPaths):
         with IN_FLIGHT as alone:
             large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
             spread = large or (alone and nq >= ALONE_MIN and self.threads > 1
-                               and cores() > 1)
+                               and cores() > FEW_CORES)
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = _answer_spread(args, bits, codes, self.threads)

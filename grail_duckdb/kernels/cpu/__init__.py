@@ -63,15 +63,16 @@ _NO_WINDOWS = (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.
 SERIAL_MAX = 16_384
 #: rows per chunk of a parallel classification (a multiple of 8: chunks never share a byte)
 CHUNK = 4_096
-#: a smaller batch that runs alone is spread over every core from this many pairs on, on a
-#: machine of more than FEW_CORES cores
+#: a smaller batch that runs alone is spread over every core from this many pairs on
 ALONE_MIN = 1_024
-#: machines of at most this many cores classify a smaller batch on the calling thread even
-#: alone (on 2 cores a million pairs in DuckDB's chunks of 2,048 took 128 ms so, 231 ms
-#: spread), and spread a batch of SERIAL_MAX or more over the package's threads
+#: machines of at most this many cores spread a batch over the package's threads
 #: (:func:`.cores.on_threads`), not Numba's (``classify.answer_parallel``, whose parallel
-#: loop costs 4.5 s of a first run's compile on two cores)
+#: loop costs 4.5 s of a first run's compile on two cores), and a smaller batch alone only
+#: from ALONE_MIN_FEW pairs on (on 2 cores a million pairs in DuckDB's chunks of 2,048 took
+#: 128 ms on the calling thread, 231 ms spread; an Arrow array of 8 chunks of 12,500 pairs
+#: 7.8 ms unspread against 4.5 ms for its 100,000 pairs in one piece)
 FEW_CORES = 4
+ALONE_MIN_FEW = 8_192
 #: rows per chunk, at least, of such a batch (a multiple of 8)
 SMALL_CHUNK = 64
 #: pairs per block of the threaded search (a thread takes one block at a time)
@@ -363,15 +364,28 @@ class CpuKernels(CpuPaths):
         ks, kt = pieces_of(ks), pieces_of(kt)
         if len(ks) == 1:
             return self._answer_piece(qi, ks[0], kt[0], valid, prune, budget)
-        parts, at = [], 0
-        for a, b in zip(ks, kt):
-            n = a.shape[0]
-            parts.append((at, n, self._answer_piece(qi, a, b, None if valid is None else
-                                                    valid[at:at + n], prune, budget)))
-            at += n
-        return _joined(parts, at)
+        starts = np.cumsum([0] + [a.shape[0] for a in ks])
+        pieces = [(int(at), a, b, None if valid is None else valid[at:at + a.shape[0]])
+                  for at, a, b in zip(starts, ks, kt)]
+        out = [None] * len(pieces)
+        tasks = 1
+        if cores() <= FEW_CORES and starts[-1] >= ALONE_MIN_FEW and self.threads > 1:
+            tasks = min(self.threads, cores(), len(pieces))  # pieces side by side, each serial
+        if tasks > 1 and not classify.answer_range.runs_compiled(
+                (0, 1, pieces[0][1], pieces[0][2])):
+            tasks = 1  # its Python source: one task (as in _answer_spread)
+        on_threads(self._answer_pieces, tasks, qi, pieces, prune, budget, tasks > 1, out)
+        return _joined([(at, a.shape[0], part) for (at, a, _, _), part in zip(pieces, out)],
+                       int(starts[-1]))
 
-    def _answer_piece(self, qi, ks, kt, valid, prune, budget):
+    def _answer_pieces(self, task, tasks, qi, pieces, prune, budget, serial, out):
+        """Task ``task`` of a batch of several key pieces: pieces task, task + tasks, ...
+        (``serial``: each classified on this thread alone)."""
+        for i in range(task, len(pieces), tasks):
+            at, a, b, valid = pieces[i]
+            out[i] = self._answer_piece(qi, a, b, valid, prune, budget, serial)
+
+    def _answer_piece(self, qi, ks, kt, valid, prune, budget, serial=False):
         """:meth:`answer_pairs` of one piece of keys (arrays of one key type and layout)."""
         nq = ks.shape[0]
         table = qi.lookup_table
@@ -385,8 +399,9 @@ class CpuKernels(CpuPaths):
         codes = np.empty(nq, np.int8)
         with IN_FLIGHT as alone:
             large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
-            spread = large or (alone and nq >= ALONE_MIN and self.threads > 1
-                               and cores() > FEW_CORES)
+            least = ALONE_MIN if cores() > FEW_CORES else ALONE_MIN_FEW
+            spread = not serial and (large or (alone and nq >= least and self.threads > 1
+                                               and cores() > 1))
             if spread and PARALLEL_LOCK.acquire(blocking=large):
                 try:
                     counts = _answer_spread(args, bits, codes, self.threads)

@@ -75,9 +75,8 @@ class CountSettings:
     bits_gpu: int = 16 << 30
     #: the share of the device's free memory the sketches' registers may take
     sketch_share: float = 0.9
-    #: the sweeps of register slices a sketch may take before its precision steps down (each
-    #: sweep costs about the whole sketch's time over the slices: 2 keeps the default
-    #: precision on 2.5 billion citations on an H200 within a minute)
+    #: the sweeps of register slices a sketch may take before its precision steps down (the
+    #: sweeps' fixed costs add up: a sketch in two slices takes about twice one's time)
     max_slices: int = 2
 
     def exact_budget(self, backend: str) -> float:

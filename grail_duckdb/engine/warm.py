@@ -307,9 +307,8 @@ def _exercise(parts, backend: str, quiet: bool = False) -> None:
                 idx.append(_new_keys(keys, _APPENDED), cited)
 
 
-#: the edges of the warm-up's appends: past 2,048, where CuPy's reductions (the device's
-#: ``any``, ``all``, ``max`` of the batch's arrays) take the kernel of large arrays, which
-#: a first append of a million papers otherwise compiles (3 s for ``bincount`` on an H200)
+#: the edges of the warm-up's appends: past 2,048, where CuPy's reductions of a batch's arrays
+#: take the kernels of large arrays (compiled at first use, else by a user's first append)
 _APPENDED = 4_096
 
 

@@ -65,12 +65,9 @@ SERIAL_MAX = 16_384
 CHUNK = 4_096
 #: a smaller batch that runs alone is spread over every core from this many pairs on
 ALONE_MIN = 1_024
-#: machines of at most this many cores spread a batch over the package's threads
-#: (:func:`.cores.on_threads`), not Numba's (``classify.answer_parallel``, whose parallel
-#: loop costs 4.5 s of a first run's compile on two cores), and a smaller batch alone only
-#: from ALONE_MIN_FEW pairs on (on 2 cores a million pairs in DuckDB's chunks of 2,048 took
-#: 128 ms on the calling thread, 231 ms spread; an Arrow array of 8 chunks of 12,500 pairs
-#: 7.8 ms unspread against 4.5 ms for its 100,000 pairs in one piece)
+#: machines of at most this many cores spread a batch on the package's threads, not Numba's
+#: (``classify.answer_parallel`` costs seconds of a first run's compile), and a lone smaller
+#: batch from ALONE_MIN_FEW pairs on (waking a thread costs more than a DuckDB chunk's work)
 FEW_CORES = 4
 ALONE_MIN_FEW = 8_192
 #: rows per chunk, at least, of such a batch (a multiple of 8)
@@ -379,8 +376,7 @@ class CpuKernels(CpuPaths):
                        int(starts[-1]))
 
     def _answer_pieces(self, task, tasks, qi, pieces, prune, budget, serial, out):
-        """Task ``task`` of a batch of several key pieces: pieces task, task + tasks, ...
-        (``serial``: each classified on this thread alone)."""
+        """Pieces task, task + tasks, ... of a call (``serial``: each on this thread alone)."""
         for i in range(task, len(pieces), tasks):
             at, a, b, valid = pieces[i]
             out[i] = self._answer_piece(qi, a, b, valid, prune, budget, serial)

@@ -75,8 +75,8 @@ class CountSettings:
     bits_gpu: int = 16 << 30
     #: the share of the device's free memory the sketches' registers may take
     sketch_share: float = 0.9
-    #: the sweeps of register slices a sketch may take before its precision steps down (the
-    #: sweeps' fixed costs add up: a sketch in two slices takes about twice one's time)
+    #: the sweeps of register slices a sketch may take before its precision steps down (each
+    #: slice is a sweep of its own over the whole DAG)
     max_slices: int = 2
 
     def exact_budget(self, backend: str) -> float:

@@ -86,6 +86,14 @@ def lookup_dense(keys, offset, table):
     return out
 
 
+def one_array(col) -> pa.Array:
+    """An Arrow array or chunked array as one array: a lone chunk as it is (``combine_chunks``
+    copies even then: 80 MB for a column of ten million keys)."""
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
 def as_int64(arr: pa.Array) -> np.ndarray:
     """Integer keys as int64 NumPy (uint64 keys above 2**63 - 1 are refused, not wrapped)."""
     if pa.types.is_dictionary(arr.type):
@@ -313,7 +321,7 @@ class VertexIds:
         """``(keys int64, valid)`` of a key column for :meth:`encode`: integer keys (those
         above 2**63 - 1 as NULL: never vertices), or the string keys' ids with ``-2 - k`` for
         the k-th distinct unknown one; ``valid`` None or one byte per row, 0 for NULL."""
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        arr = one_array(arr)
         if pa.types.is_null(arr.type):
             return np.full(len(arr), -1, np.int64), np.zeros(len(arr), np.uint8)
         self.check_kind(arr.type)

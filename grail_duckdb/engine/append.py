@@ -65,7 +65,7 @@ from ..kernels import to_host
 from ..kernels.host.transfers import copy_into
 from ..kernels.records import label_record, with_record
 from ..kernels.shared import EDGE_LEVEL_CAP, pack_pairs, swap_pairs
-from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string
+from ..model import DENSE_FACTOR, CSR, AppendBatch, Labels, as_int64, as_large_string, one_array
 from .condensation import Condensation, condense
 from ..growth import grow
 from ..indexfile.digest import hash_bytes
@@ -103,7 +103,7 @@ def compute_batch(index, edges, dst="dst", *, src: str = "src") -> AppendBatch |
         want = "integer" if index.ids.kind == "int" else "string (VARCHAR)"
         raise KeyTypeError(f"this index has {want} vertex keys but the appended edges' keys are "
                            f"{table.column(0).type}; cast them to the index's key type")
-    s_keys, d_keys = _one_array(table.column(0)), _one_array(table.column(1))
+    s_keys, d_keys = one_array(table.column(0)), one_array(table.column(1))
     s_new, d_sel, d_old, held_s, held_d = _out_of_new(index, s_keys, d_keys)
     if index.ids.kind == "int":
         keys, sl, dl, d_old = _int_batch_keys(index.kernels.xp, s_new, d_sel, d_old)
@@ -170,12 +170,6 @@ def _check_held(index, s_keys, d_keys, held, d_id) -> None:
         raise NotAppendableError(
             f"an edge {a!r} -> {b!r} leaves a vertex the index holds and adds a path: only "
             "edges out of new vertices are appended; rebuild the index from the grown edge list")
-
-
-def _one_array(col: pa.ChunkedArray) -> pa.Array:
-    """A column as one array: its chunk where it has one (``combine_chunks`` copies even
-    then: 80 MB for a batch of ten million edges)."""
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def _on(xp, *arrays):

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import IndexFileError
-from ..model import CSR, AppendBatch, Labels
+from ..model import CSR, AppendBatch, Labels, one_array
 from . import parts
 from .atomic_write import Replacement
 from .digest import hash_bytes
@@ -149,8 +149,9 @@ def _write_body(fd: int, table: pa.Table):
         valid[0] = True
         head = parts.blob_head("dag_children", rows, valid, 1, words.shape[0] // 4)
         page = [head + struct.pack("<I", words.shape[0]), words]
-        parts.external_chunk(part, stand_in, start, sum(len(b) for b in page))
     size = sum(len(b) for b in page)
+    if rows:
+        parts.external_chunk(part, stand_in, start, size)
     _write_all(fd, parts.MAGIC)
     for buf in page:
         _write_all(fd, buf)
@@ -245,10 +246,7 @@ def _digest(table: pa.Table) -> str:
     they decode, whatever their encoding in the file)."""
     leaves = []
     for col in table.columns:
-        if isinstance(col, pa.ChunkedArray):  # (combine_chunks copies even one chunk)
-            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-        else:
-            arr = col
+        arr = one_array(col)
         if _variable(arr.type):  # 32- or 64-bit offsets, hashed as 64-bit ones
             wide = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
             offs = np.frombuffer(arr.buffers()[1], np.int64 if wide else np.int32)[

@@ -365,12 +365,9 @@ class CpuKernels(CpuPaths):
         pieces = [(int(at), a, b, None if valid is None else valid[at:at + a.shape[0]])
                   for at, a, b in zip(starts, ks, kt)]
         out = [None] * len(pieces)
-        tasks = 1
-        if cores() <= FEW_CORES and starts[-1] >= ALONE_MIN_FEW and self.threads > 1:
-            tasks = min(self.threads, cores(), len(pieces))  # pieces side by side, each serial
-        if tasks > 1 and not classify.answer_range.runs_compiled(
-                (0, 1, pieces[0][1], pieces[0][2])):
-            tasks = 1  # its Python source: one task (as in _answer_spread)
+        tasks = 1  # pieces side by side on few cores, each serial
+        if cores() <= FEW_CORES and starts[-1] >= ALONE_MIN_FEW:
+            tasks = _tasks(self.threads, len(pieces), (0, 1, pieces[0][1], pieces[0][2]))
         on_threads(self._answer_pieces, tasks, qi, pieces, prune, budget, tasks > 1, out)
         return _joined([(at, a.shape[0], part) for (at, a, _, _), part in zip(pieces, out)],
                        int(starts[-1]))
@@ -481,23 +478,26 @@ def _aligned(shape, dtype, align: int = 64):
 
 
 def _answer_spread(args, bits, codes, threads: int) -> np.ndarray:
-    """The counts of a batch classified in chunks (:func:`_chunk_rows`) on every core: by
-    Numba's threads, or on a machine of at most FEW_CORES cores by the package's."""
-    nq = codes.shape[0]
-    chunk = _chunk_rows(nq, threads)
+    """A batch's counts, classified in chunks on every core (few cores: the package's threads)."""
+    chunk = _chunk_rows(codes.shape[0], threads)
     if cores() > FEW_CORES:
         return classify.answer_parallel(*args, bits, codes, chunk).sum(0)
-    per = np.zeros((-(-nq // chunk), N_STATUS), np.int64)
-    tasks = min(threads, cores(), per.shape[0])
-    if not classify.answer_range.runs_compiled((0, chunk, *args, bits, codes, per[0])):
-        tasks = 1  # its Python source: one task (an interpreted call undone restores whole arrays)
+    per = np.zeros((-(-codes.shape[0] // chunk), N_STATUS), np.int64)
+    tasks = _tasks(threads, per.shape[0], (0, chunk, *args, bits, codes, per[0]))
     on_threads(_answer_chunks, tasks, args, bits, codes, chunk, per)
     return per.sum(0)
 
 
+def _tasks(threads: int, items: int, call) -> int:
+    """Tasks for ``items`` pieces on the package's threads; one where ``answer_range`` runs its
+    Python source for ``call`` (a failed one is undone by restoring its whole arrays)."""
+    if not classify.answer_range.runs_compiled(call):
+        return 1
+    return max(1, min(threads, cores(), items))
+
+
 def _answer_chunks(task, tasks, args, bits, codes, chunk: int, per) -> None:
-    """Task ``task`` of :func:`_answer_spread` on the package's threads: chunks task,
-    task + tasks, ... (``per``: each chunk's counts)."""
+    """Chunks task, task + tasks, ... of :func:`_answer_spread` (``per``: their counts)."""
     nq = codes.shape[0]
     for c in range(task, per.shape[0], tasks):
         lo = c * chunk

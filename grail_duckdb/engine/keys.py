@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import EdgeInputError
-from ..kernels.host.keys import KEY_TYPES, read_only
+from ..kernels.host.keys import KEY_TYPES, NARROW_TYPES, read_only
 from ..model import key_kind
 from .ingest import as_column
 
@@ -49,7 +49,7 @@ def key_column(x, name: str = "key") -> KeyColumn:
 
     >>> c = key_column(np.arange(10, dtype=np.int16)[::3])
     >>> c.kind, c.n, c.pieces[0].dtype, c.pieces[0].tolist()
-    ('int', 4, dtype('int32'), [0, 3, 6, 9])
+    ('int', 4, dtype('int16'), [0, 3, 6, 9])
     >>> c = key_column(pa.chunked_array([[1, None], [3]]))
     >>> [p.tolist()[0] for p in c.pieces], c.valid.tolist()
     ([1, 3], [1, 0, 1])
@@ -88,7 +88,7 @@ _INTEGER_TYPES = {t.id: np.dtype(t.to_pandas_dtype()) for t in (
     pa.uint64())}
 
 
-_KERNEL_TYPES = frozenset(KEY_TYPES)
+_KERNEL_TYPES = frozenset(KEY_TYPES + NARROW_TYPES)
 
 
 def _validity(chunks) -> np.ndarray:
@@ -121,13 +121,11 @@ def _values(chunk: pa.Array, dtype: np.dtype) -> np.ndarray:
 
 
 def _kernel_view(a: np.ndarray) -> np.ndarray:
-    """``a`` as the kernels read it: a key type of the kernels in native byte order (8- and
-    16-bit keys widened to int32), read-only."""
+    """``a`` as the kernels read it: a key type of the kernels in native byte order,
+    read-only (8- and 16-bit keys as they lie: see :mod:`grail_duckdb.kernels.host.keys`)."""
     if a.dtype in _KERNEL_TYPES and not a.flags.writeable:
         return a
-    if a.dtype.itemsize < 4:
-        a = a.astype(np.int32)
-    elif not a.dtype.isnative:
+    if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
     return read_only(a)
 

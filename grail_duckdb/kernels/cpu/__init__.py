@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 
 from ...growth import roomy, roomy_zeros
 from ..host import PARALLEL_LOCK
-from ..host.keys import or_bits, pieces_of
+from ..host.keys import or_bits, pieces_of, widened
 from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import (append, bidir, bounds, classify, graph, hubs, labels, levels, pages, rows, search,
@@ -358,7 +358,7 @@ class CpuKernels(CpuPaths):
                              inner, outer, down, wdown, base)
 
     def answer_pairs(self, qi, ks, kt, valid, prune=True, budget=256):
-        ks, kt = pieces_of(ks), pieces_of(kt)
+        ks, kt = widened(pieces_of(ks)), widened(pieces_of(kt))
         if len(ks) == 1:
             return self._answer_piece(qi, ks[0], kt[0], valid, prune, budget)
         starts = np.cumsum([0] + [a.shape[0] for a in ks])

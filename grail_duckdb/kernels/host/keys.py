@@ -3,7 +3,9 @@
 The fused classification (:mod:`grail_duckdb.kernels.cpu.classify`) and the GPU's staging pass
 (:mod:`.staging`) read a key column as it lies: int32, int64, uint32 or uint64, contiguous or
 strided (:data:`KEY_TYPES`; Numba compiles one specialization per type and layout, on first
-use). Each key is read as ``np.int64(k)`` (exact but for uint64 keys above 2**63 - 1, which
+use). The 8- and 16-bit types reach the staging pass as they lie too (its copy widens them);
+the classification reads them widened to int32 (:func:`widened`), a copy that costs little
+beside its work on the host. Each key is read as ``np.int64(k)`` (exact but for uint64 keys above 2**63 - 1, which
 wrap) beside :func:`above_int64` (true for exactly those keys: they are never vertices, whose
 keys are int64).
 
@@ -17,11 +19,13 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-__all__ = ["KEY_TYPES", "KeysBeyondInt64", "above_int64", "or_bits", "pieces_length",
-           "pieces_of", "read_only"]
+__all__ = ["KEY_TYPES", "NARROW_TYPES", "KeysBeyondInt64", "above_int64", "or_bits",
+           "pieces_length", "pieces_of", "read_only", "widened"]
 
-#: the key types the kernels read (smaller integer types are widened to int32 first)
+#: the key types every kernel reads
 KEY_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
+#: the key types the staging pass reads as they lie and the classification widened
+NARROW_TYPES = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16))
 _INT64_MAX = np.uint64(np.iinfo(np.int64).max)
 
 
@@ -56,6 +60,13 @@ def read_only(a: np.ndarray) -> np.ndarray:
 def pieces_of(ks) -> tuple:
     """``ks`` as a tuple of pieces (an array is one piece)."""
     return ks if isinstance(ks, tuple) else (ks,)
+
+
+def widened(pieces: tuple) -> tuple:
+    """``pieces`` with the 8- and 16-bit ones as int32 (the classification's key types)."""
+    if all(p.dtype.itemsize >= 4 for p in pieces):
+        return pieces
+    return tuple(read_only(p.astype(np.int32)) if p.dtype.itemsize < 4 else p for p in pieces)
 
 
 def pieces_length(ks) -> int:

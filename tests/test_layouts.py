@@ -334,6 +334,39 @@ def test_the_staging_pass_reads_every_layout(layout, size):
     np.testing.assert_array_equal(out.view(np.int64), want)
 
 
+@pytest.mark.parametrize("dtype", ["int64", "uint64"])
+def test_the_pieces_of_a_large_batch_are_staged_by_every_core(monkeypatch, dtype):
+    """A chunked column of many pieces, each below the parallel size but more than it in
+    all, is staged piece by piece on every core: the same bytes as one piece,
+    the keys that do not fit counted across every piece (one in the last piece: wide form),
+    a key beyond int64 refused unless its pair is NULL."""
+    from grail_duckdb.kernels.host import staging
+
+    monkeypatch.setattr(staging, "PARALLEL_MIN", 64)
+    monkeypatch.setattr(staging, "PIECE_MIN", 40)
+    rng = np.random.default_rng(3)
+    s = rng.integers(1, 100, 400).astype(dtype)
+    t = rng.integers(1, 100, 400).astype(dtype)
+    cut = [0, 50, 90, 160, 220, 300, 350, 400]
+    ps = tuple(s[a:b] for a, b in zip(cut, cut[1:]))
+    pt = tuple(t[a:b] for a, b in zip(cut, cut[1:]))
+    want = np.r_[s.astype(np.int64), t.astype(np.int64)]
+    out = np.zeros(16 * 400, np.uint8)
+    assert stage_pairs(ps, pt, out, 1) is False
+    np.testing.assert_array_equal(out[:8 * 400].view(np.int32), want - 1)
+    s[399] = 0  # below the offset: every key goes wide
+    assert stage_pairs(ps, pt, out, 1) is True
+    np.testing.assert_array_equal(out.view(np.int64), np.r_[s.astype(np.int64),
+                                                            t.astype(np.int64)])
+    if dtype == "uint64":
+        s[395] = 2**63
+        with pytest.raises(KeysBeyondInt64):
+            stage_pairs(ps, pt, out, 1)
+        valid = np.ones(400, np.uint8)
+        valid[395] = 0
+        assert stage_pairs(ps, pt, out, None, valid=valid) is True
+
+
 def test_the_staging_pass_refuses_keys_beyond_int64_of_pairs_that_are_not_null():
     a = np.array([1, 2**64 - 1, 3, 2**63], np.uint64)
     b = np.array([1, 1, 2**63, 3], np.uint64)

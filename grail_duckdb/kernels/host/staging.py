@@ -28,6 +28,8 @@ from .keys import KeysBeyondInt64, above_int64, pieces_length, pieces_of
 
 #: columns shorter than this are staged on the calling thread
 PARALLEL_MIN = 1 << 16
+#: a piece of a batch of PARALLEL_MIN keys or more is staged by every core from this many on
+PIECE_MIN = 1 << 12
 #: keys per parallel task (small: a 100K-pair batch then spreads over every core)
 STAGE_BLOCK = 1 << 11
 #: staged narrow keys are below this (int32, and not -1 - ...: every value is a key offset)
@@ -120,11 +122,13 @@ def stage_pairs(a, b, out: np.ndarray, offset: int | None, lock=None, valid=None
 
 
 def _stage(a, b, narrow, offset, out, total, valid, lock) -> int:
-    """Every piece of a, b staged into ``out`` (:func:`_stage_serial`); the summed counts."""
+    """Every piece of a, b staged into ``out`` (:func:`_stage_serial`, or
+    :func:`_stage_parallel` for a large piece, or for a piece of ``PIECE_MIN`` keys or more
+    of a large batch: the chunks of a chunked column); the summed counts."""
     bad, at = 0, 0
     for x, y in zip(a, b):
         n = x.shape[0]
-        if n < PARALLEL_MIN:
+        if n < PARALLEL_MIN and (total < PARALLEL_MIN or n < PIECE_MIN):
             bad += _stage_serial(x, y, narrow, offset, out, at, total, valid)
         else:
             with lock if lock is not None else contextlib.nullcontext():

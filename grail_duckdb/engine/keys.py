@@ -96,7 +96,7 @@ def int64_view(x) -> np.ndarray | None:
         x = x.chunk(0)
     if not isinstance(x, pa.Int64Array) or x.null_count or not len(x):
         return None
-    return np.frombuffer(x.buffers()[1], np.int64, len(x), x.offset * 8)
+    return x.to_numpy(zero_copy_only=True)  # read-only: a view of the buffer
 
 
 #: Arrow integer type id -> the NumPy type of its values

@@ -24,7 +24,7 @@ from ..kernels.host.keys import KEY_TYPES, NARROW_TYPES, read_only
 from ..model import key_kind
 from .ingest import as_column
 
-__all__ = ["KeyColumn", "as_arrow", "kernel_keys", "key_column", "pair_pieces"]
+__all__ = ["KeyColumn", "as_arrow", "int64_view", "kernel_keys", "key_column", "pair_pieces"]
 
 
 @dataclass(slots=True)
@@ -80,6 +80,23 @@ def key_column(x, name: str = "key") -> KeyColumn:
         return key_column(x.cast(pa.int64()), name)
     chunks = [c for c in chunks if len(c)]
     return KeyColumn("str", n, tuple(chunks), _validity(chunks) if x.null_count else None, typ)
+
+
+def int64_view(x) -> np.ndarray | None:
+    """The keys of an Arrow int64 column of one chunk and no NULL as the kernels read them (a
+    read-only view of its values buffer); None for anything else, which :func:`key_column`
+    reads. The per-chunk path's shortcut: DuckDB hands the BIGINT function such columns.
+
+    >>> int64_view(pa.chunked_array([[3, 1]])).tolist(), int64_view(pa.array([3, None]))
+    ([3, 1], None)
+    """
+    if isinstance(x, pa.ChunkedArray):
+        if x.num_chunks != 1:
+            return None
+        x = x.chunk(0)
+    if not isinstance(x, pa.Int64Array) or x.null_count or not len(x):
+        return None
+    return x.to_numpy(zero_copy_only=True)  # read-only: a view of the buffer
 
 
 #: Arrow integer type id -> the NumPy type of its values

@@ -45,7 +45,7 @@ from ..kernels import to_host
 from ..kernels.host.keys import KeysBeyondInt64
 from ..model import beyond_int64
 from ..progress import PairsProgress
-from .keys import KeyColumn, as_arrow, kernel_keys, key_column, pair_pieces
+from .keys import KeyColumn, as_arrow, int64_view, kernel_keys, key_column, pair_pieces
 
 #: 64-bit words per vertex of the plain multi-source BFS (``use_cuts=False``) at least
 SEARCH_WORDS = 1
@@ -181,19 +181,28 @@ def answer_chunk(index, src, dst) -> pa.BooleanArray:
     """The answers of one small call, a DuckDB chunk (NULL where a key is NULL): one fused
     pass over the pairs and, when some are left, one exact search of those; no statistics,
     progress line or cancel hook (the calls of a chunked statement are short, and DuckDB
-    reports and interrupts the statement). A call larger than one batch, or of keys that
-    must be masked, takes :func:`reaches`."""
-    cs, ct = key_column(src, "source"), key_column(dst, "destination")
-    nq = cs.n
-    if ct.n != nq:
-        raise ValueError(f"src and dst differ in length ({nq} vs {ct.n})")
+    reports and interrupts the statement). Two Arrow int64 columns of one chunk and no NULLs
+    (what DuckDB hands the BIGINT function) are read as they are, with nothing else done per
+    call. A call larger than one batch, or of keys that must be masked, takes
+    :func:`reaches`."""
+    plain = int64_view(src), int64_view(dst)
+    if plain[0] is not None and plain[1] is not None and plain[0].shape == plain[1].shape:
+        index.ids.check_kind(pa.int64())
+        (ks, kt), valid, nq = plain, None, plain[0].shape[0]
+    else:
+        cs, ct = key_column(src, "source"), key_column(dst, "destination")
+        if ct.n != cs.n:
+            raise ValueError(f"src and dst differ in length ({cs.n} vs {ct.n})")
+        if cs.n == 0 or _mixed_beyond_int64(cs, ct):
+            return reaches(index, src, dst)[0]
+        ks, kt, valid = _kernel_columns(index, cs, ct)
+        ks, kt = pair_pieces(ks, kt, 0, cs.n)
+        nq = cs.n
     k, qi, probe = index.classifier(nq)
-    if nq == 0 or nq > k.query_batch or _mixed_beyond_int64(cs, ct):
+    if nq > k.query_batch:
         return reaches(index, src, dst)[0]
-    ks, kt, valid = _kernel_columns(index, cs, ct)
-    bks, bkt = pair_pieces(ks, kt, 0, nq)
     try:
-        part = k.answer_pairs(qi, bks, bkt, valid, True, PROBE_BUDGET if probe else 0)
+        part = k.answer_pairs(qi, ks, kt, valid, True, PROBE_BUDGET if probe else 0)
     except KeysBeyondInt64:
         return reaches(index, src, dst)[0]
     if part.counts[K.DEFERRED]:

@@ -15,7 +15,7 @@ Rules every implementation keeps:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
@@ -111,6 +111,8 @@ class QueryIndex:
     labels: LabelArrays
     rev: CSR | None = None
     edge_levels: tuple | None = None
+    #: the CPU classification's arguments after the keys, made on first use
+    classify_args: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def footprint(self) -> int:

@@ -148,7 +148,14 @@ class Registry:
                          "database is closed; call grail_duckdb.install(con) on a live one")
 
     def catalog_version(self) -> int:
-        """DuckDB's count of writing statements in this database instance (free to read)."""
+        """DuckDB's count of writing statements in this database instance (free to read): one
+        read on the last live connection, the per-chunk path's case."""
+        last = self._live() if self._live is not None else None
+        if last is not None:
+            try:
+                return duckdb_api.catalog_version(last)
+            except duckdb.Error:
+                pass
         return duckdb_api.catalog_version(self.connection())
 
     def cursor(self, quiet: bool = True):

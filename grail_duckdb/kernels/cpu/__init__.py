@@ -381,15 +381,9 @@ class CpuKernels(CpuPaths):
     def _answer_piece(self, qi, ks, kt, valid, prune, budget, serial=False):
         """:meth:`answer_pairs` of one piece of keys (arrays of one key type and layout)."""
         nq = ks.shape[0]
-        table = qi.lookup_table
-        args = (ks, kt, _EMPTY_U8 if valid is None else valid.view(np.uint8), qi.lookup_mode,
-                qi.lookup_offset, qi.lookup_size,
-                table if qi.lookup_mode == LOOKUP_DENSE else _EMPTY_I32,
-                table if qi.lookup_mode == LOOKUP_SORTED else _EMPTY_I64,
-                _EMPTY_COMP if qi.comp is None else qi.comp, qi.dag.indptr, qi.dag.indices,
-                *_label_args(qi.labels), *_window_args(qi.labels), bool(prune), int(budget))
-        bits = np.empty((nq + 7) >> 3, np.uint8)
-        codes = np.empty(nq, np.int8)
+        args = (ks, kt, _EMPTY_U8 if valid is None else valid.view(np.uint8),
+                *_index_args(qi), bool(prune), int(budget))
+        bits, codes = np.empty((nq + 7) >> 3, np.uint8), np.empty(nq, np.int8)
         with IN_FLIGHT as alone:
             large = nq >= SERIAL_MAX  # waits for the parallel region; a small batch never does
             least = ALONE_MIN if cores() > FEW_CORES else ALONE_MIN_FEW
@@ -403,8 +397,7 @@ class CpuKernels(CpuPaths):
             else:
                 counts = np.zeros(N_STATUS, np.int64)
                 classify.answer_range(0, nq, *args, bits, codes, counts)
-        rows = _EMPTY_I32
-        u = t = _EMPTY_I32
+        rows = u = t = _EMPTY_I32
         if counts[DEFERRED]:
             rows = np.flatnonzero(codes == DEFERRED).astype(np.int32)
             u, t = classify.pair_components(rows, *args[:2], *args[3:9])
@@ -542,11 +535,19 @@ def _label_args(lab):
     return (lab.level, lab.inner, lab.outer, lab.tree, lab.hub_down, lab.hub_up)
 
 
-def _window_args(lab):
-    """The window hubs' arrays, which only the classification reads (empty: none)."""
-    if lab.win_down is None:
-        return _NO_WINDOWS
-    return (lab.win_down, lab.win_up, np.asarray(lab.win_first, np.int32))
+def _index_args(qi) -> tuple:
+    """What the classification reads of the index after the keys, in its order; made once
+    per query index, so that a DuckDB chunk's call adds only its keys."""
+    if qi.classify_args is None:
+        lab, table, mode = qi.labels, qi.lookup_table, qi.lookup_mode
+        windows = _NO_WINDOWS if lab.win_down is None else (
+            lab.win_down, lab.win_up, np.asarray(lab.win_first, np.int32))
+        qi.classify_args = (mode, qi.lookup_offset, qi.lookup_size,
+                            table if mode == LOOKUP_DENSE else _EMPTY_I32,
+                            table if mode == LOOKUP_SORTED else _EMPTY_I64,
+                            _EMPTY_COMP if qi.comp is None else qi.comp, qi.dag.indptr,
+                            qi.dag.indices, *_label_args(lab), *windows)
+    return qi.classify_args
 
 
 class _BlockWork:
@@ -555,8 +556,7 @@ class _BlockWork:
     is stopped (``checkpoint`` raised in the calling thread)."""
 
     def __init__(self, kernels, qi, u, t, out, blocks):
-        self.k, self.qi, self.u, self.t, self.out = kernels, qi, u, t, out
-        self.blocks = blocks
+        self.k, self.qi, self.u, self.t, self.out, self.blocks = kernels, qi, u, t, out, blocks
         self.next = itertools.count()
         self.done = 0
         self.stop = threading.Event()

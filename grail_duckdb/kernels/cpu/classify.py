@@ -184,6 +184,26 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
 
 
 @njit(**_JIT)
+def _touched(open_, k, cu, cv, test, tree, inner, outer, down, up):
+    """Load what ``test`` of :func:`_settle` reads first at both ends of the open pairs
+    open_[:k] (tree intervals, hub words, first GRAIL intervals), every pair independent of
+    the others, so the processor overlaps their cache misses: the test then branches on cached
+    values (a branch on a missed load waits for it before the next pair's loads start).
+    Returns a sum of ranks and bits that depends on every load (never negative)."""
+    acc = 0
+    for j in range(k if test != 2 and inner.shape[1] and down.shape[1] else 0):
+        u = cu[open_[j]]
+        t = cv[open_[j]]
+        if test == 0:
+            acc += tree[u, 0] + tree[t, 0]
+        elif test == 1:
+            acc += np.int64(down[u, 0] & up[t, 0] & np.uint64(1))
+        else:
+            acc += inner[u, 0] + outer[u, 0] + inner[t, 0] + outer[t, 0]
+    return acc
+
+
+@njit(**_JIT)
 def _warm(open_, k, cu, ptr, idx, level, inner, outer, tree, down, up):
     """Touch what the bounded searches of the open pairs read first (u's row, its first
     child's labels), every pair independent of the others, so the processor overlaps their
@@ -205,6 +225,8 @@ def _settle(open_, k, codes, lo, cu, cv, code, test, tree, level, inner, outer,
     """One cut over the open pairs open_[:k]: those it settles get ``code`` (test 0: the tree
     interval holds t, 1: a hub meets, 2: a window hub meets, 3: the label and hub tests
     exclude), the others stay open, in order; returns how many stay."""
+    if _touched(open_, k, cu, cv, test, tree, inner, outer, down, up) < 0:
+        return k  # never (ranks are not negative): the loads only fill the cache
     left = 0
     for j in range(k):
         i = open_[j]

@@ -84,22 +84,20 @@ def test_gpu_index_holds_its_labels_once_as_records(how, tmp_path):
 
 
 @pytest.mark.gpu
-def test_the_search_sets_whole_line_fetches_and_gives_the_limit_back():
-    """The exact search runs with 128-byte L2 fetches (nested searches included) and leaves
-    the device's limit as it found it."""
+def test_the_search_sets_whole_line_fetches_once_and_keeps_them():
+    """The exact search runs with 128-byte L2 fetches, set at the process's first search on
+    the device and kept (setting the limit costs more than a small search)."""
     from grail_duckdb.kernels import gpu_available
     if not gpu_available():
         pytest.skip("no CUDA device visible to CuPy")
     import cupy as cp
-    from grail_duckdb.kernels.gpu_queries import _L2_FETCH, whole_line_fetches
+    from grail_duckdb.kernels import gpu_queries
     rt = cp.cuda.runtime
-    before = rt.deviceGetLimit(_L2_FETCH)
-    with whole_line_fetches():
-        assert rt.deviceGetLimit(_L2_FETCH) == 128
-        with whole_line_fetches():
-            pass
-        assert rt.deviceGetLimit(_L2_FETCH) == 128  # the outer search still runs
-    assert rt.deviceGetLimit(_L2_FETCH) == before
     idx = gd.build_index(citation_dag(3000, seed=3), backend="gpu", progress=False)
     _, stats = idx.reaches_with_stats(np.arange(3000), np.arange(3000)[::-1], budget=0)
-    assert stats.deep_search > 0 and rt.deviceGetLimit(_L2_FETCH) == before
+    assert stats.deep_search > 0 and rt.deviceGetLimit(gpu_queries._L2_FETCH) == 128
+    assert cp.cuda.Device().id in gpu_queries._FETCH_SET
+    rt.deviceSetLimit(gpu_queries._L2_FETCH, 64)  # a later search does not set it again
+    with gpu_queries.whole_line_fetches():
+        assert rt.deviceGetLimit(gpu_queries._L2_FETCH) == 64
+    rt.deviceSetLimit(gpu_queries._L2_FETCH, 128)

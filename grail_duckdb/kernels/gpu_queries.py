@@ -47,33 +47,28 @@ _H2D, _D2H = 1, 2
 _PAST_EVERY_PAIR = 0x7F
 #: cudaLimitMaxL2FetchGranularity (cudaDeviceSetLimit)
 _L2_FETCH = 0x05
-#: device id -> [searches running, the limit before the first]; guarded by _FETCH_LOCK
-_FETCH_USERS: dict = {}
+#: the devices whose L2 fetch granularity this process has set; guarded by _FETCH_LOCK
+_FETCH_SET: set = set()
 _FETCH_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def whole_line_fetches():
     """The current device's L2 fetch granularity (``cudaLimitMaxL2FetchGranularity``, a
-    hint: how much an L2 miss brings) at a whole 128-byte line while exact searches run on
-    it, the value before back once the last one ends. The search's reads are random: a label
-    record is one line, and a row's edges, its pointers and a group's scratch lie near each
-    other (10M random pairs 7% faster on the 2.5B-edge citation graph than at the default 64
-    bytes, 1-3% at 250M edges, H200; 32 bytes was 12% slower)."""
+    hint: how much an L2 miss brings) at a whole 128-byte line for the exact searches run
+    in it. The search's reads are random: a label record is one line, and a row's edges, its
+    pointers and a group's scratch lie near each other (10M random pairs 7% faster on the
+    2.5B-edge citation graph than at the default 64 bytes, 1-3% at 250M edges, H200; 32 bytes
+    was 12% slower). Set at the process's first search on a device and kept: a limit holds
+    for this process's context alone, and setting it and back costs about 0.4 ms on an H200,
+    more than the search of a DuckDB chunk's few deferred pairs."""
     dev = cp.cuda.Device().id
-    with _FETCH_LOCK:
-        users = _FETCH_USERS.setdefault(dev, [0, None])
-        if users[0] == 0:
-            users[1] = cp.cuda.runtime.deviceGetLimit(_L2_FETCH)
-            cp.cuda.runtime.deviceSetLimit(_L2_FETCH, 128)
-        users[0] += 1
-    try:
-        yield
-    finally:
+    if dev not in _FETCH_SET:
         with _FETCH_LOCK:
-            users[0] -= 1
-            if users[0] == 0:
-                cp.cuda.runtime.deviceSetLimit(_L2_FETCH, users[1])
+            if dev not in _FETCH_SET:
+                cp.cuda.runtime.deviceSetLimit(_L2_FETCH, 128)
+                _FETCH_SET.add(dev)
+    yield
 
 
 class GpuQueries:
@@ -246,7 +241,7 @@ class GpuQueries:
             per = self._bidir_bytes(mode, cap, nv)
             if mode == 0 and per >= dense:
                 continue  # the dense set is no larger: go straight to it
-            g = self._group_warps(g, budget // per)
+            g = self._group_warps(g, min(budget // per, npairs))
             plan.append((g, mode, cap, per, max(1, min(budget // per, self._groups_at_once(g)))))
         # one buffer for the hashed rounds, zeroed before each, so that the pool keeps one
         # block rather than one per round size (the dense round may need a larger one)
@@ -335,9 +330,10 @@ class GpuQueries:
         return self._grid(name, self._function(name)) * (BLOCK // 32 // g)
 
     def _group_warps(self, g, fit):
-        """The warps per pair of a round asked for ``g``, when the scratch budget holds
-        ``fit`` groups: g, doubled (up to a block) while ``fit`` is short of the groups the
-        device runs at once at that size, so that a round whose memory limits its groups
+        """The warps per pair of a round asked for ``g``, when it can run ``fit`` groups at
+        most (the pairs it may take, and the groups its scratch budget holds): g, doubled (up
+        to a block) while ``fit`` is short of the groups the device runs at once at that
+        size, so that a round limited by its memory or its pairs (a DuckDB chunk's few)
         gives each more warps rather than leaving warps idle."""
         while g < BLOCK // 32 and fit < self._groups_at_once(g):
             g *= 2

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import grail_duckdb as gd
 from grail_duckdb.indexfile.appends import parts_of
 from grail_duckdb.plugin import appends, duckdb_api
+from grail_duckdb.plugin.staleness import table_check
 from oracle import bfs_pairs
 
 BASE = [(i, i + 1) for i in range(20)] + [(3, 10), (15, 2)]
@@ -203,6 +204,27 @@ def test_the_log_proves_an_append_in_a_file_database(tmp_path, monkeypatch):
     con.execute("UPDATE e SET dst = 7 WHERE src = 5")
     found = _change(con)
     assert (found.kind, found.proof, found.reason) == ("stale", "scan", "rows were updated (UPDATE)")
+    con.close()
+
+
+def test_the_log_proofs_check_is_the_tables(tmp_path, monkeypatch):
+    """The check an append through the log leaves (rows and hash summed from the new rows'
+    hashes) equals a scan of the whole table, over batches of several Arrow chunks."""
+    con, _ = _chain(tmp_path, monkeypatch, 100)
+    reg = gd.plugin.registry_of(con)
+    for sql in ("INSERT INTO e VALUES (500, 3), (501, 500), (501, 500)",
+                "INSERT INTO e SELECT range + 1000, range % 97 FROM range(300000)"):
+        con.execute(sql)
+        found = _change(con)
+        assert (found.kind, found.proof) == ("append", "log")
+        cur = reg.cursor(quiet=False)
+        try:
+            want = table_check(cur, "e", "src", "dst")
+        finally:
+            cur.close()
+        assert (found.check["rows"], found.check["hash"]) == (want["rows"], want["hash"])
+    assert con.execute("SELECT reaches(501, 99), reaches(1097, 0), reaches(0, 1097)"
+                       ).fetchall() == [(True, True, False)]
     con.close()
 
 

@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 
 from ..engine.append import COMPACT_SHARE, parts_share
 from ..errors import GrailError, NotAppendableError
+from . import hooks
 from .duckdb_api import checkpoint_iteration, read_log
 from .names import sql_string
 
@@ -343,19 +344,30 @@ def absorb(reg, entry, change: Change) -> None:
     maybe_compact(reg, entry)
 
 
+#: the longest a part's write waits for the statements that ran when it was absorbed
+PART_HOLD_SECONDS = 1.0
+
+
 class _Parts:
     """The part writer of one index: a thread that writes its batches in order, after the
     statement that absorbed them has its answer (a process that ends first loses none of
     them: its next load finds the rows past the last written part's row id end and absorbs
-    them again)."""
+    them again). Each write first waits for the statements that ran when its batch was
+    absorbed (:func:`.hooks.wait_for_statements`; at most :data:`PART_HOLD_SECONDS`): on a
+    machine of few cores, a write beside the statement slows both."""
 
     def __init__(self):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="grail-duckdb-parts")
         self.written = 0  # batches of the entry's chain on disk
         self.pending = []
+        self.hurry = 0  # waits for the writes under way (:meth:`wait`): no holding back
+        self.lock = threading.Lock()
 
     def submit(self, entry, index, source) -> None:
+        running = hooks.statements_in_flight()
+
         def run():
+            hooks.wait_for_statements(running, PART_HOLD_SECONDS, lambda: self.hurry > 0)
             index.persisted = max(index.persisted, self.written)
             try:
                 index.save_parts(source=source)
@@ -367,8 +379,15 @@ class _Parts:
         self.pending = [f for f in self.pending if not f.done()] + [self.pool.submit(run)]
 
     def wait(self) -> None:
-        for f in list(self.pending):
-            f.result()
+        with self.lock:
+            self.hurry += 1
+        try:
+            hooks.nudge()
+            for f in list(self.pending):
+                f.result()
+        finally:
+            with self.lock:
+                self.hurry -= 1
 
 
 _WRITERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

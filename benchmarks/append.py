@@ -43,7 +43,9 @@ alternated then.
 the base papers' edges, ``grail_index('edges')``, then each batch INSERTed and the next
 statement that uses the index timed (the freshness check, which finds the new rows through
 DuckDB's write-ahead log, and the absorb), and the part written after it on the plugin's
-writer thread; against the same full build.
+writer thread; against the same full build. Before each INSERT the same statement is timed
+with nothing written since (its own work, without a freshness step). ``--sql-only``: the
+full builds and the appends through SQL alone (no appends in Python, no query sets).
 
 **Freshness** (``--table-rows R``; 0, the default, skips it). A database file with a
 gen:citation edge table of about R rows (R / mean-citations papers), indexed through SQL
@@ -269,6 +271,10 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
     res["reachable_pairs_seconds"] = reach_s
     write()
 
+    if args.sql_only:
+        _full_builds(args, backend, edges, res, write)
+        run_sql_appends(args, backend, workdir, base, batches, res, write)
+        return
     path = workdir / "edges.grail.parquet"
     others = _Others()
     res["rounds"] = []
@@ -312,22 +318,7 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
         del idx
         gc.collect()
         free_device(backend)
-    others = _Others()
-    full, builds = None, []
-    for _ in range(max(1, args.append_rounds)):  # as many as the rounds of appends
-        del full
-        gc.collect()
-        free_device(backend)
-        full, t = _timed(lambda: build_index(edges, backend=backend, progress=False), backend)
-        builds.append(t)
-    res["full_build_seconds"], res["full_build_rounds"] = min(builds), builds
-    res["labels"] = int(full.d)
-    t = min(builds)
-    res["others"]["full builds"] = others.done()
-    res["full_build_phases"] = {k: float(v) for k, v in (full.build_seconds or {}).items()}
-    res["device_bytes_full"] = _device_used(backend)
-    _say(f"full build of {edges.num_rows:,} edges: {t:.2f} s")
-    write()
+    full = _full_builds(args, backend, edges, res, write)
     for name, q in queries.items():
         _rounds(res, name, q, None if args.sequential else idx, full, args.repeat, backend,
                 answers.get(name))
@@ -341,6 +332,27 @@ def run_appends(args, backend: str, workdir: Path, report: dict, write) -> None:
         gc.collect()
         free_device(backend)
         run_sql_appends(args, backend, workdir, base, batches, res, write)
+
+
+def _full_builds(args, backend: str, edges: pa.Table, res: dict, write):
+    """The full build of ``edges``, as many times as the rounds of appends; the least time
+    into ``res``. Returns the last index built."""
+    others = _Others()
+    full, builds = None, []
+    for _ in range(max(1, args.append_rounds)):
+        del full
+        gc.collect()
+        free_device(backend)
+        full, t = _timed(lambda: build_index(edges, backend=backend, progress=False), backend)
+        builds.append(t)
+    res["full_build_seconds"], res["full_build_rounds"] = min(builds), builds
+    res["labels"] = int(full.d)
+    res.setdefault("others", {})["full builds"] = others.done()
+    res["full_build_phases"] = {k: float(v) for k, v in (full.build_seconds or {}).items()}
+    res["device_bytes_full"] = _device_used(backend)
+    _say(f"full build of {edges.num_rows:,} edges: {min(builds):.2f} s")
+    write()
+    return full
 
 
 def _append_round(args, backend: str, path: Path, base, batches, res: dict, write):
@@ -463,6 +475,9 @@ def _connect(db: Path, backend: str):
 
 _NEXT = "SELECT reaches(1, 0)"
 
+#: the next statement run with nothing written since, before each INSERT (the least kept)
+QUIET_STATEMENTS = 3
+
 
 def _sql_round(con, batch: pa.Table, backend: str, timer: _StatementTimer) -> dict:
     """INSERT ``batch``, then the next statement (timed, with the freshness step inside it),
@@ -470,6 +485,8 @@ def _sql_round(con, batch: pa.Table, backend: str, timer: _StatementTimer) -> di
     statement had returned); the batch's edges checked."""
     from grail_duckdb.plugin import appends
 
+    quiet = min(_timed(lambda: con.execute(_NEXT).fetchall(), backend)[1]
+                for _ in range(QUIET_STATEMENTS))
     con.register("grail_bench_batch", batch)
     try:
         _, insert = _timed(lambda: con.execute(
@@ -478,7 +495,7 @@ def _sql_round(con, batch: pa.Table, backend: str, timer: _StatementTimer) -> di
         _, statement = _timed(lambda: con.execute(_NEXT).fetchall(), backend)
         _, waited = _timed(appends.wait_for_parts)
         row = {"rows": batch.num_rows, "insert_seconds": insert, "statement_seconds": statement,
-               "part_waited_seconds": waited, **timer.take()}
+               "quiet_statement_seconds": quiet, "part_waited_seconds": waited, **timer.take()}
         row["part_seconds"] = row.pop("save_parts_seconds")
         fwd, back = con.execute(
             "SELECT count(*) FILTER (WHERE reaches(src, dst)), "
@@ -629,6 +646,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "process would), not to the one the build returned")
     p.add_argument("--sql", action="store_true",
                    help="also run the appends through SQL on a database file")
+    p.add_argument("--sql-only", action="store_true",
+                   help="with --sql: only the full builds and the appends through SQL (no "
+                        "appends in Python, no query sets)")
     p.add_argument("--table-rows", type=int, default=0,
                    help="the freshness check: rows of the edge table (0, default: skipped)")
     p.add_argument("--insert-rows", type=int, default=10_000,
@@ -653,6 +673,8 @@ def _command(args) -> str:
         skip |= {"table_rows", "insert_rows", "inserts"}
     if not args.papers:
         skip |= {"appends", "share", "random", "reachable", "repeat"}
+    if args.sql_only:
+        skip |= {"random", "reachable", "repeat", "sequential", "after_load"}
     for key, value in vars(args).items():
         if key in skip or value is None or value is False:
             continue
@@ -764,6 +786,17 @@ def _appends_md(a: dict, t: dict) -> list[str]:
     rounds = a.get("rounds") or []
     rows = a.get("rows") or (rounds[-1]["rows"] if rounds else [])
     several = len(rounds) > 1
+    if not rounds and full:  # --sql-only: the full builds alone here
+        return ["### Appends", "",
+                f"gen:citation:{a['papers']:,} x {a['mean_citations']:g}: "
+                f"{a.get('edges', 0):,} edges, generated in {a.get('generate_seconds', 0):.1f} s; "
+                f"the base: the first {a.get('base_papers', 0):,} papers; "
+                f"{a['appends']} batches of {a.get('papers_per_append', 0):,} new papers each. "
+                f"**Full build** of all the edges: **{full:.2f} s** (each: "
+                + " / ".join(f"{x:.2f}" for x in a.get("full_build_rounds", []))
+                + " s). The appends in Python and the query sets did not run (`--sql-only`).",
+                ""] + (_sql_md(a["sql"], full, t) if a.get("sql") else []) + _others_md(
+                    a.get("others")) + [""]
     out = ["### Appends", "",
            f"gen:citation:{a['papers']:,} x {a['mean_citations']:g}: {a.get('edges', 0):,} "
            f"edges, generated in {a.get('generate_seconds', 0):.1f} s. The base: the first "
@@ -842,30 +875,40 @@ def _shares_line(what: str, shares: list[float], target: float, step: str) -> st
 
 
 def _sql_md(s: dict, full, t: dict) -> list[str]:
+    rows = s.get("rows", [])
+    quiet = [r["quiet_statement_seconds"] for r in rows if "quiet_statement_seconds" in r]
     out = ["### Appends through SQL", "",
            f"The base papers' edges as table `edges` of a database file "
            f"({s['table_seconds']:.1f} s), `grail_index('edges')` "
            f"{s['grail_index_seconds']:.2f} s; then each batch INSERTed, and the next "
-           "statement that uses the index timed: the freshness check (DuckDB's log proves an "
-           "append; the new rows read) and the absorb run inside it. The part is written on the "
-           "plugin's writer thread once the statement has its answer (its write timed there). "
-           "Last `grail_index`: "
-           f"{s.get('final_action')} ({s.get('final_note')}).", "",
-           "| INSERT | rows | next statement (ms) | check (ms) | absorb (ms) | part write "
-           "(ms) | statement + part, of the full build | the check found |",
-           "|---:|---:|---:|---:|---:|---:|---:|---|"]
-    shares = []
-    for i, r in enumerate(s.get("rows", []), 1):
+           f"statement that uses the index (`{_NEXT}`) timed: the freshness check (DuckDB's log "
+           "proves an append; the new rows read) and the absorb run inside it, and with the "
+           "bookkeeping around them make its freshness step. The part is written on the "
+           "plugin's writer thread once the statement has ended (its write timed there)."
+           + (f" The same statement with nothing written since (before each INSERT): median "
+              f"{_ms(statistics.median(quiet))} ms, all of it the statement's own work (DuckDB "
+              "plans the `reaches` macro and calls the plugin's functions)." if quiet else "")
+           + f" Last `grail_index`: {s.get('final_action')} ({s.get('final_note')}).", "",
+           "| INSERT | rows | next statement (ms) | check (ms) | absorb (ms) | freshness step "
+           "(ms) | part write (ms) | statement + part, of the full build | freshness step + "
+           "part, of the full build | the check found |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    shares, steps = [], []
+    for i, r in enumerate(rows, 1):
         share = (r["statement_seconds"] + r["part_seconds"]) / full if full else None
+        step = (r["verify_seconds"] + r["part_seconds"]) / full if full else None
         if share is not None:
             shares.append(share)
+            steps.append(step)
         out.append(f"| {i} | {r['rows']:,} | {_ms(r['statement_seconds'])} | "
                    f"{_ms(r['changes_seconds'])} | {_ms(r['absorb_seconds'])} | "
-                   f"{_ms(r['part_seconds'])} | "
-                   + ("–" if share is None else f"{share:.2%}") + f" | {'; '.join(r['found'])} |")
+                   f"{_ms(r['verify_seconds'])} | {_ms(r['part_seconds'])} | "
+                   + " | ".join("–" if x is None else f"{x:.2%}" for x in (share, step))
+                   + f" | {'; '.join(r['found'])} |")
     if shares:
-        out += ["", _shares_line("Statement + part", shares, t["append_share"], "INSERT")]
-        out += _first_move([r["absorb_seconds"] for r in s.get("rows", [])])
+        out += ["", _shares_line("Statement + part", shares, t["append_share"], "INSERT"),
+                "", _shares_line("Freshness step + part", steps, t["append_share"], "INSERT")]
+        out += _first_move([r["absorb_seconds"] for r in rows])
     return out + [""]
 
 

@@ -87,6 +87,29 @@ def test_string_keys_and_type_mismatch():
         con.execute("SELECT reaches(1.5, 2.5)").fetchall()
 
 
+def test_the_key_kind_of_every_pair_of_types():
+    """__grail_pair_kind (a table of pairs) gives the kind its comment promises for every
+    pair of key types: each side's kind, a NULL taking the other's, 'bad' for two kinds."""
+    ints = ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
+            "UBIGINT"]
+    types = ints + ["VARCHAR", '"NULL"', "DOUBLE", "DATE", "BOOLEAN", "BIGINT[]", "HUGEINT"]
+
+    def kind(t):
+        return ("str" if t == "VARCHAR" else "int" if t in ints else "null" if t == '"NULL"'
+                else "other")
+
+    def want(a, b):
+        ka, kb = kind(a), kind(b)
+        return ka if ka == kb or kb == "null" else kb if ka == "null" else "bad"
+
+    con = fresh()
+    pairs = [(a, b) for a in types for b in types]
+    got = con.execute("SELECT a, b, __grail_pair_kind(a, b) FROM (SELECT unnest($1) AS a, "
+                      "unnest($2) AS b)", [[a for a, _ in pairs], [b for _, b in pairs]]
+                      ).fetchall()
+    assert got == [(a, b, want(a, b)) for a, b in pairs]
+
+
 def test_integer_types_all_work():
     con = fresh([(1, 2), (2, 3)], key="INTEGER")
     con.execute("SELECT grail_index('edges')").fetchall()

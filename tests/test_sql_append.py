@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import grail_duckdb as gd
 from grail_duckdb.indexfile.appends import parts_of
-from grail_duckdb.plugin import appends, duckdb_api
+from grail_duckdb.plugin import appends, duckdb_api, hooks
+from grail_duckdb.plugin.staleness import table_check
 from oracle import bfs_pairs
 
 BASE = [(i, i + 1) for i in range(20)] + [(3, 10), (15, 2)]
@@ -160,6 +161,57 @@ def test_auto_rebuild_lasts_across_processes(tmp_path):
     con.close()
 
 
+def test_a_part_is_written_once_its_statement_has_ended(tmp_path, monkeypatch):
+    """The part of a batch absorbed inside a statement is written after that statement
+    (no write beside it), and it is the batch: a reopened database reads it back."""
+    con, path = _chain(tmp_path, monkeypatch, 30)
+    seen = {}
+    absorb, save = appends.absorb, gd.GrailIndex.save_parts
+
+    def absorbing(*a, **kw):
+        seen["during"] = hooks.statements_in_flight()
+        return absorb(*a, **kw)
+
+    def saving(self, *a, **kw):
+        seen["at write"] = hooks.statements_in_flight()
+        return save(self, *a, **kw)
+
+    monkeypatch.setattr(appends, "absorb", absorbing)
+    monkeypatch.setattr(gd.GrailIndex, "save_parts", saving)
+    con.execute("INSERT INTO e VALUES (100, 3), (101, 100)")
+    assert con.execute("SELECT reaches(101, 30), reaches(3, 101)").fetchall() == [(True, False)]
+    appends.wait_for_parts()
+    assert seen["during"] and not seen["during"] & seen["at write"]
+    assert len(parts_of(f"{path}.e.grail.parquet")) == 1
+    con.close()
+    con = _connect(path)
+    assert _summary(con)[0] == "loaded"
+    assert con.execute("SELECT reaches(101, 30), reaches(3, 101)").fetchall() == [(True, False)]
+    con.close()
+
+
+def test_a_held_write_waits_no_longer_than_asked():
+    """A write waits for the statements it names at most its limit, and not at all once told
+    to hurry (a wait for the parts inside a statement does not wait for that statement)."""
+    token = object()
+    hooks._running(token, True)
+    try:
+        t0 = time.perf_counter()
+        hooks.wait_for_statements(frozenset([token]), 0.05)
+        assert 0.05 <= time.perf_counter() - t0 < 5
+        hurry = threading.Event()
+        waiter = threading.Thread(target=hooks.wait_for_statements,
+                                  args=(frozenset([token]), 60, hurry.is_set))
+        waiter.start()
+        hurry.set()
+        hooks.nudge()
+        waiter.join(10)
+        assert not waiter.is_alive()
+    finally:
+        hooks._running(token, False)
+    hooks.wait_for_statements(frozenset([token]), 60)  # ended: no wait
+
+
 def test_compaction_folds_the_parts_in_the_background(tmp_path, monkeypatch):
     con, path = _chain(tmp_path, monkeypatch, 20, share=0.1)
     con.execute("INSERT INTO e VALUES (100, 3), (101, 100), (102, 5)")
@@ -203,6 +255,27 @@ def test_the_log_proves_an_append_in_a_file_database(tmp_path, monkeypatch):
     con.execute("UPDATE e SET dst = 7 WHERE src = 5")
     found = _change(con)
     assert (found.kind, found.proof, found.reason) == ("stale", "scan", "rows were updated (UPDATE)")
+    con.close()
+
+
+def test_the_log_proofs_check_is_the_tables(tmp_path, monkeypatch):
+    """The check an append through the log leaves (rows and hash summed from the new rows'
+    hashes) equals a scan of the whole table, over batches of several Arrow chunks."""
+    con, _ = _chain(tmp_path, monkeypatch, 100)
+    reg = gd.plugin.registry_of(con)
+    for sql in ("INSERT INTO e VALUES (500, 3), (501, 500), (501, 500)",
+                "INSERT INTO e SELECT range + 1000, range % 97 FROM range(300000)"):
+        con.execute(sql)
+        found = _change(con)
+        assert (found.kind, found.proof) == ("append", "log")
+        cur = reg.cursor(quiet=False)
+        try:
+            want = table_check(cur, "e", "src", "dst")
+        finally:
+            cur.close()
+        assert (found.check["rows"], found.check["hash"]) == (want["rows"], want["hash"])
+    assert con.execute("SELECT reaches(501, 99), reaches(1097, 0), reaches(0, 1097)"
+                       ).fetchall() == [(True, True, False)]
     con.close()
 
 

@@ -50,10 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..engine.append import COMPACT_SHARE, parts_share
 from ..errors import GrailError, NotAppendableError
+from . import hooks
 from .duckdb_api import checkpoint_iteration, read_log
 from .names import sql_string
 
@@ -205,16 +208,30 @@ def _table_replaced(cur, entry, tracker: Tracker) -> Change | None:
 def _appended(cur, entry, tracker: Tracker, nxt: Tracker) -> Change:
     """The rows from the tracker's end on, proven to be the only change (the cheap proof)."""
     qt, qs, qd = entry.table, entry.src, entry.dst
-    rows = cur.sql(f"SELECT {qs} AS src, {qd} AS dst, rowid AS r FROM {qt} "
-                   f"WHERE rowid >= {tracker.end}").to_arrow_table()
+    rows = cur.sql(f"SELECT {qs} AS src, {qd} AS dst, rowid AS r, hash({qs}, {qd}) AS h "
+                   f"FROM {qt} WHERE rowid >= {tracker.end}").to_arrow_table()
     if rows.num_rows == 0:
         return Change("none", tracker=nxt, proof="log")
-    nxt.end = int(rows.column("r").to_numpy().max()) + 1
-    added = cur.execute(f"SELECT coalesce(sum(hash({qs}, {qd})), 0)::VARCHAR FROM {qt} "
-                        f"WHERE rowid >= {tracker.end}").fetchall()[0][0]
+    nxt.end = int(pc.max(rows.column("r")).as_py()) + 1
     check = {**entry.check, "rows": int(entry.check["rows"]) + rows.num_rows,
-             "hash": str(int(entry.check["hash"]) + int(added))}
-    return Change("append", rows.drop_columns(["r"]), check, nxt, proof="log")
+             "hash": str(int(entry.check["hash"]) + exact_sum(rows.column("h")))}
+    return Change("append", rows.select(["src", "dst"]), check, nxt, proof="log")
+
+
+def exact_sum(values: pa.ChunkedArray) -> int:
+    """The sum of UBIGINT values as a Python integer, as DuckDB's ``sum`` (a HUGEINT) gives
+    it: their high and low 32-bit halves summed apart (no sum of fewer than 2**32 halves
+    overflows 64 bits), so that one query reads the new rows and their hashes.
+
+    >>> exact_sum(pa.chunked_array([pa.array([2**64 - 1, 2**64 - 1, 5], pa.uint64())]))
+    36893488147419103235
+    """
+    total = 0
+    for chunk in values.chunks:
+        v = chunk.to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+        total += (int((v >> np.uint64(32)).sum(dtype=np.uint64)) << 32) + int(
+            (v & np.uint64(0xFFFFFFFF)).sum(dtype=np.uint64))
+    return total
 
 
 def _scanned(cur, entry, tracker: Tracker, nxt: Tracker) -> Change:
@@ -327,19 +344,30 @@ def absorb(reg, entry, change: Change) -> None:
     maybe_compact(reg, entry)
 
 
+#: the longest a part's write waits for the statements that ran when it was absorbed
+PART_HOLD_SECONDS = 1.0
+
+
 class _Parts:
     """The part writer of one index: a thread that writes its batches in order, after the
     statement that absorbed them has its answer (a process that ends first loses none of
     them: its next load finds the rows past the last written part's row id end and absorbs
-    them again)."""
+    them again). Each write first waits for the statements that ran when its batch was
+    absorbed (:func:`.hooks.wait_for_statements`; at most :data:`PART_HOLD_SECONDS`): on a
+    machine of few cores, a write beside the statement slows both."""
 
     def __init__(self):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="grail-duckdb-parts")
         self.written = 0  # batches of the entry's chain on disk
         self.pending = []
+        self.hurry = 0  # waits for the writes under way (:meth:`wait`): no holding back
+        self.lock = threading.Lock()
 
     def submit(self, entry, index, source) -> None:
+        running = hooks.statements_in_flight()
+
         def run():
+            hooks.wait_for_statements(running, PART_HOLD_SECONDS, lambda: self.hurry > 0)
             index.persisted = max(index.persisted, self.written)
             try:
                 index.save_parts(source=source)
@@ -351,8 +379,15 @@ class _Parts:
         self.pending = [f for f in self.pending if not f.done()] + [self.pool.submit(run)]
 
     def wait(self) -> None:
-        for f in list(self.pending):
-            f.result()
+        with self.lock:
+            self.hurry += 1
+        try:
+            hooks.nudge()
+            for f in list(self.pending):
+                f.result()
+        finally:
+            with self.lock:
+                self.hurry -= 1
 
 
 _WRITERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -26,13 +26,16 @@ Every connection's statements that may write (anything but a query, ``SET`` and 
 also ``executemany`` and ``append``) are counted while they run (:func:`writes_in_flight`):
 DuckDB's catalog version moves when a write statement starts, its rows become visible when it
 commits, so a freshness check made in between must be made again once the write is done
-(:mod:`.registry`).
+(:mod:`.registry`). Every statement ``execute`` runs on an installed connection is counted
+too (:func:`statements_in_flight`): a part that a statement's freshness step absorbed is
+written once that statement has ended (:mod:`.appends`), not beside it.
 """
 from __future__ import annotations
 
 import itertools
 import re
 import threading
+import time
 import weakref
 
 import duckdb
@@ -42,8 +45,8 @@ from .duckdb_api import in_duckdb_frame
 from .sqlerrors import grail_error
 
 __all__ = ["PLAIN", "clear_interrupt", "enable", "enable_module_functions", "in_duckdb_frame",
-           "in_family", "interrupted", "keep", "original", "release", "release_all", "watch",
-           "writes_in_flight"]
+           "in_family", "interrupted", "keep", "nudge", "original", "release", "release_all",
+           "statements_in_flight", "wait_for_statements", "watch", "writes_in_flight"]
 
 _ORIG: dict = {}
 _ORIG_MODULE: dict = {}
@@ -61,6 +64,10 @@ _READ = re.compile(r"(?is)^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*\(*\s*"
 #: tokens of the write statements running now, on any connection
 _WRITES: set = set()
 _TOKENS = itertools.count()
+#: tokens of the statements (reads too) running now through ``execute`` on installed
+#: connections, and the condition their ends notify (:func:`wait_for_statements`)
+_RUNNING: set = set()
+_RUNNING_CHANGED = threading.Condition()
 
 
 def original(name: str):
@@ -124,6 +131,39 @@ def writes_in_flight() -> frozenset:
     return frozenset(_WRITES)
 
 
+def statements_in_flight() -> frozenset:
+    """The statements running now through ``execute`` on installed connections (tokens)."""
+    with _RUNNING_CHANGED:
+        return frozenset(_RUNNING)
+
+
+def wait_for_statements(tokens: frozenset, limit: float, hurry=lambda: False) -> None:
+    """Wait until none of ``tokens`` (:func:`statements_in_flight`) runs, at most ``limit``
+    seconds, or until ``hurry()`` is true (checked again after :func:`nudge`)."""
+    deadline = time.monotonic() + limit
+    with _RUNNING_CHANGED:
+        while tokens & _RUNNING and not hurry():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            _RUNNING_CHANGED.wait(left)
+
+
+def nudge() -> None:
+    """Wake the waits of :func:`wait_for_statements` (their ``hurry`` changed)."""
+    with _RUNNING_CHANGED:
+        _RUNNING_CHANGED.notify_all()
+
+
+def _running(token, start: bool) -> None:
+    with _RUNNING_CHANGED:
+        if start:
+            _RUNNING.add(token)
+        else:
+            _RUNNING.discard(token)
+            _RUNNING_CHANGED.notify_all()
+
+
 def _begin(query):
     """The token of a statement that may write, counted until :func:`_end` (None for a
     read)."""
@@ -141,10 +181,13 @@ def _end(token) -> None:
 
 def _execute(self, query, parameters=None):
     token = _begin(query)
+    running = None
     try:
         route = _STATE["route"](self, "execute", query, parameters)
         if route is None:
             return _ORIG["execute"](self, query, parameters)
+        running = next(_TOKENS)
+        _running(running, True)
         out = _rewritten(self, route, query, parameters)
         if out is not PLAIN:
             return out
@@ -158,6 +201,8 @@ def _execute(self, query, parameters=None):
         return out
     finally:
         _end(token)
+        if running is not None:
+            _running(running, False)
 
 
 def _sql(self, query, *, alias="", params=None):

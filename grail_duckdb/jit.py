@@ -234,7 +234,8 @@ def uncached_kernels() -> list[Dispatcher]:
 FAMILIES = {
     "build": ("grail_duckdb.kernels.cpu.graph", "grail_duckdb.kernels.cpu.rows",
               "grail_duckdb.kernels.cpu.levels", "grail_duckdb.kernels.cpu.labels",
-              "grail_duckdb.kernels.cpu.bounds", "grail_duckdb.kernels.cpu.hubs", "grail_duckdb.kernels.cpu.sweeps",
+              "grail_duckdb.kernels.cpu.bounds", "grail_duckdb.kernels.cpu.hubs",
+              "grail_duckdb.kernels.cpu.sweeps",
               "grail_duckdb.kernels.shared", "grail_duckdb.model"),
     "query": ("grail_duckdb.kernels.cpu.classify", "grail_duckdb.kernels.cpu.search",
               "grail_duckdb.kernels.cpu.bidir"),
@@ -245,11 +246,13 @@ FAMILIES = {
 }
 
 
-def to_compile(modules) -> int:
+def to_compile(modules, counted=None) -> int:
     """How many kernels of ``modules`` (module names) have no compiled version on disk yet
-    (those of the modules imported so far; helpers that are only inlined do not count)."""
+    (those of the modules imported so far; helpers that are only inlined do not count), of
+    those for which ``counted(kernel)`` holds where it is given."""
     return sum(1 for k in uncached_kernels()
-               if k.py_func.__module__ in modules and k.targetoptions.get("inline") != "always")
+               if k.py_func.__module__ in modules and k.targetoptions.get("inline") != "always"
+               and (counted is None or counted(k)))
 
 
 class _CompileLine(progress.Progress):

@@ -224,8 +224,8 @@ def test_a_chunk_alone_spread_over_cores_answers_as_one_thread(threads, few, mon
     every core by Numba's threads (chunks of SMALL_CHUNK rows or more, some of them ragged);
     on a machine of few cores (``few``: FEW_CORES past the machine's cores) it stays on the
     calling thread below ALONE_MIN_FEW pairs, and a batch of SERIAL_MAX pairs or more is split
-    over the package's threads. Answers and cut counts equal the calling-thread path's and the oracle's, NULLs
-    and unknown keys included."""
+    over the package's threads. Answers and cut counts equal the calling-thread path's and
+    the oracle's, NULLs and unknown keys included."""
     from grail_duckdb.kernels import cpu
 
     monkeypatch.setattr(cpu.IN_FLIGHT, "overlap_at", -1e9)  # no earlier test's overlap

@@ -170,9 +170,8 @@ def to_compile(parts=PARTS) -> int:
     needed = _uncompiled(parts)
     if not needed:
         return 0
-    return sum(1 for k in jit.uncached_kernels() if k.targetoptions.get("inline") != "always"
-               and any(k.py_func.__module__ in _MODULES[p] and _name(k) not in _elsewhere(p)
-                       for p in needed))
+    return jit.to_compile({m for p in needed for m in _MODULES[p]}, lambda k: any(
+        k.py_func.__module__ in _MODULES[p] and _name(k) not in _elsewhere(p) for p in needed))
 
 
 def _name(kernel) -> str:

@@ -5,9 +5,9 @@ The fused classification (:mod:`grail_duckdb.kernels.cpu.classify`) and the GPU'
 strided (:data:`KEY_TYPES`; Numba compiles one specialization per type and layout, on first
 use). The 8- and 16-bit types reach the staging pass as they lie too (its copy widens them);
 the classification reads them widened to int32 (:func:`widened`), a copy that costs little
-beside its work on the host. Each key is read as ``np.int64(k)`` (exact but for uint64 keys above 2**63 - 1, which
-wrap) beside :func:`above_int64` (true for exactly those keys: they are never vertices, whose
-keys are int64).
+beside its work on the host. Each key is read as ``np.int64(k)`` (exact but for uint64 keys
+above 2**63 - 1, which wrap) beside :func:`above_int64` (true for exactly those keys: they
+are never vertices, whose keys are int64).
 
 A batch of pairs reaches the kernels as ``(ks, kt)``, two tuples of equally long pieces
 (:func:`pieces_of`): piece i of both sides covers the same rows, of one type and one layout

@@ -35,8 +35,9 @@ struct KeyLookup {
 };
 
 // Status code of one valid pair (cpu/classify._classify): unknown keys (equal: SAME_KEY), same
-// vertex, same component, then with prune the level cut, the negative label and hub tests, the
-// positive tree and hub cuts (the window hubs' counted as HUB_CUT); UNDECIDED when none
+// vertex, same component, then with prune the level cut, the positive tree cut, the negative
+// label and hub tests, the positive hub cuts (the window hubs' counted as HUB_CUT); UNDECIDED
+// when none
 // settles it. u and t: its components.
 __device__ __forceinline__ int classify_pair(const KeyLookup& look, i64 ka, i64 kb,
                                              const int* comp, const LabelView& lab, int prune,
@@ -51,10 +52,11 @@ __device__ __forceinline__ int classify_pair(const KeyLookup& look, i64 ka, i64 
     // the level cut settles most random pairs: read from the levels alone, which a small
     // graph's L2 holds, rather than from the records
     if (level_excludes(lab.levels[u], lab.levels[t])) return LEVEL_CUT;
-    // the negative tests next: most pairs a random mix leaves are unreachable (on the host
-    // they settle before the positive cuts' passes; one record read here either way)
-    if (!lab.may_reach(u, t)) return LABEL_CUT;
+    // the tree cut, then the negative tests: a reachable mix settles in the first, and most
+    // pairs a random mix leaves are unreachable (on the host each is a pass over the open
+    // pairs, the tree's the cheapest; one record read here either way)
     if (lab.tree_reaches(u, t)) return TREE_CUT;
+    if (!lab.may_reach(u, t)) return LABEL_CUT;
     if (lab.hub_reaches(u, t)) return HUB_CUT;
     if (lab.window_reaches(u, t)) return HUB_CUT;
     return UNDECIDED;

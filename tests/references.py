@@ -403,10 +403,10 @@ def query_cuts(sid, did, comp, lab, prune=True):
             code = shared.UNDECIDED
         elif cuts.level_cut(u, t):
             code = shared.LEVEL_CUT
-        elif cuts.excludes(u, t):
-            code = shared.LABEL_CUT
         elif cuts.tree(u, t):
             code = shared.TREE_CUT
+        elif cuts.excludes(u, t):
+            code = shared.LABEL_CUT
         elif cuts.hub(u, t) or cuts.window(u, t):
             code = shared.HUB_CUT
         else:

@@ -5,9 +5,9 @@ Each batch of pairs goes through one fused pass of the backend (``Kernels.answer
 * NULL on either side: NULL; equal keys: true (the empty path), also for keys that are not
   vertices; a key that is not a vertex (and differs from the other): false;
 * same strongly connected component: true;
-* the topological level cut, then the d GRAIL label containments and the hub sets (false),
-  then the positive cuts (the target lies in the source's spanning-tree interval, or the
-  source reaches a hub that reaches the target: true);
+* the topological level cut, the spanning-tree cut (the target lies in the source's
+  spanning-tree interval: true), the d GRAIL label containments and the hub sets (false),
+  then the hub cuts (the source reaches a hub that reaches the target: true);
 * a pair no cut settles gets a bounded depth-first search (at most ``budget`` edges, pruned
   by the same cuts at every vertex): most pairs of shallow graphs end there;
 * the pairs left over go to the exact search (``Kernels.search_pairs``), those of several

@@ -109,8 +109,9 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
     multiple of 8, the bytes of the range zeroed here), each code counted in ``counts``.
 
     The cuts are the GPU's, in its order (classify_pair): NULL pair, unknown keys (equal ones:
-    SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the negative label
-    and hub tests, the positive tree and hub cuts (the window hubs' counted as HUB_CUT).
+    SAME_KEY), same vertex, same component, then with ``prune`` the level cut, the positive tree
+    cut, the negative label and hub tests, the positive hub cuts (the window hubs' counted as
+    HUB_CUT).
     counts[UNDECIDED] counts the pairs that reach the bounded search (with ``prune``); each then
     ends PROBE_REACHES, PROBE_EXCLUDES or DEFERRED. Without ``prune`` an undecided pair is
     DEFERRED at once. ``valid`` (empty: every pair is valid) holds 0 for a NULL pair. ``ks``
@@ -161,8 +162,8 @@ def answer_range(lo, hi, ks, kt, valid, mode, offset, size, table, sorted_keys, 
             codes[lo + open_[j]] = DEFERRED
         k = 0
     lab = (tree, level, inner, outer, down, up, wdown, wup, wfirst)
-    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 3, *lab)
     k = _settle(open_, k, codes, lo, cu, cv, TREE_CUT, 0, *lab)
+    k = _settle(open_, k, codes, lo, cu, cv, LABEL_CUT, 3, *lab)
     k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 1, *lab)
     k = _settle(open_, k, codes, lo, cu, cv, HUB_CUT, 2, *lab)
     counts[UNDECIDED] += k

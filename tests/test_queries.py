@@ -120,6 +120,40 @@ def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monke
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
+@pytest.mark.parametrize("most", [0, 1 << 20])
+def test_the_pairs_a_large_round_hands_on_go_to_the_grid_wide_search(most, monkeypatch):
+    """``wide_search``: the pairs that a round of the given capacity hands on, when few
+    enough, are answered by the label-pruned bitmask search on the whole grid (a bit per
+    pair, in passes of 64 * W), not by the later rounds: the oracle's answers and the CPU
+    backend's statistics; with 0 pairs, they go on to the next round as before."""
+    from dataclasses import replace
+
+    n = 20_000
+    src, dst = _dag(n, 100_000, 5, span=300)
+    idx = gd.build_index(src, dst, backend="gpu", labels=1)
+    k = idx.kernels
+    monkeypatch.setattr(k, "settings", replace(k.settings, bidir_rounds=((1, 32), (4, 64)),
+                                               fill_first_round=False, wide_search=(32, most)))
+    traces, real = [], type(k)._bidir
+    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
+                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
+    rng = np.random.default_rng(7)
+    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
+    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
+    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
+    handed = [tr for tr in traces if tr[0][5] > 0]  # (warps, mode, cap, groups, in, left, s)
+    assert handed
+    if most:
+        assert all(len(tr) == 2 and tr[1][1:3] == (2, idx.n_components) and tr[1][4] == tr[0][5]
+                   for tr in handed)
+    else:
+        assert all(tr[1][:3] == (4, 0, 64) for tr in handed)
+        assert all(r[1] != 2 for tr in traces for r in tr)
+    assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA device visible to CuPy")
 def test_a_round_short_of_scratch_takes_more_warps_per_pair():
     """A round whose scratch budget holds fewer groups than the device runs at once at the
     warps asked for doubles them (up to a block); one that holds enough keeps them."""

@@ -81,7 +81,10 @@ class GpuSettings:
     capacity per side)``; the warps are the fewest a round takes (one whose scratch budget
     holds too few groups to fill the device takes more); a round's groups each take a hash
     set of 24 bytes per unit of capacity; a last round, one block per pair with a dense set
-    of about 8.3 bytes per vertex, never overflows; ``fill_first_round``: the first round's
+    of about 8.3 bytes per vertex, never overflows; ``wide_search``: ``(capacity, pairs)``, the
+    pairs that a round of at least that capacity hands on, when at most that many, go to the
+    label-pruned bitmask search on the whole grid instead of the later rounds (0 pairs: never);
+    ``fill_first_round``: the first round's
     capacity grows (in powers of two, up to the second round's) while the scratch budget
     holds as many of its groups as the device runs at once; ``edge_levels``: the exact search
     reads the level of each edge's far end beside the edge (``QueryIndex.edge_levels``) and
@@ -108,6 +111,7 @@ class GpuSettings:
     search_scratch: float = 0.1
     min_search_scratch: int = 256 << 20
     bidir_rounds: tuple = ((1, 1 << 11), (4, 1 << 15), (8, 1 << 18), (8, 1 << 21))
+    wide_search: tuple = (1 << 18, 64)
     fill_first_round: bool = True
     edge_levels: bool = True
     pack_survivors: bool = True

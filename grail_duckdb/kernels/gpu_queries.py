@@ -220,11 +220,12 @@ class GpuQueries:
     def _bidir(self, qi, u, t, trace=None, checkpoint=None):
         """Rounds of the bidirectional search (``bidir_rounds``, then a dense round): each
         round's groups take the pairs the last one handed back (a sync per round to read how
-        many); host bool answers. ``trace``, a list, gets one ``(warps per pair, mode, cap,
-        groups, pairs in, pairs left, seconds)`` per round. ``checkpoint(done)`` is called
-        while each round runs (:meth:`_await_round`), so that a round of millions of pairs
-        (seconds at billions of edges) reports progress and stops when the call is
-        cancelled."""
+        many); host bool answers. The few pairs that a large round hands on go to the grid-wide
+        search instead (:meth:`_wide`). ``trace``, a list, gets one ``(warps per pair, mode,
+        cap, groups, pairs in, pairs left, seconds)`` per round (mode 2: the grid-wide
+        search). ``checkpoint(done)`` is called while each round runs (:meth:`_await_round`),
+        so that a round of millions of pairs (seconds at billions of edges) reports progress
+        and stops when the call is cancelled."""
         npairs, nv = int(u.shape[0]), qi.dag.n
         out = cp.zeros(npairs, cp.uint8)
         budget = max(int(self.settings.search_scratch * qi.footprint),
@@ -274,7 +275,30 @@ class GpuQueries:
             if pending == 0:
                 break
             ids = over[:pending]
+            if mode == 0 and self._goes_wide(cap, pending):
+                self._wide(qi, u, t, ids, out, trace)
+                break
         return out.get().astype(np.bool_)
+
+    def _goes_wide(self, cap, pending) -> bool:
+        """Whether the ``pending`` pairs that a round of capacity ``cap`` handed on go to the
+        grid-wide search (``wide_search``) rather than to the next rounds."""
+        after, most = self.settings.wide_search
+        return most > 0 and cap >= after and pending <= most
+
+    def _wide(self, qi, u, t, ids, out, trace=None):
+        """The pairs ``ids`` of (u, t) answered into ``out`` by the label-pruned bitmask search
+        on the whole grid (a bit per pair, one pass of 64 * W): the few that outgrow a large
+        round each need a search of millions of vertices, which a group of 8 warps runs a
+        level at a time while the rest of the device idles."""
+        t0 = time.perf_counter()
+        cs, ct = u[ids], t[ids]
+        order = cp.argsort(cs)
+        found = self.bitmask_search(qi.dag, qi.labels, cs[order], ct[order],
+                                    -(-int(ids.shape[0]) // 64), True)
+        out[ids[order]] = found.astype(cp.uint8)
+        if trace is not None:
+            trace.append((0, 2, qi.dag.n, 1, int(ids.shape[0]), 0, time.perf_counter() - t0))
 
     @staticmethod
     def _await_round(ctr, answered, pending, groups, checkpoint):

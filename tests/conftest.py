@@ -52,7 +52,7 @@ settings.load_profile("grail")
 #: GpuSettings keyword arguments of each GPU configuration under test ({}: the defaults; every
 #: one answers small calls on the device too, ``host_below=0``); the tiny search rounds hand pairs on from round
 #: to round, down to the dense last one, on every group size of kernels/bidir.cu (in one, the
-#: pairs that the second round hands on go to the grid-wide bitmask search); one search
+#: pairs that the last round hands on go to the grid-wide bitmask search); one search
 #: reads every edge's record (no levels beside the edges), one tests the edges the level cut
 #: leaves where they lie (no packing); tiny rounds of the pair search hand pairs on from
 #: round to round, on every group size of kernels/paths.cu, and the last round's to the CPU
@@ -61,7 +61,7 @@ GPU_CONFIGS = {
     "gpu": {},
     "gpu-binned": {"balance": "binned", "search_balance": "binned",
                    "bidir_rounds": ((1, 32), (2, 64), (4, 128)), "fill_first_round": False,
-                   "wide_search": (64, 1 << 20), "pack_survivors": False, "path_rounds": ((1, 4), (2, 6), (4, 9))},
+                   "wide_search": (128, 1 << 20), "pack_survivors": False, "path_rounds": ((1, 4), (2, 6), (4, 9))},
     "gpu-edges": {"balance": "edges", "search_balance": "edges",
                   "bidir_rounds": ((4, 32), (8, 64)), "fill_first_round": False,
                   "edge_levels": False, "path_rounds": ((8, 5),), "paths_settle_first": False},

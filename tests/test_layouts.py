@@ -335,21 +335,29 @@ def test_the_staging_pass_reads_every_layout(layout, size):
 
 
 @pytest.mark.parametrize("dtype", ["int64", "uint64"])
-def test_the_pieces_of_a_large_batch_are_staged_by_every_core(monkeypatch, dtype):
+@pytest.mark.parametrize("strided", [False, True])
+def test_the_pieces_of_a_large_batch_are_staged_by_every_core(monkeypatch, dtype, strided):
     """A chunked column of many pieces, each below the parallel size but more than it in
-    all, is staged piece by piece on every core: the same bytes as one piece,
-    the keys that do not fit counted across every piece (one in the last piece: wide form),
-    a key beyond int64 refused unless its pair is NULL."""
+    all, is staged on every core (contiguous pieces of one type in one loop over them all,
+    strided ones piece by piece): the same bytes as one piece, the keys that do not fit
+    counted across every piece (one in the last piece: wide form), a key beyond int64
+    refused unless its pair is NULL."""
     from grail_duckdb.kernels.host import staging
 
     monkeypatch.setattr(staging, "PARALLEL_MIN", 64)
     monkeypatch.setattr(staging, "PIECE_MIN", 40)
+    monkeypatch.setattr(staging, "STAGE_BLOCK", 16)
     rng = np.random.default_rng(3)
-    s = rng.integers(1, 100, 400).astype(dtype)
-    t = rng.integers(1, 100, 400).astype(dtype)
+
+    def keys():  # strided: every other element of a larger array
+        x = rng.integers(1, 100, 400).astype(dtype)
+        return np.repeat(x, 2)[::2] if strided else x
+
+    s, t = keys(), keys()
     cut = [0, 50, 90, 160, 220, 300, 350, 400]
     ps = tuple(s[a:b] for a, b in zip(cut, cut[1:]))
     pt = tuple(t[a:b] for a, b in zip(cut, cut[1:]))
+    assert (staging._one_loop(ps, pt) is None) == strided
     want = np.r_[s.astype(np.int64), t.astype(np.int64)]
     out = np.zeros(16 * 400, np.uint8)
     assert stage_pairs(ps, pt, out, 1) is False

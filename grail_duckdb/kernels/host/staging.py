@@ -20,7 +20,8 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-from numba import prange
+from numba import carray, prange, types
+from numba.extending import intrinsic
 
 from ...jit import njit
 
@@ -96,6 +97,58 @@ def _stage_parallel(a, b, narrow, offset, out, at, total, valid, block):
     return bad
 
 
+@intrinsic
+def _pointer_to(typingctx, address, like):
+    """``address`` (an int64) as a pointer to elements of the array ``like``'s type."""
+    ptr = types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+    return ptr(address, like), codegen
+
+
+@njit(parallel=True, cache=True, nogil=True, boundscheck=False)
+def _stage_pieces(where, like, narrow, offset, out, total, valid, table):
+    """Contiguous pieces of one type, both sides, staged on every core in one parallel loop
+    (one loop per piece costs each piece the pool's start: about 25 us on 16 cores, twice
+    the staging of a DuckDB chunk): ``where[c]`` = (address of side a's piece c, of side
+    b's, its length, its first row), ``table`` one row (piece, lo, hi) per block of keys."""
+    blocks = table.shape[0]
+    bad = 0
+    for i in prange(2 * blocks):
+        c, lo, hi = table[i % blocks, 0], table[i % blocks, 1], table[i % blocks, 2]
+        side = i // blocks
+        src = carray(_pointer_to(where[c, side], like), (where[c, 2],))
+        at = where[c, 3]
+        base = at + side * total
+        if narrow:
+            bad += _narrow_block(src, lo, hi, offset, out, base, valid, at)
+        else:
+            bad += _wide_block(src, lo, hi, out, base, valid, at)
+    return bad
+
+
+def _one_loop(a: tuple, b: tuple):
+    """``(where, table)`` of :func:`_stage_pieces` for pieces that it can read (all
+    contiguous, all of one type), else None."""
+    kind = a[0].dtype
+    if not all(p.dtype == kind and p.flags.c_contiguous for p in a + b):
+        return None
+    lengths = np.array([p.shape[0] for p in a], np.int64)
+    where = np.empty((len(a), 4), np.int64)
+    where[:, 0] = [p.ctypes.data for p in a]
+    where[:, 1] = [p.ctypes.data for p in b]
+    where[:, 2] = lengths
+    where[:, 3] = np.cumsum(lengths) - lengths
+    per = -(-lengths // STAGE_BLOCK)
+    piece = np.repeat(np.arange(len(a), dtype=np.int64), per)
+    lo = (np.arange(piece.shape[0], dtype=np.int64) - np.repeat(np.cumsum(per) - per, per))
+    lo *= STAGE_BLOCK
+    table = np.stack([piece, lo, np.minimum(lo + STAGE_BLOCK, lengths[piece])], axis=1)
+    return where, table
+
+
 def stage_pairs(a, b, out: np.ndarray, offset: int | None, lock=None, valid=None) -> bool:
     """Stage the key columns a, b of a batch of n pairs into the byte buffer ``out``: narrow
     (int32 ``k - offset``, 8n bytes) when ``offset`` is given and every key fits, else wide
@@ -124,7 +177,15 @@ def stage_pairs(a, b, out: np.ndarray, offset: int | None, lock=None, valid=None
 def _stage(a, b, narrow, offset, out, total, valid, lock) -> int:
     """Every piece of a, b staged into ``out`` (:func:`_stage_serial`, or
     :func:`_stage_parallel` for a large piece, or for a piece of ``PIECE_MIN`` keys or more
-    of a large batch: the chunks of a chunked column); the summed counts."""
+    of a large batch); the pieces of a large batch, when all contiguous and of one type (the
+    chunks of a chunked column), in one parallel loop (:func:`_stage_pieces`); the summed
+    counts."""
+    if len(a) > 1 and total >= PARALLEL_MIN:
+        plan = _one_loop(a, b)
+        if plan is not None:
+            with lock if lock is not None else contextlib.nullcontext():
+                return _stage_pieces(plan[0], a[0][:0], narrow, offset, out, total, valid,
+                                     plan[1])
     bad, at = 0, 0
     for x, y in zip(a, b):
         n = x.shape[0]

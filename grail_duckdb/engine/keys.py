@@ -154,6 +154,9 @@ def pair_pieces(s: KeyColumn, t: KeyColumn, lo: int, hi: int) -> tuple[tuple, tu
     if len(s.pieces) == 1 and len(t.pieces) == 1:  # the common case: one array a side
         x, y = _same_kind(s.pieces[0][lo:hi], t.pieces[0][lo:hi])
         return (x,), (y,)
+    if lo == 0 and hi == s.n and _same_cuts(s.pieces, t.pieces):  # chunks of one table
+        pairs = [_same_kind(x, y) for x, y in zip(s.pieces, t.pieces)]
+        return tuple(x for x, _ in pairs), tuple(y for _, y in pairs)
     a, b = _cut(s.pieces, lo, hi), _cut(t.pieces, lo, hi)
     out_a, out_b = [], []
     i = j = 0
@@ -166,6 +169,11 @@ def pair_pieces(s: KeyColumn, t: KeyColumn, lo: int, hi: int) -> tuple[tuple, tu
         i += a[i].shape[0] == 0
         j += b[j].shape[0] == 0
     return tuple(out_a), tuple(out_b)
+
+
+def _same_cuts(a: tuple, b: tuple) -> bool:
+    """Whether the pieces of two columns end at the same rows."""
+    return len(a) == len(b) and all(x.shape[0] == y.shape[0] for x, y in zip(a, b))
 
 
 def _cut(pieces: tuple, lo: int, hi: int) -> list:

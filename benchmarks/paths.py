@@ -223,7 +223,8 @@ def bench_calls(idx, pairs: pa.Table, repeat: int, below: float) -> tuple[dict, 
     return out, answers
 
 
-def bench_counts(idx, modes: list[str], args, say, exact=None) -> tuple[dict, dict]:
+def bench_counts(idx, modes: list[str], args, say, exact=None,
+                 edges=None) -> tuple[dict, dict]:
     """Exact and approximate reach counts, timed and checked: ``(figures, {mode: Table})``.
     ``exact``: the exact counts of another backend on the same graph, the approximate ones'
     check where this backend does not count exactly."""
@@ -257,7 +258,50 @@ def bench_counts(idx, modes: list[str], args, say, exact=None) -> tuple[dict, di
         say(f"  {backend} approximate counts against {c['against']}: RMS relative error "
             f"{c['rms']:.4f} ({c['values']:,} values), stated "
             f"{out['approximate']['rel_error']:.4f}")
+        known = tables.get("exact", exact)
+        if args.hash_draws and known is not None and edges is not None:
+            d = out["approximate"]["draws"] = hash_draws(edges, idx.ids.keys, known, backend,
+                                                         args)
+            say(f"  {backend} approximate counts over {d['draws']} hash draws: RMS relative "
+                f"error {d['rms']:.4f}, {d['within_2_sigma']:.1%} within twice the stated")
     return out, tables
+
+
+def hash_draws(edges: pa.Table, keys: pa.Array, exact: pa.Table, backend: str, args) -> dict:
+    """The approximate counts' error over ``--hash-draws`` draws of the sketches' hash, the
+    frame in which a stated standard error holds: each draw relabels the vertices by a seeded
+    permutation of their keys (a vertex's hash is that of its id, and the ids follow the
+    keys), builds and counts again, and compares each vertex's estimates with its exact
+    counts. One draw's values share most of their error (their sets nest), so a single run
+    tests one draw; the pooled values test the statement."""
+    n = len(keys)
+    where = {c: pc.index_in(edges.column(c), keys).to_numpy() for c in ("src", "dst")}
+    at = pc.index_in(exact.column("key"), keys).to_numpy()
+    truth = np.empty((2, n), np.int64)
+    for i, c in enumerate(("reaches", "reached_by")):
+        truth[i, at] = exact.column(c).to_numpy() + 1
+    rng = np.random.default_rng(args.seed + 11)
+    per, pooled = [], []
+    for _ in range(args.hash_draws):
+        perm = rng.permutation(n)
+        idx = build_index(perm[where["src"]], perm[where["dst"]], backend=backend,
+                          progress=False)
+        got = idx.reach_counts("approximate")
+        back = np.argsort(perm)[got.column("key").to_numpy()]
+        est = np.stack([got.column(c).to_numpy() + 1 for c in ("reaches", "reached_by")])
+        sigma, precision = got.column("rel_error")[0].as_py(), _precision_of(got)
+        t = truth[:, back]
+        rel = ((est - t) / t)[t > 2.5 * (1 << precision)]
+        per.append({"mean": float(rel.mean()), "rms": float(np.sqrt(np.mean(rel * rel))),
+                    "within_2_sigma": float(np.mean(np.abs(rel) <= 2 * sigma))})
+        pooled.append(np.abs(rel))
+        del idx
+        free_device(backend)
+    r = np.concatenate(pooled)
+    share = float(np.mean(r <= 2 * sigma))
+    return {"draws": args.hash_draws, "values": int(r.shape[0]),
+            "rms": float(np.sqrt(np.mean(r * r))), "within_2_sigma": share,
+            "within_bound": share >= WITHIN_2_SIGMA, "per_draw": per}
 
 
 def _precision_of(counts: pa.Table) -> int:
@@ -401,7 +445,8 @@ def bench_graph(spec: str, args, say, partial) -> dict:
             partial(rec)
             if args.counts != ["none"]:
                 known = next((c["exact"] for c in counts.values() if "exact" in c), None)
-                per["counts"], counts[b] = bench_counts(idx, args.counts, args, say, known)
+                per["counts"], counts[b] = bench_counts(idx, args.counts, args, say, known,
+                                                        g["edges"])
                 c = per["counts"].get("approximate", {}).get("check")
                 if c is not None and not c["within_bound"]:
                     say(f"  {b}: the observed error exceeds the stated bound")
@@ -462,6 +507,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "counts ran (default 32)")
     p.add_argument("--check-budget", type=float, default=60.0,
                    help="seconds of those searches (default 60)")
+    p.add_argument("--hash-draws", type=int, default=0, metavar="N",
+                   help="where exact counts ran: the approximate counts' error over N draws "
+                        "of the sketches' hash as well (default 0)")
     p.add_argument("--cte-sample", type=int, default=20,
                    help="pairs of each set the recursive CTE answers (default 20; 0: none)")
     p.add_argument("--cte-cap", type=float, default=10.0,

@@ -43,6 +43,9 @@ GRAPHS = 8
 BUFFER_STEP = 1 << 15
 #: host-to-device / device-to-host kinds of cudaMemcpyAsync
 _H2D, _D2H = 1, 2
+#: device bytes per component of the grid-wide search besides its three words of bits per 64
+#: pairs: six int32 arrays (:meth:`GpuKernels._bitmask_search`), its scan's int64, and room
+WIDE_BYTES = 40
 #: what a cancelled round's work counter is set to (every byte 0x7f: past any pair count)
 _PAST_EVERY_PAIR = 0x7F
 #: cudaLimitMaxL2FetchGranularity (cudaDeviceSetLimit)
@@ -275,16 +278,26 @@ class GpuQueries:
             if pending == 0:
                 break
             ids = over[:pending]
-            if mode == 0 and self._goes_wide(cap, pending):
+            if mode == 0 and self._goes_wide(cap, pending, nv):
                 self._wide(qi, u, t, ids, out, trace)
                 break
         return out.get().astype(np.bool_)
 
-    def _goes_wide(self, cap, pending) -> bool:
+    def _goes_wide(self, cap, pending, n) -> bool:
         """Whether the ``pending`` pairs that a round of capacity ``cap`` handed on go to the
-        grid-wide search (``wide_search``) rather than to the next rounds."""
+        grid-wide search (``wide_search``) rather than to the next rounds: when few enough,
+        and when its scratch for ``n`` components is free on the device (the next rounds keep
+        within the search's budget)."""
         after, most = self.settings.wide_search
-        return most > 0 and cap >= after and pending <= most
+        if most <= 0 or cap < after or pending > most:
+            return False
+        words = min(-(-pending // 64), self.settings.max_words)
+        return (WIDE_BYTES + 24 * words) * n <= self._free_device_bytes()
+
+    @staticmethod
+    def _free_device_bytes() -> int:
+        """Device memory free now: the driver's, and the blocks CuPy's pool holds unused."""
+        return cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
 
     def _wide(self, qi, u, t, ids, out, trace=None):
         """The pairs ``ids`` of (u, t) answered into ``out`` by the label-pruned bitmask search

@@ -67,8 +67,7 @@ def key_column(x, name: str = "key") -> KeyColumn:
     typ = x.type
     dtype = _INTEGER_TYPES.get(typ.id)
     if dtype is not None:  # integer keys: each chunk's values where they lie
-        return KeyColumn("int", len(x), tuple(_kernel_view(_values(c, dtype))
-                                              for c in chunks if len(c)),
+        return KeyColumn("int", len(x), tuple(_chunk_keys(c, dtype) for c in chunks if len(c)),
                          _validity(chunks) if x.null_count else None, typ)
     n = len(x)
     if pa.types.is_null(typ):
@@ -130,6 +129,14 @@ def _unwrapped(x, name: str):
                                  "select the key column first")
         return table.column(0)
     return x
+
+
+def _chunk_keys(chunk: pa.Array, dtype: np.dtype) -> np.ndarray:
+    """An integer Arrow chunk's keys as the kernels read them, where they lie (Arrow's own
+    view of a chunk without NULLs is read-only and in native order already)."""
+    if not chunk.null_count:
+        return chunk.to_numpy(zero_copy_only=True)
+    return _kernel_view(_values(chunk, dtype))
 
 
 def _values(chunk: pa.Array, dtype: np.dtype) -> np.ndarray:

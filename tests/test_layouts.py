@@ -334,6 +334,27 @@ def test_the_staging_pass_reads_every_layout(layout, size):
     np.testing.assert_array_equal(out.view(np.int64), want)
 
 
+def test_many_pieces_on_few_cores_are_answered_in_items_of_rows(monkeypatch):
+    """On a machine of few cores a call of several pieces (an Arrow column's chunks) is cut
+    into items of rows that the threads take in turn, pieces split where an item ends: the
+    oracle's answers, NULL pairs included, as from one array."""
+    from grail_duckdb.kernels import cpu
+
+    monkeypatch.setattr(cpu, "cores", lambda: 2)
+    idx, closure, key_id = _index("cpu", "range")
+    (s, t), _ = _values("range", "signed", 17_003, 9)
+    s = [None if i % 97 == 0 else x for i, x in enumerate(s)]
+    cuts = [0, 5_000, 8_003, 17_003]
+
+    def chunked(v):
+        return pa.chunked_array([pa.array(v[a:b], pa.int64()) for a, b in zip(cuts, cuts[1:])])
+
+    got = idx.reaches(chunked(s), chunked(t))
+    assert got.to_pylist() == oracle(closure, key_id, s, t)
+    one = idx.reaches(pa.array(s, pa.int64()), pa.array(t, pa.int64()))
+    assert got.to_pylist() == one.to_pylist()
+
+
 @pytest.mark.parametrize("dtype", ["int64", "uint64"])
 @pytest.mark.parametrize("strided", [False, True])
 def test_the_pieces_of_a_large_batch_are_staged_by_every_core(monkeypatch, dtype, strided):

@@ -50,10 +50,9 @@ from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import (append, bidir, bounds, classify, graph, hubs, labels, levels, pages, rows, search,
                sweeps)
-from .cores import cores, on_threads
+from .cores import item_rows, cores, on_threads
 from .paths import CpuPaths
 
-_EMPTY_COMP = np.empty(0, np.int32)
 _EMPTY_I64 = np.empty(0, np.int64)
 _EMPTY_I32 = np.empty(0, np.int32)
 _EMPTY_U8 = np.empty(0, np.uint8)
@@ -362,13 +361,14 @@ class CpuKernels(CpuPaths):
         if len(ks) == 1:
             return self._answer_piece(qi, ks[0], kt[0], valid, prune, budget)
         starts = np.cumsum([0] + [a.shape[0] for a in ks])
-        pieces = [(int(at), a, b, None if valid is None else valid[at:at + a.shape[0]])
-                  for at, a, b in zip(starts, ks, kt)]
-        out = [None] * len(pieces)
-        tasks = 1  # pieces side by side on few cores, each serial
-        if cores() <= FEW_CORES and starts[-1] >= ALONE_MIN_FEW:
-            tasks = _tasks(self.threads, len(pieces), (0, 1, pieces[0][1], pieces[0][2]))
-        on_threads(self._answer_pieces, tasks, qi, pieces, prune, budget, tasks > 1, out)
+        few = cores() <= FEW_CORES and starts[-1] >= ALONE_MIN_FEW  # items side by side
+        tasks = _tasks(self.threads, len(ks), (0, 1, ks[0], kt[0])) if few else 1
+        step = item_rows(int(starts[-1]), tasks, SERIAL_MAX)
+        pieces = [(int(at) + i, a[i:i + step], b[i:i + step],
+                   None if valid is None else valid[at + i:at + min(i + step, a.shape[0])])
+                  for at, a, b in zip(starts, ks, kt) for i in range(0, a.shape[0], step)]
+        on_threads(self._answer_pieces, tasks, qi, pieces, prune, budget, tasks > 1,
+                   out := [None] * len(pieces))
         return _joined([(at, a.shape[0], part) for (at, a, _, _), part in zip(pieces, out)],
                        int(starts[-1]))
 
@@ -545,7 +545,7 @@ def _index_args(qi) -> tuple:
         qi.classify_args = (mode, qi.lookup_offset, qi.lookup_size,
                             table if mode == LOOKUP_DENSE else _EMPTY_I32,
                             table if mode == LOOKUP_SORTED else _EMPTY_I64,
-                            _EMPTY_COMP if qi.comp is None else qi.comp, qi.dag.indptr,
+                            _EMPTY_I32 if qi.comp is None else qi.comp, qi.dag.indptr,
                             qi.dag.indices, *_label_args(lab), *windows)
     return qi.classify_args
 

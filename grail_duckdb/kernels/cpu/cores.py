@@ -24,7 +24,7 @@ import numba
 
 from ...jit import njit
 
-__all__ = ["on_cores", "on_threads", "cores", "task_range"]
+__all__ = ["on_cores", "on_threads", "cores", "item_rows", "task_range"]
 
 
 def cores() -> int:
@@ -126,6 +126,20 @@ def _side_by_side(fn, tasks: int, args) -> list:
             finally:
                 pool.busy.release()
     return [fn(task, tasks, *args) for task in range(tasks)]
+
+
+def item_rows(total: int, tasks: int, least: int = 8, per_task: int = 8) -> int:
+    """Rows per item of ``total`` rows that ``tasks`` threads take in turn: ``per_task`` items
+    a thread (items of unequal cost, such as the chunks of one column, then balance out), at
+    least ``least`` (each item costs a call), a multiple of 8 (an item's answer bits start on
+    a byte); every row at once for one task.
+
+    >>> item_rows(1_000_000, 2), item_rows(100_000, 2, 16_384), item_rows(1_000, 1)
+    (62504, 16384, 1000)
+    """
+    if tasks <= 1:
+        return max(total, 1)
+    return max(least, (-(-total // (per_task * tasks)) + 7) & ~7)
 
 
 @njit(inline="always", cache=True, nogil=True, boundscheck=False)

@@ -55,6 +55,26 @@ def _check(idx, qs, qt, want, **kw):
     return stats
 
 
+def _traced_search(idx, n, src, dst, seed, monkeypatch, **settings) -> list:
+    """Pairs near in id (2 * GPU_MIN_QUERIES: answered on the device, not its host copy)
+    through the GPU's exact search with ``settings``, each call's round traces recorded
+    ``(warps, mode, cap, groups, pairs in, pairs left, seconds)``: the oracle's answers and
+    the CPU backend's statistics are checked; the traces, one list per call, returned."""
+    from dataclasses import replace
+
+    k = idx.kernels
+    monkeypatch.setattr(k, "settings", replace(k.settings, **settings))
+    traces, real = [], type(k)._bidir
+    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
+                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
+    rng = np.random.default_rng(seed)
+    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
+    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
+    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
+    assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
+    return traces
+
+
 @pytest.mark.parametrize("one", ["child", "parent"])
 def test_forests_are_settled_by_the_tree_cuts_alone(backend, one):
     """On a forest where every vertex has one child at most (each paper cites one other, as
@@ -95,27 +115,16 @@ def test_every_group_size_of_the_exact_search_hands_on_and_answers(rounds, monke
     groups of 2 and 4 share a block and sync on their own barriers), with capacities so small
     that each round hands pairs on to the next (and a last round smaller than the one before
     on to the dense round): the oracle's answers, and the CPU backend's statistics."""
-    from dataclasses import replace
-
     n = 20_000
     src, dst = _dag(n, 100_000, 5, span=300)
     idx = gd.build_index(src, dst, backend="gpu", labels=1)
-    k = idx.kernels
-    monkeypatch.setattr(k, "settings", replace(k.settings, bidir_rounds=rounds,
-                                               fill_first_round=False))
-    traces, real = [], type(k)._bidir
-    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
-                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
-    rng = np.random.default_rng(6)
-    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)  # answered on the device, not its host copy
-    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
-    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
+    traces = _traced_search(idx, n, src, dst, 6, monkeypatch, bidir_rounds=rounds,
+                            fill_first_round=False)
     rows = [r for tr in traces for r in tr]  # (warps, mode, cap, groups, in, left, seconds)
     assert [r[:3] for r in rows[:len(rounds)]] == [(g, 0, c) for g, c in rounds]
     assert all(r[5] > 0 for r in rows[:len(rounds) - 1])  # each round handed pairs on
     if rounds[-1][1] < rounds[-2][1]:
         assert rows[len(rounds)][:3] == (8, 1, idx.n_components) and rows[len(rounds)][4] > 0
-    assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
 
 
 @pytest.mark.gpu
@@ -127,23 +136,13 @@ def test_the_pairs_a_large_round_hands_on_go_to_the_grid_wide_search(most, room,
     pair, in passes of 64 * W), not by the later rounds: the oracle's answers and the CPU
     backend's statistics; with 0 pairs, or without the device memory it needs free, they go
     on to the next round as before."""
-    from dataclasses import replace
-
     n = 20_000
     src, dst = _dag(n, 100_000, 5, span=300)
     idx = gd.build_index(src, dst, backend="gpu", labels=1)
-    k = idx.kernels
     if not room:
-        monkeypatch.setattr(type(k), "_free_device_bytes", staticmethod(lambda: 0))
-    monkeypatch.setattr(k, "settings", replace(k.settings, bidir_rounds=((1, 32), (4, 64)),
-                                               fill_first_round=False, wide_search=(32, most)))
-    traces, real = [], type(k)._bidir
-    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
-                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
-    rng = np.random.default_rng(7)
-    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
-    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
-    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
+        monkeypatch.setattr(type(idx.kernels), "_free_device_bytes", staticmethod(lambda: 0))
+    traces = _traced_search(idx, n, src, dst, 7, monkeypatch, bidir_rounds=((1, 32), (4, 64)),
+                            fill_first_round=False, wide_search=(32, most))
     handed = [tr for tr in traces if tr[0][5] > 0]  # (warps, mode, cap, groups, in, left, s)
     assert handed
     if most and room:
@@ -152,7 +151,6 @@ def test_the_pairs_a_large_round_hands_on_go_to_the_grid_wide_search(most, room,
     else:
         assert all(tr[1][:3] == (4, 0, 64) for tr in handed)
         assert all(r[1] != 2 for tr in traces for r in tr)
-    assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
 
 
 @pytest.mark.gpu
@@ -202,23 +200,12 @@ def test_a_first_round_grown_by_the_scratch_answers_like_the_oracle(monkeypatch)
     """With scratch enough to grow the first round (a 1 GB floor), the search runs one
     wider first round and answers every pair as the oracle does, with the CPU backend's
     statistics."""
-    from dataclasses import replace
-
     n = 20_000
     src, dst = _dag(n, 100_000, 5, span=300)
     idx = gd.build_index(src, dst, backend="gpu", labels=1)
-    k = idx.kernels
-    monkeypatch.setattr(k, "settings", replace(k.settings, min_search_scratch=1 << 30))
-    traces, real = [], type(k)._bidir
-    monkeypatch.setattr(type(k), "_bidir", lambda self, qi, u, t, trace=None, checkpoint=None:
-                        real(self, qi, u, t, traces.append([]) or traces[-1], checkpoint))
-    rng = np.random.default_rng(8)
-    qs = rng.integers(0, n, 2 * GPU_MIN_QUERIES)
-    qt = np.minimum(qs + rng.integers(1, 3_000, qs.shape[0]), n - 1)
-    stats = _check(idx, qs, qt, _truth(src, dst, n, qs, qt), budget=0)
+    traces = _traced_search(idx, n, src, dst, 8, monkeypatch, min_search_scratch=1 << 30)
     first = [tr[0] for tr in traces if tr]
-    assert first and all(r[2] > k.settings.bidir_rounds[0][1] for r in first)
-    assert stats == idx.to_backend("cpu").reaches_with_stats(qs, qt, budget=0)[1]
+    assert first and all(r[2] > idx.kernels.settings.bidir_rounds[0][1] for r in first)
 
 
 @pytest.mark.parametrize("budget", [0, 1, 3, 256])

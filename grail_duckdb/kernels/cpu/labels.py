@@ -38,10 +38,12 @@ def _count_parents(task, tasks, rev_ptr, pending, count):
     n, chunks = pending.shape[0], count.shape[0] - 1
     for c in range(task, chunks, tasks):
         lo, hi = task_range(n, c, chunks)
+        roots = 0  # counted here: the chunks' counts share a cache line
         for v in range(lo, hi):
             pending[v] = rev_ptr[v + 1] - rev_ptr[v]
             if pending[v] == 0:
-                count[c + 1] += 1
+                roots += 1
+        count[c + 1] = roots
 
 
 @njit(**_JIT)
@@ -286,7 +288,8 @@ def _block_order(n_blocks, j, seed):
 def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
     """Label j's sizes of earlier siblings, ``out[v]`` for every v, in label j's order (the
     blocks in the order ``permuted_block``, ids xored inside a block): each parent's running
-    sum of its children's sizes (roots are the children of a virtual root).
+    sum of its children's sizes (roots are the children of a virtual root, and their sums
+    include their own size: a root's post rank, final here).
 
     The roots' running sum needs the blocks in that order only through their totals
     (``root_sum[b]``): each block's start comes from a pass over those, then the blocks
@@ -311,15 +314,15 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
         if roots == ~np.uint64(0):  # a block of roots only
             for o in range(ORDER_BLOCK):
                 v = base + (o ^ xor)
-                out[v] = running
                 running += size[v]
+                out[v] = running
             continue
         left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
         while left:
             v = base + (trailing_zeros(left) ^ xor)
             left &= left - np.uint64(1)
-            out[v] = running
             running += size[v]
+            out[v] = running
     acc[:] = 0
     for b in range(n_blocks):
         ahead = blocks[b + BLOCKS_AHEAD]
@@ -385,9 +388,8 @@ def _blocks_of_children(parent, size, children, root_sum):
 
 
 @njit(**_JIT)
-def _transposed(task, tasks, rows, out, parent, size):
-    """``out[v, j] = rows[j, v]``, plus v's size where v is a root (whose subtree starts at
-    its sum: its post rank is final here), a block of ORDER_BLOCK vertices at a time (task
+def _transposed(task, tasks, rows, out):
+    """``out[v, j] = rows[j, v]``, a block of ORDER_BLOCK vertices at a time (task
     ``task``'s share of the blocks)."""
     d, n = rows.shape
     first, last = task_range((n + ORDER_BLOCK - 1) // ORDER_BLOCK, task, tasks)
@@ -395,16 +397,15 @@ def _transposed(task, tasks, rows, out, parent, size):
         lo = b * ORDER_BLOCK
         hi = min(n, lo + ORDER_BLOCK)
         for v in range(lo, hi):
-            own = size[v] if parent[v] < 0 else 0
             for j in range(d):
-                out[v, j] = rows[j, v] + own
+                out[v, j] = rows[j, v]
 
 
 @njit(**_JIT)
-def _starts_range(parent, order, size, post, lo, hi, roots_done):
-    """``post[v] += size[v]`` plus, below a root, the parent's start (``post[p] - size[p]``),
-    for every label at once, for the vertices at ``order[lo:hi]`` (each parent's row is
-    final before; the roots' rows are final already when ``roots_done``)."""
+def _starts_range(parent, order, size, post, lo, hi):
+    """``post[v] += size[v]`` plus the parent's start (``post[p] - size[p]``), for every
+    label at once, for the vertices at ``order[lo:hi]`` but the roots (whose rows are final;
+    each parent's row is final before its children's)."""
     n, d = post.shape
     for i in range(lo, hi):
         if i + 2 * AHEAD < n:
@@ -424,35 +425,34 @@ def _starts_range(parent, order, size, post, lo, hi, roots_done):
             base = sv - size[p]
             for j in range(d):
                 post[v, j] += post[p, j] + base
-        elif not roots_done:
-            for j in range(d):
-                post[v, j] += sv
 
 
-def _starts_down(parent, order, offsets, size, post, parts, roots_done):
-    """:func:`_starts_range` over the whole order: level by level, each level in up to
-    ``parts`` pieces that the cores take in turn (a core waits at the end of each level for
-    the pieces others hold), else (``parts`` 0) in one sweep."""
+def _starts_down(parent, order, offsets, size, post, parts):
+    """:func:`_starts_range` over the order from level 1 on (level 0 holds only roots: a
+    vertex of a deeper level has a tree parent one level up): level by level, each level in
+    up to ``parts`` pieces that the cores take in turn (a core waits at the end of each
+    level for the pieces others hold), else (``parts`` 0) in one sweep."""
+    if offsets.shape[0] < 3:
+        return
     if parts == 0:
-        _starts_range(parent, order, size, post, 0, order.shape[0], roots_done)
+        _starts_range(parent, order, size, post, offsets[1], order.shape[0])
         return
     levels = offsets.shape[0] - 1
     on_cores(_starts_levels, parts // PIECES_PER_CORE, parent, order, offsets, size, post,
-             parts, roots_done, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
+             parts, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
 
 
 @njit(**_JIT)
-def _starts_levels(task, tasks, parent, order, offsets, size, post, parts, roots_done, taken,
-                   done):
-    """:func:`_starts_down` level by level, one of ``tasks`` side by side."""
+def _starts_levels(task, tasks, parent, order, offsets, size, post, parts, taken, done):
+    """:func:`_starts_down` level by level from level 1, one of ``tasks`` side by side."""
     levels = offsets.shape[0] - 1
-    for level in range(levels):
+    for level in range(1, levels):
         lo, hi = offsets[level], offsets[level + 1]
         k = pieces(lo, hi, parts)
         c = claim(taken, level, k)
         while c >= 0:
             a, b = piece(lo, hi, c, k)
-            _starts_range(parent, order, size, post, a, b, roots_done)
+            _starts_range(parent, order, size, post, a, b)
             atomic_add(done, level, 1)
             c = claim(taken, level, k)
         wait_level(done, level, k)
@@ -494,5 +494,5 @@ def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
         _all_sibling_sums(parent, size, seed, post.reshape(1, -1), acc)
     else:
         _all_sibling_sums(parent, size, seed, sums, acc)
-        on_cores(_transposed, cores(), sums, post, parent, size)
-    _starts_down(parent, order, offsets, size, post, parts, sums is not None)
+        on_cores(_transposed, cores(), sums, post)
+    _starts_down(parent, order, offsets, size, post, parts)

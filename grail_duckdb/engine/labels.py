@@ -59,14 +59,13 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
     parent = k.tree_parents(cond.dag_rev, topo.level)
     tick("labels: levels and tree (pass 1)")
     tree = roomy(xp, (cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
-    tree[:, 2], tree[:, 3] = tree_of_children(k, cond, topo, seed)
+    tree_of_children(k, cond, topo, seed, out=tree[:, 2:])
     tick("labels: tree of children")
     size = k.subtree_sizes(parent, topo)
     tick("labels: subtree sizes (pass 2)")
     post = k.post_orders(parent, topo, size, d, seed)
     del parent
-    tree[:, 0] = post[:, 0] - size + 1
-    tree[:, 1] = post[:, 0]
+    _interval_columns(xp, post[:, 0], size, tree[:, :2])
     del size
     tick("labels: post orders (pass 3)")
     inner, outer = k.interval_bounds(cond.dag, topo, post)
@@ -171,15 +170,34 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS, largest=Non
     return hub_of, first.astype(xp.int32)
 
 
-def tree_of_children(k: Kernels, cond: Condensation, topo: TopoOrder, seed: int):
+def tree_of_children(k: Kernels, cond: Condensation, topo: TopoOrder, seed: int, out=None):
     """``(lo, post)``: the interval of each vertex's subtree in the tree of chosen children,
     made with the passes of the tree of parents (subtree sizes, post order with label 0's
-    sibling order) over the levels from the deepest up: a chosen child always lies deeper."""
+    sibling order) over the levels from the deepest up: a chosen child always lies deeper.
+    ``out``: two columns to write them into instead (returned)."""
     child = k.tree_children(cond.dag, topo.level)
     up = reversed_levels(k.xp, topo)
     size = k.subtree_sizes(child, up)
     post = k.post_orders(child, up, size, 1, seed)[:, 0]
-    return post - size + 1, post
+    if out is None:
+        return post - size + 1, post
+    _interval_columns(k.xp, post, size, out)
+    return out[:, 0], out[:, 1]
+
+
+def _interval_columns(xp, post, size, out) -> None:
+    """``out[:, 0] = post - size + 1`` and ``out[:, 1] = post``: a subtree's interval of post
+    ranks, written into the columns without a temporary array.
+
+    >>> out = np.zeros((2, 2), np.int32)
+    >>> _interval_columns(np, np.array([3, 1]), np.array([3, 1]), out)
+    >>> out.tolist()
+    [[1, 3], [1, 1]]
+    """
+    lo, hi = out[:, 0], out[:, 1]
+    xp.add(post, 1, out=lo)
+    xp.subtract(lo, size, out=lo)
+    hi[...] = post
 
 
 def reversed_levels(xp, topo: TopoOrder) -> TopoOrder:

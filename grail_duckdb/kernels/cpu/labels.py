@@ -407,6 +407,9 @@ def _starts_range(parent, order, size, post, lo, hi):
     label at once, for the vertices at ``order[lo:hi]`` but the roots (whose rows are final;
     each parent's row is final before its children's)."""
     n, d = post.shape
+    if d == 1:
+        _starts_one(parent, order, size, post.reshape(-1), lo, hi)
+        return
     for i in range(lo, hi):
         if i + 2 * AHEAD < n:
             prefetch(parent, order[i + 2 * AHEAD])
@@ -425,6 +428,18 @@ def _starts_range(parent, order, size, post, lo, hi):
             base = sv - size[p]
             for j in range(d):
                 post[v, j] += post[p, j] + base
+
+
+@njit(inline="always", **_JIT)
+def _starts_one(parent, order, size, post, lo, hi):
+    """:func:`_starts_range` of one label (``post`` flat): no loop over the labels and no
+    prefetch (measured twice as fast as the general loop on the trees of chosen children,
+    whose parents a level's vertices share)."""
+    for i in range(lo, hi):
+        v = order[i]
+        p = parent[v]
+        if p >= 0:
+            post[v] += post[p] + size[v] - size[p]
 
 
 def _starts_down(parent, order, offsets, size, post, parts):

@@ -611,3 +611,28 @@ def test_post_orders_index_past_two_billion_label_entries():
     for j in (0, d - 1):
         col = cp.sort(post[:, j])
         assert bool((col == cp.arange(1, n + 1, dtype=cp.int32)).all()), f"label {j}"
+
+
+@pytest.mark.parametrize("apart", [True, False])
+@pytest.mark.parametrize("graph", ["star-in", "star-out", "giant-cycle", "self-loops-only"])
+def test_cpu_trees_side_by_side_or_in_turn(monkeypatch, graph, apart):
+    """The tree of chosen children made on a thread of its own beside the tree of parents
+    and the intervals (a CPU of few cores), or in turn: the labels the references make; an
+    error in that thread reaches the caller."""
+    from grail_duckdb.engine import labels as engine_labels
+    from grail_duckdb.engine.condensation import condense
+    from grail_duckdb.engine.csr import forward_and_reverse
+
+    monkeypatch.setattr(engine_labels, "trees_side_by_side", lambda k: apart)
+    k, c = CpuKernels(), case_named(graph)
+    cond = condense(k, list(forward_and_reverse(k, ref.pack(c.src32, c.dst32), c.n)))
+    got, want = engine_labels.grail_labels(k, cond, D, SEED), c.index.labels
+    for name in ("level", "inner", "outer", "tree"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+
+    def broken(*args, **kw):
+        raise RuntimeError("tree of children")
+
+    monkeypatch.setattr(engine_labels, "tree_of_children", broken)
+    with pytest.raises(RuntimeError, match="tree of children"):
+        engine_labels.grail_labels(k, cond, D, SEED)

@@ -31,6 +31,8 @@ of both cites one other at most), whose reachable pairs no other cut settles che
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..growth import roomy, roomy_zeros
@@ -48,34 +50,91 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
     build that saves writes them to its file meanwhile).
 
     Memory: each pass's inputs are dropped once no later
-    pass reads them, the tree of chosen children is made before the post orders exist, and
-    the post orders go once the intervals and the tree of parents hold what they need."""
+    pass reads them, the tree of chosen children is made before the post orders exist (on a
+    CPU of few cores, beside them: see :func:`trees_side_by_side`), and the post orders go
+    once the intervals and the tree of parents hold what they need."""
     if d < 1:
         raise ValueError(f"labels must be >= 1, got {d}")
     tick = timer or (lambda name: None)
     xp = k.xp
     topo = cond.topo if cond.topo is not None else k.topological_levels(cond.dag,
                                                                           cond.dag_rev)
-    parent = k.tree_parents(cond.dag_rev, topo.level)
-    tick("labels: levels and tree (pass 1)")
     tree = roomy(xp, (cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
-    tree_of_children(k, cond, topo, seed, out=tree[:, 2:])
-    tick("labels: tree of children")
-    size = k.subtree_sizes(parent, topo)
-    tick("labels: subtree sizes (pass 2)")
-    post = k.post_orders(parent, topo, size, d, seed)
-    del parent
-    _interval_columns(xp, post[:, 0], size, tree[:, :2])
-    del size
-    tick("labels: post orders (pass 3)")
-    inner, outer = k.interval_bounds(cond.dag, topo, post)
-    del post
-    tick("labels: intervals (pass 4)")
+    children = _Call(tree_of_children, k, cond, topo, seed, out=tree[:, 2:])
+    apart = trees_side_by_side(k)
+    if apart:
+        children.start()
+    try:
+        parent = k.tree_parents(cond.dag_rev, topo.level)
+        tick("labels: levels and tree (pass 1)")
+        if not apart:
+            children.run()
+            tick("labels: tree of children")
+        size = k.subtree_sizes(parent, topo)
+        tick("labels: subtree sizes (pass 2)")
+        post = k.post_orders(parent, topo, size, d, seed)
+        del parent
+        _interval_columns(xp, post[:, 0], size, tree[:, :2])
+        del size
+        tick("labels: post orders (pass 3)")
+        inner, outer = k.interval_bounds(cond.dag, topo, post)
+        del post
+        tick("labels: intervals (pass 4)")
+    except BaseException:
+        children.wait(quiet=True)  # it writes into ``tree``: never left running
+        raise
+    children.wait()
+    if apart:
+        tick("labels: tree of children")  # what is left of it once the intervals are done
     if on_intervals is not None:
         on_intervals({"level": topo.level, "tree": tree, "inner": inner, "outer": outer})
     down, up, windows = hub_labels(k, cond, topo)
     tick("labels: hubs")
     return k.query_labels(Labels(topo.level, inner, outer, tree, down, up, **windows))
+
+
+def trees_side_by_side(k: Kernels) -> bool:
+    """Whether a build makes the tree of chosen children on a thread of its own, beside the
+    tree of parents, its post orders and the intervals: on a CPU whose build sweeps each run
+    on one core (``CpuKernels.sweeps_on_one_core``: few cores), so that both cores work
+    through the two chains of serial sweeps. Elsewhere each sweep uses every core itself."""
+    return k.name == "cpu" and k.sweeps_on_one_core()
+
+
+class _Call:
+    """``fn(*args, **kw)``, run here (:meth:`run`) or on a thread of its own (:meth:`start`);
+    :meth:`wait` waits for it and raises what it raised.
+
+    >>> c = _Call(divmod, 7, 2)
+    >>> c.start(); c.wait()
+    >>> bad = _Call(divmod, 1, 0)
+    >>> bad.run(); bad.wait()
+    Traceback (most recent call last):
+    ZeroDivisionError: integer division or modulo by zero
+    """
+
+    def __init__(self, fn, *args, **kw):
+        self._call = lambda: fn(*args, **kw)
+        self._thread = None
+        self._error = None
+
+    def run(self) -> None:
+        try:
+            self._call()
+        except BaseException as exc:  # raised by wait(), in the caller's thread
+            self._error = exc
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="grail-tree", daemon=True)
+        self._thread.start()
+
+    def wait(self, quiet: bool = False) -> None:
+        """Wait for the call; raise what it raised (``quiet``: drop it)."""
+        if self._thread is not None:
+            self._thread.join()
+        error, self._error = self._error, None
+        if error is not None and not quiet:
+            raise error
 
 
 def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):

@@ -274,6 +274,10 @@ class CpuKernels(CpuPaths):
             return 0
         return sweeps.PIECES_PER_CORE * threads
 
+    def sweeps_on_one_core(self) -> bool:
+        """Whether each build sweep runs on one core (:meth:`_parts`): two may run at once."""
+        return 1 < cores() < max(2, self.settings.level_threads)
+
     def largest_rows(self, g: CSR, count: int):
         return graph.largest_rows(g.indptr, int(count))
 
@@ -285,24 +289,20 @@ class CpuKernels(CpuPaths):
 
     def subtree_sizes(self, parent, topo: TopoOrder):
         size = np.ones(parent.shape[0], np.int32)
-        with PARALLEL_LOCK:
-            labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
+        labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
         return size
 
     def tree_children(self, fwd: CSR, level):
         child = np.empty(level.shape[0], np.int32)
-        with PARALLEL_LOCK:
-            labels.tree_children(fwd.indptr, fwd.indices, level, child)
+        labels.tree_children(fwd.indptr, fwd.indices, level, child)
         return child
 
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
         n = parent.shape[0]
         post = roomy(np, (n, d), np.int32)  # the intervals' inner bounds
         sums = np.empty((d, n), np.int32) if d > 1 else None
-        with PARALLEL_LOCK:
-            acc = np.empty((min(cores(), d), n), np.int32)
-            labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
-                               self._parts(topo, 0))
+        labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums,
+                           np.empty((min(cores(), d), n), np.int32), post, self._parts(topo, 0))
         return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):

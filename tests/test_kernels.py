@@ -23,6 +23,7 @@ from grail_duckdb.model import Labels
 from grail_duckdb.errors import BackendError
 from grail_duckdb.kernels import CSR, CpuKernels, gpu_available, shared, to_host
 from grail_duckdb.kernels.cpu import CpuSettings
+from grail_duckdb.kernels.cpu import rows as rows_module
 from grail_duckdb.kernels.protocol import QueryIndex
 from oracle import reaches_by_dfs
 from strategies import ADVERSARIAL, CUT_DEFEATING_PAIRS, Graph, adversarial, dagify, graphs
@@ -503,6 +504,36 @@ def test_cpu_rows_of_edges_grouped_by_source_across_tasks():
         want = ref.csr(s, d, n)
         np.testing.assert_array_equal(got.indptr, want[0])
         np.testing.assert_array_equal(got.indices, want[1])
+
+
+@pytest.mark.parametrize("first,last", [(0, 1999), (3, 1990)])
+def test_cpu_rows_of_edges_that_are_rows_already(first, last):
+    """Edges grouped by source whose targets increase in each row, none the source (the
+    rows of a CSR): copied into place as they are, empty rows (the first and the last ones
+    too) and a row longer than a task's share included; one edge out of place or a
+    self-loop, and the general path makes the same rows."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    pairs = np.unique(np.concatenate([
+        ref.pack(rng.integers(first, last + 1, 40_000), rng.integers(0, n, 40_000)),
+        ref.pack(np.full(n - 1, 7), np.delete(np.arange(n), 7))]))
+    pairs = pairs[(pairs >> np.uint64(32)) != (pairs & np.uint64(0xFFFFFFFF))]
+    src, dst = (pairs >> np.uint64(32)).astype(np.int64), (pairs & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    want = ref.csr(src, dst, n)
+    swapped, looped = pairs.copy(), pairs.copy()
+    swapped[[100, 101]] = swapped[[101, 100]]
+    looped[200] = ref.pack([int(src[200])], [int(src[200])])[0]
+    assert rows_module.grouped_by_source(pairs) == rows_module.ROWS
+    assert rows_module.grouped_by_source(swapped) == rows_module.GROUPED
+    assert rows_module.grouped_by_source(looped) == rows_module.GROUPED
+    for p, s, d in ((pairs, src, dst), (swapped, src, dst),
+                    (looped, np.delete(src, 200), np.delete(dst, 200))):
+        fwd, rev = CpuKernels().csr_both_ways(p.copy(), n)
+        for got, (a, b) in ((fwd, (s, d)), (rev, (d, s))):
+            expect = ref.csr(a, b, n)
+            np.testing.assert_array_equal(got.indptr, expect[0])
+            np.testing.assert_array_equal(got.indices, expect[1])
+    np.testing.assert_array_equal(want[0][first], 0)
 
 
 #: of the small adversarial graphs, those whose checks take seconds on two cores (run with

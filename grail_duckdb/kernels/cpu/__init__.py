@@ -190,8 +190,8 @@ class CpuKernels(CpuPaths):
     def csr_both_ways(self, pairs, n):
         pairs = np.ascontiguousarray(pairs, np.uint64)
         with PARALLEL_LOCK:
-            if rows.grouped_by_source(pairs):  # rows in place; the pairs are consumed anyway
-                fwd = CSR(*rows.csr_of_runs(pairs, n))
+            if runs := rows.grouped_by_source(pairs):  # rows in place; pairs are consumed
+                fwd = CSR(*rows.csr_of_runs(pairs, n, runs == rows.ROWS))
             else:
                 fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
             return fwd, CSR(*rows.reverse_rows(fwd.indptr, fwd.indices, self._chunks, pairs))

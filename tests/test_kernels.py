@@ -667,3 +667,34 @@ def test_cpu_trees_side_by_side_or_in_turn(monkeypatch, graph, apart):
     monkeypatch.setattr(engine_labels, "tree_of_children", broken)
     with pytest.raises(RuntimeError, match="tree of children"):
         engine_labels.grail_labels(k, cond, D, SEED)
+
+
+@pytest.mark.parametrize("narrow", [0, 64])
+def test_cpu_kahn_levels_shared_then_on_one_core(narrow):
+    """Kahn's sweep level by level on two tasks over wide levels, then (``narrow``) on one
+    core from the first level of that many vertices or fewer, a long chain and wide levels
+    again after it: the levels the references find, each level's vertices together."""
+    from grail_duckdb.kernels.cpu import labels as cpu_labels
+
+    rng = np.random.default_rng(5)
+    wide, chain = 300, 400
+    layers = [np.arange(wide) + wide * i for i in range(4)]  # levels 0-3, 300 vertices each
+    n0 = 4 * wide
+    tail = np.arange(n0, n0 + chain)                          # a chain below level 3
+    last = np.arange(n0 + chain, n0 + chain + wide)           # a wide level below the chain
+    src = np.concatenate([rng.choice(layers[i], 3 * wide) for i in range(3)]
+                         + [[layers[3][0]], tail[:-1], np.full(wide, tail[-1])])
+    dst = np.concatenate([rng.choice(layers[i + 1], 3 * wide) for i in range(3)]
+                         + [[tail[0]], tail[1:], last])
+    n = n0 + chain + wide
+    perm = rng.permutation(n)  # ids in no topological order
+    src, dst = perm[src], perm[dst]
+    fwd, rev = ref.csr(src, dst, n), ref.csr(dst, src, n)
+    level, order = np.empty(n, np.int32), np.empty(n, np.int32)
+    offsets = np.empty(n + 2, np.int64)
+    count, seen = cpu_labels.topological_levels(*fwd, rev[0], np.empty(n, np.int32), level,
+                                                order, offsets, False, 8, 8, narrow)
+    want = ref.levels(*fwd, n)
+    assert (count, seen) == (int(want.max()) + 1, n)
+    np.testing.assert_array_equal(level, want)
+    ref.check_topo_order(level, order, offsets[:count + 1], want)

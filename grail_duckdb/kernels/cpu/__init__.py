@@ -145,8 +145,7 @@ class CpuKernels(CpuPaths):
         self.settings = settings or CpuSettings()
         self._local = threading.local()
         self.threads = int(threads or os.cpu_count() or 1)
-        self._pool = None
-        self._pool_lock = threading.Lock()
+        self._pool, self._pool_lock = None, threading.Lock()
         self._chunks = 4 * self.threads  # pieces of a parallel counting sort's input
 
     def synchronize(self) -> None:
@@ -246,7 +245,8 @@ class CpuKernels(CpuPaths):
                 offsets = np.empty(n + 2, np.int64)
                 count, seen = labels.topological_levels(
                     fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
-                    offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
+                    offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks,
+                    sweeps.LEVEL_PIECE * self.sweeps_on_one_core())
                 if seen != n:
                     return None
                 offsets = offsets[:count + 1].copy()
@@ -261,10 +261,10 @@ class CpuKernels(CpuPaths):
         """How a sweep over ``topo``'s levels and ``edges`` edges shares the cores: 0, a core
         per independent sweep; else level by level, each level in up to that many pieces
         (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
-        ``topo`` (the sweep that finds the levels, of ``n`` vertices), as if it had one
-        level."""
+        ``topo`` (Kahn's sweep, of ``n`` vertices, which no other sweep runs beside: shared
+        from two cores on), as if it had one level."""
         threads = cores()
-        if threads < max(2, self.settings.level_threads):
+        if threads < (2 if topo is None else max(2, self.settings.level_threads)):
             return 0
         if topo is not None:
             work = topo.order.shape[0] + edges

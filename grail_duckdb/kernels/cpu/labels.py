@@ -103,17 +103,18 @@ def _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, head, tail, levels, 
 
 @njit(**_JIT)
 def _kahn_levels(task, tasks, fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts,
-                 taken, done, ready):
+                 narrow, taken, done, ready):
     """Kahn's sweep level by level, one of ``tasks`` side by side: the tasks take the
     pieces of a level in turn, each parent's release of a child an atomic decrement, each
     child queued at an atomic tail; the task that finishes a level's last piece records
     where the next one ends and lets the others go on. Stops after ``ready.shape[0] - 1``
-    levels at most (a longer sweep goes on on one core)."""
+    levels at most, or at the first level of ``narrow`` vertices or fewer (the sweep goes
+    on on one core)."""
     cap = ready.shape[0]
     lv = 0
     while lv + 1 < cap:
         lo, hi = offsets[lv], offsets[lv + 1]
-        if lo == hi:
+        if hi - lo <= narrow:
             break
         k = pieces(lo, hi, parts)
         c = claim(taken, lv, k)
@@ -136,14 +137,16 @@ def _kahn_levels(task, tasks, fwd_ptr, fwd_idx, pending, level, order, offsets, 
 
 
 def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets, fetch,
-                       parts, chunks):
+                       parts, chunks, narrow=0):
     """Kahn's sweep: level[v] = length of the longest path from a root to v; ``order`` lists
     the vertices by non-decreasing level, level L at ``order[offsets[L]:offsets[L + 1]]``
     (``offsets``: n + 2 entries of room). Returns (levels, n_visited): fewer than n visited
     when the graph has a cycle (then the levels are not all set). ``parts`` > 0: the levels
     on every core, each level in up to that many pieces (the order inside a level then
     depends on the timing; nothing computed from it does); ``fetch``: on one core, prefetch
-    the rows ahead; ``chunks``: pieces of the count of parents."""
+    the rows ahead; ``chunks``: pieces of the count of parents; ``narrow``: from the first
+    level of that many vertices or fewer on, the sweep goes on on one core (where a wait at
+    the end of each level would cost more than the level's work)."""
     tail = _roots(rev_ptr, pending, level, order, chunks)
     offsets[0], offsets[1] = 0, tail
     if tail == 0:
@@ -154,8 +157,8 @@ def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets
     ready = np.zeros(cap, np.int64)
     queue_tail = np.array([tail], np.int64)
     on_cores(_kahn_levels, parts // PIECES_PER_CORE, fwd_ptr, fwd_idx, pending, level, order,
-             offsets, queue_tail, parts, np.zeros(cap, np.int64), np.zeros(cap, np.int64),
-             ready)
+             offsets, queue_tail, parts, np.int64(narrow), np.zeros(cap, np.int64),
+             np.zeros(cap, np.int64), ready)
     last = int(np.argmin(ready)) if ready.min() == 0 else cap  # the first level not done
     if offsets[last] == offsets[last + 1]:  # the sweep ended: levels 0 .. last - 1
         return last, int(offsets[last])

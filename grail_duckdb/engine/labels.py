@@ -143,7 +143,7 @@ def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):
     settle pairs that the cuts before it leave (:func:`hubs_pay`, :func:`windows_pay`); the
     global hubs' rows are zero where they cannot (no bit set proves nothing)."""
     xp, dag, dag_rev = k.xp, cond.dag, cond.dag_rev
-    if not hubs_pay(xp, dag, dag_rev):
+    if not hubs_pay(xp, dag, dag_rev, k.largest_rows):
         down, up = (roomy_zeros(xp, (dag.n, HUB_WORDS), xp.uint64) for _ in range(2))
         return down, up, {}
     hub_of = hub_slots(xp, dag, dag_rev, 64 * HUB_WORDS, k.largest_rows)
@@ -156,13 +156,14 @@ def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):
     return down, up, {"win_down": win_down, "win_up": win_up, "win_first": first}
 
 
-def hubs_pay(xp, dag, dag_rev) -> bool:
+def hubs_pay(xp, dag, dag_rev, largest=None) -> bool:
     """Whether the global hubs can settle pairs that the cuts before them leave: not in a
     DAG where every component has one parent at most, or one child at most (citeseer.scc,
     uniprotenc_22m.scc): one of the two spanning trees is that DAG, so the tree cut settles
     every reachable pair, and the level and label cuts leave the hubs almost no unreachable
     one (of the bench's 100,000 random pairs, 8 on citeseer.scc, none on uniprotenc_22m.scc;
-    the bounded search settles those as cheaply).
+    the bounded search settles those as cheaply). ``largest``: the backend's
+    ``Kernels.largest_rows`` (the longest row in one pass), else NumPy's or CuPy's sort.
 
     >>> from grail_duckdb.kernels.protocol import CSR
     >>> hubs_pay(np, CSR(np.array([0, 2, 2, 2]), np.array([1, 2])), CSR(np.array([0, 0, 1, 2]), np.array([0, 0])))
@@ -172,8 +173,14 @@ def hubs_pay(xp, dag, dag_rev) -> bool:
         return True
     if dag.n == 0:
         return False
-    return (int(xp.diff(dag.indptr).max()) > 1
-            and int(xp.diff(dag_rev.indptr).max()) > 1)
+    largest = largest or _largest_rows(xp)
+    return _longest_row(dag, largest) > 1 and _longest_row(dag_rev, largest) > 1
+
+
+def _longest_row(g, largest) -> int:
+    """The number of entries of ``g``'s longest row (``g`` has one row at least)."""
+    v = int(largest(g, 1)[0])
+    return int(g.indptr[v + 1]) - int(g.indptr[v])
 
 
 def window_count(c: int, levels: int, words: int = WIN_WORDS) -> int:

@@ -300,8 +300,7 @@ class CpuKernels(CpuPaths):
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
         n = parent.shape[0]
         post = roomy(np, (n, d), np.int32)  # the intervals' inner bounds
-        sums = np.empty((d, n), np.int32) if d > 1 else None
-        labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums,
+        labels.post_orders(parent, topo.order, topo.offsets, size, seed,
                            np.empty((min(cores(), d), n), np.int32), post, self._parts(topo, 0))
         return post
 

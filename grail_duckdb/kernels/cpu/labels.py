@@ -288,44 +288,15 @@ def _block_order(n_blocks, j, seed):
 
 
 @njit(**_JIT)
-def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
-    """Label j's sizes of earlier siblings, ``out[v]`` for every v, in label j's order (the
-    blocks in the order ``permuted_block``, ids xored inside a block): each parent's running
-    sum of its children's sizes (roots are the children of a virtual root, and their sums
-    include their own size: a root's post rank, final here).
-
-    The roots' running sum needs the blocks in that order only through their totals
-    (``root_sum[b]``): each block's start comes from a pass over those, then the blocks
-    are visited in id order, a stream the cache can follow. Only the blocks that hold
-    children of real parents (``children[b]``, a bit per id) are visited in label j's order,
-    where each parent's sum is ``acc[p]``; those BLOCKS_AHEAD further on are prefetched."""
-    n = parent.shape[0]
-    n_blocks = root_sum.shape[0]
+def _children_sums(parent, size, j, seed, children, post, acc):
+    """Label j's sizes of earlier siblings, ``post[v, j]`` for every v of a real parent, in
+    label j's order (the blocks in the order ``permuted_block``, ids xored inside a block):
+    each parent's running sum of its children's sizes, ``acc[p]``. Only the blocks that
+    hold such children (``children[b]``, a bit per id) are visited; those BLOCKS_AHEAD
+    further on are prefetched. (The roots, children of a virtual root: :func:`_roots_sums`.)"""
+    n, d = post.shape
+    n_blocks = children.shape[0]
     blocks, xor = _block_order(n_blocks, j, seed)
-    start = np.empty(n_blocks, np.int64)
-    running = 0
-    for b in range(n_blocks):
-        blk = blocks[b] // ORDER_BLOCK
-        start[blk] = running
-        running += root_sum[blk]
-    for blk in range(n_blocks):
-        base = blk * ORDER_BLOCK
-        roots = ~children[blk]
-        if base + ORDER_BLOCK > n:  # the last block: no ids from n on
-            roots &= (np.uint64(1) << np.uint64(n - base)) - np.uint64(1)
-        running = start[blk]
-        if roots == ~np.uint64(0):  # a block of roots only
-            for o in range(ORDER_BLOCK):
-                v = base + (o ^ xor)
-                running += size[v]
-                out[v] = running
-            continue
-        left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
-        while left:
-            v = base + (trailing_zeros(left) ^ xor)
-            left &= left - np.uint64(1)
-            running += size[v]
-            out[v] = running
     acc[:] = 0
     for b in range(n_blocks):
         ahead = blocks[b + BLOCKS_AHEAD]
@@ -333,25 +304,75 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
             for q in range(0, ORDER_BLOCK, LINE_INTS):
                 prefetch(parent, ahead + q)
                 prefetch(size, ahead + q)
-                prefetch(out, ahead + q)
+            for q in range(0, ORDER_BLOCK * d, LINE_INTS):
+                prefetch(post, ahead * d + q)
         base = blocks[b]
         kids = children[base // ORDER_BLOCK]
         if kids == ~np.uint64(0):
             for o in range(ORDER_BLOCK):
-                _add_sibling(parent, size, out, acc, base + (o ^ xor))
+                _add_sibling(parent, size, post, j, acc, base + (o ^ xor))
             continue
         left = _xor_bits(kids, xor)
         while left:
             o = trailing_zeros(left)
             left &= left - np.uint64(1)
-            _add_sibling(parent, size, out, acc, base + (o ^ xor))
+            _add_sibling(parent, size, post, j, acc, base + (o ^ xor))
+
+
+@njit(**_JIT)
+def _roots_sums(task, tasks, size, children, starts, xors, post):
+    """Every label's running sums of the roots' sizes (the roots are the children of a
+    virtual root), ``post[v, j]`` for every root v, their own size included (their post
+    ranks, final here), task ``task``'s share of the blocks in id order: label j's sum
+    starts each block at ``starts[j, block]`` and visits its roots in label j's order inside
+    it (ids xored with ``xors[j]``). One pass writes every label's column of a row at once."""
+    n, d = post.shape
+    first, last = task_range(starts.shape[1], task, tasks)
+    for blk in range(first, last):
+        base = blk * ORDER_BLOCK
+        roots = ~children[blk]
+        if base + ORDER_BLOCK > n:  # the last block: no ids from n on
+            roots &= (np.uint64(1) << np.uint64(n - base)) - np.uint64(1)
+        if roots == 0:
+            continue
+        for j in range(d):
+            xor = xors[j]
+            running = starts[j, blk]
+            if roots == ~np.uint64(0):  # a block of roots only
+                for o in range(ORDER_BLOCK):
+                    v = base + (o ^ xor)
+                    running += size[v]
+                    post[v, j] = running
+                continue
+            left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
+            while left:
+                v = base + (trailing_zeros(left) ^ xor)
+                left &= left - np.uint64(1)
+                running += size[v]
+                post[v, j] = running
+
+
+@njit(**_JIT)
+def _root_starts(root_sum, seed, starts, xors):
+    """``starts[j, block]``: the sizes of the roots in the blocks before it in label j's
+    block order (``root_sum``: each block's), and ``xors[j]``, label j's xor inside a block."""
+    n_blocks = root_sum.shape[0]
+    for j in range(starts.shape[0]):
+        blocks, xor = _block_order(n_blocks, j, seed)
+        xors[j] = xor
+        running = 0
+        for b in range(n_blocks):
+            blk = blocks[b] // ORDER_BLOCK
+            starts[j, blk] = running
+            running += root_sum[blk]
 
 
 @njit(inline="always", **_JIT)
-def _add_sibling(parent, size, out, acc, v):
-    """v's sum of earlier siblings, and its size added to its parent's running sum."""
+def _add_sibling(parent, size, post, j, acc, v):
+    """v's sum of earlier siblings in label j, and its size added to its parent's running
+    sum."""
     p = parent[v]
-    out[v] = acc[p]
+    post[v, j] = acc[p]
     acc[p] += size[v]
 
 
@@ -388,20 +409,6 @@ def _blocks_of_children(parent, size, children, root_sum):
                 total += size[v]
         children[blk] = kids
         root_sum[blk] = total
-
-
-@njit(**_JIT)
-def _transposed(task, tasks, rows, out):
-    """``out[v, j] = rows[j, v]``, a block of ORDER_BLOCK vertices at a time (task
-    ``task``'s share of the blocks)."""
-    d, n = rows.shape
-    first, last = task_range((n + ORDER_BLOCK - 1) // ORDER_BLOCK, task, tasks)
-    for b in range(first, last):
-        lo = b * ORDER_BLOCK
-        hi = min(n, lo + ORDER_BLOCK)
-        for v in range(lo, hi):
-            for j in range(d):
-                out[v, j] = rows[j, v]
 
 
 @njit(**_JIT)
@@ -476,41 +483,43 @@ def _starts_levels(task, tasks, parent, order, offsets, size, post, parts, taken
         wait_level(done, level, k)
 
 
-def _all_sibling_sums(parent, size, seed, sums, acc):
-    """Every label's sibling sums (``sums[j]``), ``acc.shape[0]`` workers side by side, each
-    taking every so many labels with its own running sums (``acc[worker]``)."""
-    n_blocks = (parent.shape[0] + ORDER_BLOCK - 1) // ORDER_BLOCK
+def _all_sibling_sums(parent, size, seed, post, acc):
+    """Every label's sibling sums into its column of ``post``: the roots' in one pass over
+    the blocks in id order, shared by the cores; the others', ``acc.shape[0]`` workers side
+    by side, each taking every so many labels with its own running sums (``acc[worker]``;
+    the workers write apart columns of rows, in blocks each visits in its own order)."""
+    n, d = post.shape
+    n_blocks = (n + ORDER_BLOCK - 1) // ORDER_BLOCK
     children = np.empty(n_blocks, np.uint64)
     root_sum = np.empty(n_blocks, np.int64)
     _blocks_of_children(parent, size, children, root_sum)
-    on_cores(_labels_sibling_sums, acc.shape[0], parent, size, seed, children, root_sum, sums,
-             acc)
+    starts = np.empty((d, n_blocks), np.int64)
+    xors = np.empty(d, np.int64)
+    _root_starts(root_sum, seed, starts, xors)
+    on_cores(_roots_sums, min(cores(), n_blocks), size, children, starts, xors, post)
+    if children.any():
+        on_cores(_labels_sibling_sums, acc.shape[0], parent, size, seed, children, post, acc)
 
 
 @njit(**_JIT)
-def _labels_sibling_sums(task, tasks, parent, size, seed, children, root_sum, sums, acc):
+def _labels_sibling_sums(task, tasks, parent, size, seed, children, post, acc):
     """The sibling sums of every ``tasks``-th label from ``task`` on, with ``acc[task]``."""
-    for j in range(task, sums.shape[0], tasks):
-        _sibling_sums(parent, size, j, seed, children, root_sum, sums[j], acc[task])
+    for j in range(task, post.shape[1], tasks):
+        _children_sums(parent, size, j, seed, children, post, acc[task])
 
 
-def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
+def post_orders(parent, order, offsets, size, seed, acc, post, parts):
     """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders,
-    into ``post[C, d]`` (``sums``: d x C of room, None for one label; ``acc``: workers x C
-    of room; ``parts``: the last sweep level by level, each level in up to that many pieces
-    on every core, or 0: in one sweep).
+    into ``post[C, d]`` (``acc``: workers x C of room; ``parts``: the last sweep level by
+    level, each level in up to that many pieces on every core, or 0: in one sweep).
 
     In label j, siblings (children of one tree parent; roots are the children of a virtual
     root) are ordered as they appear in label j's pseudo-random vertex order: blocks of
     ORDER_BLOCK consecutive ids in the order ``permuted_block``, and inside a block ids xored
     with a per-label constant. A vertex's post rank is the number of vertices finished before
     its subtree starts (the sizes of earlier siblings along its root path) plus its own size:
-    each label's sibling sums in a row of its own, turned into a row per vertex, then one
-    sweep down the order adds the parent's start to all d labels of a vertex at once.
+    each label's sibling sums in its column, then one sweep down the order adds the parent's
+    start to all d labels of a vertex at once.
     """
-    if sums is None:  # one label: its sums are the one column of ``post`` already
-        _all_sibling_sums(parent, size, seed, post.reshape(1, -1), acc)
-    else:
-        _all_sibling_sums(parent, size, seed, sums, acc)
-        on_cores(_transposed, cores(), sums, post)
+    _all_sibling_sums(parent, size, seed, post, acc)
     _starts_down(parent, order, offsets, size, post, parts)

@@ -17,7 +17,8 @@ the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` 
 run side by side; a small batch while no two calls have overlapped lately (DuckDB on one
 thread) is spread over every core too (:func:`_chunk_rows`).
 
-The build runs its sweeps on every core too (:class:`CpuSettings`, :mod:`.cores`).
+The build runs its sweeps on every core too (:class:`CpuSettings`, :mod:`.cores`); the tree
+sweeps take no PARALLEL_LOCK (none uses Numba's threads), so two chains of them run side by side.
 
 Numba's OpenMP workers (the classification's region), between two regions, spin by default;
 on a machine of few cores that other processes share (a laptop, a CI runner), a spinning
@@ -54,8 +55,7 @@ from .cores import cores, on_threads
 from .paths import CpuPaths
 
 _EMPTY_COMP = np.empty(0, np.int32)
-_EMPTY_I64 = np.empty(0, np.int64)
-_EMPTY_I32 = np.empty(0, np.int32)
+_EMPTY_I64, _EMPTY_I32 = np.empty(0, np.int64), np.empty(0, np.int32)
 _EMPTY_U8 = np.empty(0, np.uint8)
 _NO_WINDOWS = (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
                np.zeros(0, np.int32))
@@ -260,7 +260,7 @@ class CpuKernels(CpuPaths):
     def _parts(self, topo: TopoOrder | None, edges: int, n: int | None = None) -> int:
         """How a sweep over ``topo``'s levels and ``edges`` edges shares the cores: 0, a core
         per independent sweep; else level by level, each level in up to that many pieces
-        (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
+        (``CpuSettings.level_work``, ``level_threads``). Without
         ``topo`` (Kahn's sweep, of ``n`` vertices, which no other sweep runs beside: shared
         from two cores on), as if it had one level."""
         threads = cores()

@@ -23,6 +23,7 @@ from grail_duckdb.model import Labels
 from grail_duckdb.errors import BackendError
 from grail_duckdb.kernels import CSR, CpuKernels, gpu_available, shared, to_host
 from grail_duckdb.kernels.cpu import CpuSettings
+from grail_duckdb.kernels.cpu import rows as rows_module
 from grail_duckdb.kernels.protocol import QueryIndex
 from oracle import reaches_by_dfs
 from strategies import ADVERSARIAL, CUT_DEFEATING_PAIRS, Graph, adversarial, dagify, graphs
@@ -505,6 +506,36 @@ def test_cpu_rows_of_edges_grouped_by_source_across_tasks():
         np.testing.assert_array_equal(got.indices, want[1])
 
 
+@pytest.mark.parametrize("first,last", [(0, 1999), (3, 1990)])
+def test_cpu_rows_of_edges_that_are_rows_already(first, last):
+    """Edges grouped by source whose targets increase in each row, none the source (the
+    rows of a CSR): copied into place as they are, empty rows (the first and the last ones
+    too) and a row longer than a task's share included; one edge out of place or a
+    self-loop, and the general path makes the same rows."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    pairs = np.unique(np.concatenate([
+        ref.pack(rng.integers(first, last + 1, 40_000), rng.integers(0, n, 40_000)),
+        ref.pack(np.full(n - 1, 7), np.delete(np.arange(n), 7))]))
+    pairs = pairs[(pairs >> np.uint64(32)) != (pairs & np.uint64(0xFFFFFFFF))]
+    src, dst = (pairs >> np.uint64(32)).astype(np.int64), (pairs & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    want = ref.csr(src, dst, n)
+    swapped, looped = pairs.copy(), pairs.copy()
+    swapped[[100, 101]] = swapped[[101, 100]]
+    looped[200] = ref.pack([int(src[200])], [int(src[200])])[0]
+    assert rows_module.grouped_by_source(pairs) == rows_module.ROWS
+    assert rows_module.grouped_by_source(swapped) == rows_module.GROUPED
+    assert rows_module.grouped_by_source(looped) == rows_module.GROUPED
+    for p, s, d in ((pairs, src, dst), (swapped, src, dst),
+                    (looped, np.delete(src, 200), np.delete(dst, 200))):
+        fwd, rev = CpuKernels().csr_both_ways(p.copy(), n)
+        for got, (a, b) in ((fwd, (s, d)), (rev, (d, s))):
+            expect = ref.csr(a, b, n)
+            np.testing.assert_array_equal(got.indptr, expect[0])
+            np.testing.assert_array_equal(got.indices, expect[1])
+    np.testing.assert_array_equal(want[0][first], 0)
+
+
 #: of the small adversarial graphs, those whose checks take seconds on two cores (run with
 #: the slow tests)
 SECONDS_ADVERSARIAL = ("rmat-12", "giant-cycle", "star-both", "star-in", "star-out")
@@ -611,3 +642,59 @@ def test_post_orders_index_past_two_billion_label_entries():
     for j in (0, d - 1):
         col = cp.sort(post[:, j])
         assert bool((col == cp.arange(1, n + 1, dtype=cp.int32)).all()), f"label {j}"
+
+
+@pytest.mark.parametrize("apart", [True, False])
+@pytest.mark.parametrize("graph", ["star-in", "star-out", "giant-cycle", "self-loops-only"])
+def test_cpu_trees_side_by_side_or_in_turn(monkeypatch, graph, apart):
+    """The tree of chosen children made on a thread of its own beside the tree of parents
+    and the intervals (a CPU of few cores), or in turn: the labels the references make; an
+    error in that thread reaches the caller."""
+    from grail_duckdb.engine import labels as engine_labels
+    from grail_duckdb.engine.condensation import condense
+    from grail_duckdb.engine.csr import forward_and_reverse
+
+    monkeypatch.setattr(engine_labels, "trees_side_by_side", lambda k: apart)
+    k, c = CpuKernels(), case_named(graph)
+    cond = condense(k, list(forward_and_reverse(k, ref.pack(c.src32, c.dst32), c.n)))
+    got, want = engine_labels.grail_labels(k, cond, D, SEED), c.index.labels
+    for name in ("level", "inner", "outer", "tree"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+
+    def broken(*args, **kw):
+        raise RuntimeError("tree of children")
+
+    monkeypatch.setattr(engine_labels, "tree_of_children", broken)
+    with pytest.raises(RuntimeError, match="tree of children"):
+        engine_labels.grail_labels(k, cond, D, SEED)
+
+
+@pytest.mark.parametrize("narrow", [0, 64])
+def test_cpu_kahn_levels_shared_then_on_one_core(narrow):
+    """Kahn's sweep level by level on two tasks over wide levels, then (``narrow``) on one
+    core from the first level of that many vertices or fewer, a long chain and wide levels
+    again after it: the levels the references find, each level's vertices together."""
+    from grail_duckdb.kernels.cpu import labels as cpu_labels
+
+    rng = np.random.default_rng(5)
+    wide, chain = 300, 400
+    layers = [np.arange(wide) + wide * i for i in range(4)]  # levels 0-3, 300 vertices each
+    n0 = 4 * wide
+    tail = np.arange(n0, n0 + chain)                          # a chain below level 3
+    last = np.arange(n0 + chain, n0 + chain + wide)           # a wide level below the chain
+    src = np.concatenate([rng.choice(layers[i], 3 * wide) for i in range(3)]
+                         + [[layers[3][0]], tail[:-1], np.full(wide, tail[-1])])
+    dst = np.concatenate([rng.choice(layers[i + 1], 3 * wide) for i in range(3)]
+                         + [[tail[0]], tail[1:], last])
+    n = n0 + chain + wide
+    perm = rng.permutation(n)  # ids in no topological order
+    src, dst = perm[src], perm[dst]
+    fwd, rev = ref.csr(src, dst, n), ref.csr(dst, src, n)
+    level, order = np.empty(n, np.int32), np.empty(n, np.int32)
+    offsets = np.empty(n + 2, np.int64)
+    count, seen = cpu_labels.topological_levels(*fwd, rev[0], np.empty(n, np.int32), level,
+                                                order, offsets, False, 8, 8, narrow)
+    want = ref.levels(*fwd, n)
+    assert (count, seen) == (int(want.max()) + 1, n)
+    np.testing.assert_array_equal(level, want)
+    ref.check_topo_order(level, order, offsets[:count + 1], want)

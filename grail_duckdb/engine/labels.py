@@ -31,6 +31,8 @@ of both cites one other at most), whose reachable pairs no other cut settles che
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..growth import roomy, roomy_zeros
@@ -48,35 +50,91 @@ def grail_labels(k: Kernels, cond: Condensation, d: int, seed: int, timer=None,
     build that saves writes them to its file meanwhile).
 
     Memory: each pass's inputs are dropped once no later
-    pass reads them, the tree of chosen children is made before the post orders exist, and
-    the post orders go once the intervals and the tree of parents hold what they need."""
+    pass reads them, the tree of chosen children is made before the post orders exist (on a
+    CPU of few cores, beside them: see :func:`trees_side_by_side`), and the post orders go
+    once the intervals and the tree of parents hold what they need."""
     if d < 1:
         raise ValueError(f"labels must be >= 1, got {d}")
     tick = timer or (lambda name: None)
     xp = k.xp
     topo = cond.topo if cond.topo is not None else k.topological_levels(cond.dag,
                                                                           cond.dag_rev)
-    parent = k.tree_parents(cond.dag_rev, topo.level)
-    tick("labels: levels and tree (pass 1)")
     tree = roomy(xp, (cond.n_components, 4), xp.int32)  # columns: shared.TREE_COLUMNS
-    tree[:, 2], tree[:, 3] = tree_of_children(k, cond, topo, seed)
-    tick("labels: tree of children")
-    size = k.subtree_sizes(parent, topo)
-    tick("labels: subtree sizes (pass 2)")
-    post = k.post_orders(parent, topo, size, d, seed)
-    del parent
-    tree[:, 0] = post[:, 0] - size + 1
-    tree[:, 1] = post[:, 0]
-    del size
-    tick("labels: post orders (pass 3)")
-    inner, outer = k.interval_bounds(cond.dag, topo, post)
-    del post
-    tick("labels: intervals (pass 4)")
+    children = _Call(tree_of_children, k, cond, topo, seed, out=tree[:, 2:])
+    apart = trees_side_by_side(k)
+    if apart:
+        children.start()
+    try:
+        parent = k.tree_parents(cond.dag_rev, topo.level)
+        tick("labels: levels and tree (pass 1)")
+        if not apart:
+            children.run()
+            tick("labels: tree of children")
+        size = k.subtree_sizes(parent, topo)
+        tick("labels: subtree sizes (pass 2)")
+        post = k.post_orders(parent, topo, size, d, seed)
+        del parent
+        _interval_columns(xp, post[:, 0], size, tree[:, :2])
+        del size
+        tick("labels: post orders (pass 3)")
+        inner, outer = k.interval_bounds(cond.dag, topo, post)
+        del post
+        tick("labels: intervals (pass 4)")
+    except BaseException:
+        children.wait(quiet=True)  # it writes into ``tree``: never left running
+        raise
+    children.wait()
+    if apart:
+        tick("labels: tree of children")  # what is left of it once the intervals are done
     if on_intervals is not None:
         on_intervals({"level": topo.level, "tree": tree, "inner": inner, "outer": outer})
     down, up, windows = hub_labels(k, cond, topo)
     tick("labels: hubs")
     return k.query_labels(Labels(topo.level, inner, outer, tree, down, up, **windows))
+
+
+def trees_side_by_side(k: Kernels) -> bool:
+    """Whether a build makes the tree of chosen children on a thread of its own, beside the
+    tree of parents, its post orders and the intervals: on a CPU whose build sweeps each run
+    on one core (``CpuKernels.sweeps_on_one_core``: few cores), so that both cores work
+    through the two chains of serial sweeps. Elsewhere each sweep uses every core itself."""
+    return k.name == "cpu" and k.sweeps_on_one_core()
+
+
+class _Call:
+    """``fn(*args, **kw)``, run here (:meth:`run`) or on a thread of its own (:meth:`start`);
+    :meth:`wait` waits for it and raises what it raised.
+
+    >>> c = _Call(divmod, 7, 2)
+    >>> c.start(); c.wait()
+    >>> bad = _Call(divmod, 1, 0)
+    >>> bad.run(); bad.wait()
+    Traceback (most recent call last):
+    ZeroDivisionError: integer division or modulo by zero
+    """
+
+    def __init__(self, fn, *args, **kw):
+        self._call = lambda: fn(*args, **kw)
+        self._thread = None
+        self._error = None
+
+    def run(self) -> None:
+        try:
+            self._call()
+        except BaseException as exc:  # raised by wait(), in the caller's thread
+            self._error = exc
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="grail-tree", daemon=True)
+        self._thread.start()
+
+    def wait(self, quiet: bool = False) -> None:
+        """Wait for the call; raise what it raised (``quiet``: drop it)."""
+        if self._thread is not None:
+            self._thread.join()
+        error, self._error = self._error, None
+        if error is not None and not quiet:
+            raise error
 
 
 def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):
@@ -85,7 +143,7 @@ def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):
     settle pairs that the cuts before it leave (:func:`hubs_pay`, :func:`windows_pay`); the
     global hubs' rows are zero where they cannot (no bit set proves nothing)."""
     xp, dag, dag_rev = k.xp, cond.dag, cond.dag_rev
-    if not hubs_pay(xp, dag, dag_rev):
+    if not hubs_pay(xp, dag, dag_rev, k.largest_rows):
         down, up = (roomy_zeros(xp, (dag.n, HUB_WORDS), xp.uint64) for _ in range(2))
         return down, up, {}
     hub_of = hub_slots(xp, dag, dag_rev, 64 * HUB_WORDS, k.largest_rows)
@@ -98,13 +156,14 @@ def hub_labels(k: Kernels, cond: Condensation, topo: TopoOrder):
     return down, up, {"win_down": win_down, "win_up": win_up, "win_first": first}
 
 
-def hubs_pay(xp, dag, dag_rev) -> bool:
+def hubs_pay(xp, dag, dag_rev, largest=None) -> bool:
     """Whether the global hubs can settle pairs that the cuts before them leave: not in a
     DAG where every component has one parent at most, or one child at most (citeseer.scc,
     uniprotenc_22m.scc): one of the two spanning trees is that DAG, so the tree cut settles
     every reachable pair, and the level and label cuts leave the hubs almost no unreachable
     one (of the bench's 100,000 random pairs, 8 on citeseer.scc, none on uniprotenc_22m.scc;
-    the bounded search settles those as cheaply).
+    the bounded search settles those as cheaply). ``largest``: the backend's
+    ``Kernels.largest_rows`` (the longest row in one pass), else NumPy's or CuPy's sort.
 
     >>> from grail_duckdb.kernels.protocol import CSR
     >>> hubs_pay(np, CSR(np.array([0, 2, 2, 2]), np.array([1, 2])), CSR(np.array([0, 0, 1, 2]), np.array([0, 0])))
@@ -114,8 +173,14 @@ def hubs_pay(xp, dag, dag_rev) -> bool:
         return True
     if dag.n == 0:
         return False
-    return (int(xp.diff(dag.indptr).max()) > 1
-            and int(xp.diff(dag_rev.indptr).max()) > 1)
+    largest = largest or _largest_rows(xp)
+    return _longest_row(dag, largest) > 1 and _longest_row(dag_rev, largest) > 1
+
+
+def _longest_row(g, largest) -> int:
+    """The number of entries of ``g``'s longest row (``g`` has one row at least)."""
+    v = int(largest(g, 1)[0])
+    return int(g.indptr[v + 1]) - int(g.indptr[v])
 
 
 def window_count(c: int, levels: int, words: int = WIN_WORDS) -> int:
@@ -171,29 +236,49 @@ def window_hubs(xp, dag, level, levels: int, words: int = WIN_WORDS, largest=Non
     return hub_of, first.astype(xp.int32)
 
 
-def tree_of_children(k: Kernels, cond: Condensation, topo: TopoOrder, seed: int):
+def tree_of_children(k: Kernels, cond: Condensation, topo: TopoOrder, seed: int, out=None):
     """``(lo, post)``: the interval of each vertex's subtree in the tree of chosen children,
     made with the passes of the tree of parents (subtree sizes, post order with label 0's
-    sibling order) over the levels from the deepest up: a chosen child always lies deeper."""
+    sibling order) over the levels from the deepest up: a chosen child always lies deeper.
+    ``out``: two columns to write them into instead (returned)."""
     child = k.tree_children(cond.dag, topo.level)
     up = reversed_levels(k.xp, topo)
     size = k.subtree_sizes(child, up)
     post = k.post_orders(child, up, size, 1, seed)[:, 0]
-    return post - size + 1, post
+    if out is None:
+        return post - size + 1, post
+    _interval_columns(k.xp, post, size, out)
+    return out[:, 0], out[:, 1]
+
+
+def _interval_columns(xp, post, size, out) -> None:
+    """``out[:, 0] = post - size + 1`` and ``out[:, 1] = post``: a subtree's interval of post
+    ranks, written into the columns without a temporary array.
+
+    >>> out = np.zeros((2, 2), np.int32)
+    >>> _interval_columns(np, np.array([3, 1]), np.array([3, 1]), out)
+    >>> out.tolist()
+    [[1, 3], [1, 1]]
+    """
+    lo, hi = out[:, 0], out[:, 1]
+    xp.add(post, 1, out=lo)
+    xp.subtract(lo, size, out=lo)
+    hi[...] = post
 
 
 def reversed_levels(xp, topo: TopoOrder) -> TopoOrder:
     """``topo`` with its levels numbered from the deepest (level ``levels - 1`` becomes 0):
     the order in which the tree of chosen children has every parent before its children.
+    Without a ``sweep``: the sweeps over the tree walk ``order`` (a reversed copy of
+    ``topo.sweep`` would cost a pass and an array that nothing reads).
 
-    >>> t = reversed_levels(np, TopoOrder(np.array([0, 1, 1]), np.array([0, 2, 1]), np.array([0, 1, 3])))
-    >>> t.level.tolist(), t.order.tolist(), t.offsets.tolist()
-    ([1, 0, 0], [1, 2, 0], [0, 2, 3])
+    >>> t = reversed_levels(np, TopoOrder(np.array([0, 1, 1]), np.array([0, 2, 1]), np.array([0, 1, 3]), np.array([0, 1, 2])))
+    >>> t.level.tolist(), t.order.tolist(), t.offsets.tolist(), t.sweep
+    ([1, 0, 0], [1, 2, 0], [0, 2, 3], None)
     """
     n = topo.order.shape[0]
     return TopoOrder(topo.levels - 1 - topo.level, xp.ascontiguousarray(topo.order[::-1]),
-                     (n - topo.offsets[::-1]).astype(topo.offsets.dtype),
-                     None if topo.sweep is None else xp.ascontiguousarray(topo.sweep[::-1]))
+                     (n - topo.offsets[::-1]).astype(topo.offsets.dtype))
 
 
 def hub_slots(xp, dag, dag_rev, count: int, largest=None):

@@ -17,7 +17,8 @@ the cost of a pair varies by orders of magnitude). Batches under ``SERIAL_MAX`` 
 run side by side; a small batch while no two calls have overlapped lately (DuckDB on one
 thread) is spread over every core too (:func:`_chunk_rows`).
 
-The build runs its sweeps on every core too (:class:`CpuSettings`, :mod:`.cores`).
+The build runs its sweeps on every core too (:class:`CpuSettings`, :mod:`.cores`); the tree
+sweeps take no PARALLEL_LOCK (none uses Numba's threads), so two chains of them run side by side.
 
 Numba's OpenMP workers (the classification's region), between two regions, spin by default;
 on a machine of few cores that other processes share (a laptop, a CI runner), a spinning
@@ -50,11 +51,10 @@ from ..protocol import CSR, PairAnswers, TopoOrder, edge_levels_of
 from ..shared import CHECK_EVERY, DEFERRED, LOOKUP_DENSE, LOOKUP_SORTED, N_STATUS, WIN_WORDS, pack_pairs
 from . import (append, bidir, bounds, classify, graph, hubs, labels, levels, pages, rows, search,
                sweeps)
-from .cores import item_rows, cores, on_threads
+from .cores import cores, item_rows, on_threads
 from .paths import CpuPaths
 
-_EMPTY_I64 = np.empty(0, np.int64)
-_EMPTY_I32 = np.empty(0, np.int32)
+_EMPTY_I64, _EMPTY_I32 = np.empty(0, np.int64), np.empty(0, np.int32)
 _EMPTY_U8 = np.empty(0, np.uint8)
 _NO_WINDOWS = (np.zeros((0, WIN_WORDS), np.uint64), np.zeros((0, WIN_WORDS), np.uint64),
                np.zeros(0, np.int32))
@@ -144,8 +144,7 @@ class CpuKernels(CpuPaths):
         self.settings = settings or CpuSettings()
         self._local = threading.local()
         self.threads = int(threads or os.cpu_count() or 1)
-        self._pool = None
-        self._pool_lock = threading.Lock()
+        self._pool, self._pool_lock = None, threading.Lock()
         self._chunks = 4 * self.threads  # pieces of a parallel counting sort's input
 
     def synchronize(self) -> None:
@@ -189,8 +188,8 @@ class CpuKernels(CpuPaths):
     def csr_both_ways(self, pairs, n):
         pairs = np.ascontiguousarray(pairs, np.uint64)
         with PARALLEL_LOCK:
-            if rows.grouped_by_source(pairs):  # rows in place; the pairs are consumed anyway
-                fwd = CSR(*rows.csr_of_runs(pairs, n))
+            if runs := rows.grouped_by_source(pairs):  # rows in place; pairs are consumed
+                fwd = CSR(*rows.csr_of_runs(pairs, n, runs == rows.ROWS))
             else:
                 fwd = CSR(*rows.csr_of_pairs(pairs, n, self._chunks))
             return fwd, CSR(*rows.reverse_rows(fwd.indptr, fwd.indices, self._chunks, pairs))
@@ -245,7 +244,8 @@ class CpuKernels(CpuPaths):
                 offsets = np.empty(n + 2, np.int64)
                 count, seen = labels.topological_levels(
                     fwd.indptr, fwd.indices, rev.indptr, np.empty(n, np.int32), level, order,
-                    offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks)
+                    offsets, self._fetch(fwd), self._parts(None, fwd.m, n), self._chunks,
+                    sweeps.LEVEL_PIECE * self.sweeps_on_one_core())
                 if seen != n:
                     return None
                 offsets = offsets[:count + 1].copy()
@@ -259,11 +259,11 @@ class CpuKernels(CpuPaths):
     def _parts(self, topo: TopoOrder | None, edges: int, n: int | None = None) -> int:
         """How a sweep over ``topo``'s levels and ``edges`` edges shares the cores: 0, a core
         per independent sweep; else level by level, each level in up to that many pieces
-        (``CpuSettings.level_work``, ``level_threads``; called under PARALLEL_LOCK). Without
-        ``topo`` (the sweep that finds the levels, of ``n`` vertices), as if it had one
-        level."""
+        (``CpuSettings.level_work``, ``level_threads``). Without
+        ``topo`` (Kahn's sweep, of ``n`` vertices, which no other sweep runs beside: shared
+        from two cores on), as if it had one level."""
         threads = cores()
-        if threads < max(2, self.settings.level_threads):
+        if threads < (2 if topo is None else max(2, self.settings.level_threads)):
             return 0
         if topo is not None:
             work = topo.order.shape[0] + edges
@@ -272,6 +272,10 @@ class CpuKernels(CpuPaths):
         elif n + edges < self.settings.level_work * threads:
             return 0
         return sweeps.PIECES_PER_CORE * threads
+
+    def sweeps_on_one_core(self) -> bool:
+        """Whether each build sweep runs on one core (:meth:`_parts`): two may run at once."""
+        return 1 < cores() < max(2, self.settings.level_threads)
 
     def largest_rows(self, g: CSR, count: int):
         return graph.largest_rows(g.indptr, int(count))
@@ -284,24 +288,19 @@ class CpuKernels(CpuPaths):
 
     def subtree_sizes(self, parent, topo: TopoOrder):
         size = np.ones(parent.shape[0], np.int32)
-        with PARALLEL_LOCK:
-            labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
+        labels.subtree_sizes(parent, topo.order, topo.offsets, size, self._parts(topo, 0))
         return size
 
     def tree_children(self, fwd: CSR, level):
         child = np.empty(level.shape[0], np.int32)
-        with PARALLEL_LOCK:
-            labels.tree_children(fwd.indptr, fwd.indices, level, child)
+        labels.tree_children(fwd.indptr, fwd.indices, level, child)
         return child
 
     def post_orders(self, parent, topo: TopoOrder, size, d, seed):
         n = parent.shape[0]
         post = roomy(np, (n, d), np.int32)  # the intervals' inner bounds
-        sums = np.empty((d, n), np.int32) if d > 1 else None
-        with PARALLEL_LOCK:
-            acc = np.empty((min(cores(), d), n), np.int32)
-            labels.post_orders(parent, topo.order, topo.offsets, size, seed, sums, acc, post,
-                               self._parts(topo, 0))
+        labels.post_orders(parent, topo.order, topo.offsets, size, seed,
+                           np.empty((min(cores(), d), n), np.int32), post, self._parts(topo, 0))
         return post
 
     def interval_bounds(self, fwd: CSR, topo: TopoOrder, post):

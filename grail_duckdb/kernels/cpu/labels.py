@@ -38,10 +38,12 @@ def _count_parents(task, tasks, rev_ptr, pending, count):
     n, chunks = pending.shape[0], count.shape[0] - 1
     for c in range(task, chunks, tasks):
         lo, hi = task_range(n, c, chunks)
+        roots = 0  # counted here: the chunks' counts share a cache line
         for v in range(lo, hi):
             pending[v] = rev_ptr[v + 1] - rev_ptr[v]
             if pending[v] == 0:
-                count[c + 1] += 1
+                roots += 1
+        count[c + 1] = roots
 
 
 @njit(**_JIT)
@@ -101,17 +103,18 @@ def _kahn(fwd_ptr, fwd_idx, pending, level, order, offsets, head, tail, levels, 
 
 @njit(**_JIT)
 def _kahn_levels(task, tasks, fwd_ptr, fwd_idx, pending, level, order, offsets, tail, parts,
-                 taken, done, ready):
+                 narrow, taken, done, ready):
     """Kahn's sweep level by level, one of ``tasks`` side by side: the tasks take the
     pieces of a level in turn, each parent's release of a child an atomic decrement, each
     child queued at an atomic tail; the task that finishes a level's last piece records
     where the next one ends and lets the others go on. Stops after ``ready.shape[0] - 1``
-    levels at most (a longer sweep goes on on one core)."""
+    levels at most, or at the first level of ``narrow`` vertices or fewer (the sweep goes
+    on on one core)."""
     cap = ready.shape[0]
     lv = 0
     while lv + 1 < cap:
         lo, hi = offsets[lv], offsets[lv + 1]
-        if lo == hi:
+        if hi - lo <= narrow:
             break
         k = pieces(lo, hi, parts)
         c = claim(taken, lv, k)
@@ -134,14 +137,16 @@ def _kahn_levels(task, tasks, fwd_ptr, fwd_idx, pending, level, order, offsets, 
 
 
 def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets, fetch,
-                       parts, chunks):
+                       parts, chunks, narrow=0):
     """Kahn's sweep: level[v] = length of the longest path from a root to v; ``order`` lists
     the vertices by non-decreasing level, level L at ``order[offsets[L]:offsets[L + 1]]``
     (``offsets``: n + 2 entries of room). Returns (levels, n_visited): fewer than n visited
     when the graph has a cycle (then the levels are not all set). ``parts`` > 0: the levels
     on every core, each level in up to that many pieces (the order inside a level then
     depends on the timing; nothing computed from it does); ``fetch``: on one core, prefetch
-    the rows ahead; ``chunks``: pieces of the count of parents."""
+    the rows ahead; ``chunks``: pieces of the count of parents; ``narrow``: from the first
+    level of that many vertices or fewer on, the sweep goes on on one core (where a wait at
+    the end of each level would cost more than the level's work)."""
     tail = _roots(rev_ptr, pending, level, order, chunks)
     offsets[0], offsets[1] = 0, tail
     if tail == 0:
@@ -152,8 +157,8 @@ def topological_levels(fwd_ptr, fwd_idx, rev_ptr, pending, level, order, offsets
     ready = np.zeros(cap, np.int64)
     queue_tail = np.array([tail], np.int64)
     on_cores(_kahn_levels, parts // PIECES_PER_CORE, fwd_ptr, fwd_idx, pending, level, order,
-             offsets, queue_tail, parts, np.zeros(cap, np.int64), np.zeros(cap, np.int64),
-             ready)
+             offsets, queue_tail, parts, np.int64(narrow), np.zeros(cap, np.int64),
+             np.zeros(cap, np.int64), ready)
     last = int(np.argmin(ready)) if ready.min() == 0 else cap  # the first level not done
     if offsets[last] == offsets[last + 1]:  # the sweep ended: levels 0 .. last - 1
         return last, int(offsets[last])
@@ -283,43 +288,15 @@ def _block_order(n_blocks, j, seed):
 
 
 @njit(**_JIT)
-def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
-    """Label j's sizes of earlier siblings, ``out[v]`` for every v, in label j's order (the
-    blocks in the order ``permuted_block``, ids xored inside a block): each parent's running
-    sum of its children's sizes (roots are the children of a virtual root).
-
-    The roots' running sum needs the blocks in that order only through their totals
-    (``root_sum[b]``): each block's start comes from a pass over those, then the blocks
-    are visited in id order, a stream the cache can follow. Only the blocks that hold
-    children of real parents (``children[b]``, a bit per id) are visited in label j's order,
-    where each parent's sum is ``acc[p]``; those BLOCKS_AHEAD further on are prefetched."""
-    n = parent.shape[0]
-    n_blocks = root_sum.shape[0]
+def _children_sums(parent, size, j, seed, children, post, acc):
+    """Label j's sizes of earlier siblings, ``post[v, j]`` for every v of a real parent, in
+    label j's order (the blocks in the order ``permuted_block``, ids xored inside a block):
+    each parent's running sum of its children's sizes, ``acc[p]``. Only the blocks that
+    hold such children (``children[b]``, a bit per id) are visited; those BLOCKS_AHEAD
+    further on are prefetched. (The roots, children of a virtual root: :func:`_roots_sums`.)"""
+    n, d = post.shape
+    n_blocks = children.shape[0]
     blocks, xor = _block_order(n_blocks, j, seed)
-    start = np.empty(n_blocks, np.int64)
-    running = 0
-    for b in range(n_blocks):
-        blk = blocks[b] // ORDER_BLOCK
-        start[blk] = running
-        running += root_sum[blk]
-    for blk in range(n_blocks):
-        base = blk * ORDER_BLOCK
-        roots = ~children[blk]
-        if base + ORDER_BLOCK > n:  # the last block: no ids from n on
-            roots &= (np.uint64(1) << np.uint64(n - base)) - np.uint64(1)
-        running = start[blk]
-        if roots == ~np.uint64(0):  # a block of roots only
-            for o in range(ORDER_BLOCK):
-                v = base + (o ^ xor)
-                out[v] = running
-                running += size[v]
-            continue
-        left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
-        while left:
-            v = base + (trailing_zeros(left) ^ xor)
-            left &= left - np.uint64(1)
-            out[v] = running
-            running += size[v]
     acc[:] = 0
     for b in range(n_blocks):
         ahead = blocks[b + BLOCKS_AHEAD]
@@ -327,25 +304,75 @@ def _sibling_sums(parent, size, j, seed, children, root_sum, out, acc):
             for q in range(0, ORDER_BLOCK, LINE_INTS):
                 prefetch(parent, ahead + q)
                 prefetch(size, ahead + q)
-                prefetch(out, ahead + q)
+            for q in range(0, ORDER_BLOCK * d, LINE_INTS):
+                prefetch(post, ahead * d + q)
         base = blocks[b]
         kids = children[base // ORDER_BLOCK]
         if kids == ~np.uint64(0):
             for o in range(ORDER_BLOCK):
-                _add_sibling(parent, size, out, acc, base + (o ^ xor))
+                _add_sibling(parent, size, post, j, acc, base + (o ^ xor))
             continue
         left = _xor_bits(kids, xor)
         while left:
             o = trailing_zeros(left)
             left &= left - np.uint64(1)
-            _add_sibling(parent, size, out, acc, base + (o ^ xor))
+            _add_sibling(parent, size, post, j, acc, base + (o ^ xor))
+
+
+@njit(**_JIT)
+def _roots_sums(task, tasks, size, children, starts, xors, post):
+    """Every label's running sums of the roots' sizes (the roots are the children of a
+    virtual root), ``post[v, j]`` for every root v, their own size included (their post
+    ranks, final here), task ``task``'s share of the blocks in id order: label j's sum
+    starts each block at ``starts[j, block]`` and visits its roots in label j's order inside
+    it (ids xored with ``xors[j]``). One pass writes every label's column of a row at once."""
+    n, d = post.shape
+    first, last = task_range(starts.shape[1], task, tasks)
+    for blk in range(first, last):
+        base = blk * ORDER_BLOCK
+        roots = ~children[blk]
+        if base + ORDER_BLOCK > n:  # the last block: no ids from n on
+            roots &= (np.uint64(1) << np.uint64(n - base)) - np.uint64(1)
+        if roots == 0:
+            continue
+        for j in range(d):
+            xor = xors[j]
+            running = starts[j, blk]
+            if roots == ~np.uint64(0):  # a block of roots only
+                for o in range(ORDER_BLOCK):
+                    v = base + (o ^ xor)
+                    running += size[v]
+                    post[v, j] = running
+                continue
+            left = _xor_bits(roots, xor)  # the set bits in the order the block is visited
+            while left:
+                v = base + (trailing_zeros(left) ^ xor)
+                left &= left - np.uint64(1)
+                running += size[v]
+                post[v, j] = running
+
+
+@njit(**_JIT)
+def _root_starts(root_sum, seed, starts, xors):
+    """``starts[j, block]``: the sizes of the roots in the blocks before it in label j's
+    block order (``root_sum``: each block's), and ``xors[j]``, label j's xor inside a block."""
+    n_blocks = root_sum.shape[0]
+    for j in range(starts.shape[0]):
+        blocks, xor = _block_order(n_blocks, j, seed)
+        xors[j] = xor
+        running = 0
+        for b in range(n_blocks):
+            blk = blocks[b] // ORDER_BLOCK
+            starts[j, blk] = running
+            running += root_sum[blk]
 
 
 @njit(inline="always", **_JIT)
-def _add_sibling(parent, size, out, acc, v):
-    """v's sum of earlier siblings, and its size added to its parent's running sum."""
+def _add_sibling(parent, size, post, j, acc, v):
+    """v's sum of earlier siblings in label j, and its size added to its parent's running
+    sum."""
     p = parent[v]
-    out[v] = acc[p]
+    post[v, j] = acc[p]
     acc[p] += size[v]
 
 
@@ -385,27 +412,14 @@ def _blocks_of_children(parent, size, children, root_sum):
 
 
 @njit(**_JIT)
-def _transposed(task, tasks, rows, out, parent, size):
-    """``out[v, j] = rows[j, v]``, plus v's size where v is a root (whose subtree starts at
-    its sum: its post rank is final here), a block of ORDER_BLOCK vertices at a time (task
-    ``task``'s share of the blocks)."""
-    d, n = rows.shape
-    first, last = task_range((n + ORDER_BLOCK - 1) // ORDER_BLOCK, task, tasks)
-    for b in range(first, last):
-        lo = b * ORDER_BLOCK
-        hi = min(n, lo + ORDER_BLOCK)
-        for v in range(lo, hi):
-            own = size[v] if parent[v] < 0 else 0
-            for j in range(d):
-                out[v, j] = rows[j, v] + own
-
-
-@njit(**_JIT)
-def _starts_range(parent, order, size, post, lo, hi, roots_done):
-    """``post[v] += size[v]`` plus, below a root, the parent's start (``post[p] - size[p]``),
-    for every label at once, for the vertices at ``order[lo:hi]`` (each parent's row is
-    final before; the roots' rows are final already when ``roots_done``)."""
+def _starts_range(parent, order, size, post, lo, hi):
+    """``post[v] += size[v]`` plus the parent's start (``post[p] - size[p]``), for every
+    label at once, for the vertices at ``order[lo:hi]`` but the roots (whose rows are final;
+    each parent's row is final before its children's)."""
     n, d = post.shape
+    if d == 1:
+        _starts_one(parent, order, size, post.reshape(-1), lo, hi)
+        return
     for i in range(lo, hi):
         if i + 2 * AHEAD < n:
             prefetch(parent, order[i + 2 * AHEAD])
@@ -424,75 +438,88 @@ def _starts_range(parent, order, size, post, lo, hi, roots_done):
             base = sv - size[p]
             for j in range(d):
                 post[v, j] += post[p, j] + base
-        elif not roots_done:
-            for j in range(d):
-                post[v, j] += sv
 
 
-def _starts_down(parent, order, offsets, size, post, parts, roots_done):
-    """:func:`_starts_range` over the whole order: level by level, each level in up to
-    ``parts`` pieces that the cores take in turn (a core waits at the end of each level for
-    the pieces others hold), else (``parts`` 0) in one sweep."""
+@njit(inline="always", **_JIT)
+def _starts_one(parent, order, size, post, lo, hi):
+    """:func:`_starts_range` of one label (``post`` flat): no loop over the labels and no
+    prefetch (measured twice as fast as the general loop on the trees of chosen children,
+    whose parents a level's vertices share)."""
+    for i in range(lo, hi):
+        v = order[i]
+        p = parent[v]
+        if p >= 0:
+            post[v] += post[p] + size[v] - size[p]
+
+
+def _starts_down(parent, order, offsets, size, post, parts):
+    """:func:`_starts_range` over the order from level 1 on (level 0 holds only roots: a
+    vertex of a deeper level has a tree parent one level up): level by level, each level in
+    up to ``parts`` pieces that the cores take in turn (a core waits at the end of each
+    level for the pieces others hold), else (``parts`` 0) in one sweep."""
+    if offsets.shape[0] < 3:
+        return
     if parts == 0:
-        _starts_range(parent, order, size, post, 0, order.shape[0], roots_done)
+        _starts_range(parent, order, size, post, offsets[1], order.shape[0])
         return
     levels = offsets.shape[0] - 1
     on_cores(_starts_levels, parts // PIECES_PER_CORE, parent, order, offsets, size, post,
-             parts, roots_done, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
+             parts, np.zeros(levels, np.int64), np.zeros(levels, np.int64))
 
 
 @njit(**_JIT)
-def _starts_levels(task, tasks, parent, order, offsets, size, post, parts, roots_done, taken,
-                   done):
-    """:func:`_starts_down` level by level, one of ``tasks`` side by side."""
+def _starts_levels(task, tasks, parent, order, offsets, size, post, parts, taken, done):
+    """:func:`_starts_down` level by level from level 1, one of ``tasks`` side by side."""
     levels = offsets.shape[0] - 1
-    for level in range(levels):
+    for level in range(1, levels):
         lo, hi = offsets[level], offsets[level + 1]
         k = pieces(lo, hi, parts)
         c = claim(taken, level, k)
         while c >= 0:
             a, b = piece(lo, hi, c, k)
-            _starts_range(parent, order, size, post, a, b, roots_done)
+            _starts_range(parent, order, size, post, a, b)
             atomic_add(done, level, 1)
             c = claim(taken, level, k)
         wait_level(done, level, k)
 
 
-def _all_sibling_sums(parent, size, seed, sums, acc):
-    """Every label's sibling sums (``sums[j]``), ``acc.shape[0]`` workers side by side, each
-    taking every so many labels with its own running sums (``acc[worker]``)."""
-    n_blocks = (parent.shape[0] + ORDER_BLOCK - 1) // ORDER_BLOCK
+def _all_sibling_sums(parent, size, seed, post, acc):
+    """Every label's sibling sums into its column of ``post``: the roots' in one pass over
+    the blocks in id order, shared by the cores; the others', ``acc.shape[0]`` workers side
+    by side, each taking every so many labels with its own running sums (``acc[worker]``;
+    the workers write apart columns of rows, in blocks each visits in its own order)."""
+    n, d = post.shape
+    n_blocks = (n + ORDER_BLOCK - 1) // ORDER_BLOCK
     children = np.empty(n_blocks, np.uint64)
     root_sum = np.empty(n_blocks, np.int64)
     _blocks_of_children(parent, size, children, root_sum)
-    on_cores(_labels_sibling_sums, acc.shape[0], parent, size, seed, children, root_sum, sums,
-             acc)
+    starts = np.empty((d, n_blocks), np.int64)
+    xors = np.empty(d, np.int64)
+    _root_starts(root_sum, seed, starts, xors)
+    on_cores(_roots_sums, min(cores(), n_blocks), size, children, starts, xors, post)
+    if children.any():
+        on_cores(_labels_sibling_sums, acc.shape[0], parent, size, seed, children, post, acc)
 
 
 @njit(**_JIT)
-def _labels_sibling_sums(task, tasks, parent, size, seed, children, root_sum, sums, acc):
+def _labels_sibling_sums(task, tasks, parent, size, seed, children, post, acc):
     """The sibling sums of every ``tasks``-th label from ``task`` on, with ``acc[task]``."""
-    for j in range(task, sums.shape[0], tasks):
-        _sibling_sums(parent, size, j, seed, children, root_sum, sums[j], acc[task])
+    for j in range(task, post.shape[1], tasks):
+        _children_sums(parent, size, j, seed, children, post, acc[task])
 
 
-def post_orders(parent, order, offsets, size, seed, sums, acc, post, parts):
+def post_orders(parent, order, offsets, size, seed, acc, post, parts):
     """Step 3 (Algorithm 5): post-order ranks (1-based) of the tree for d sibling orders,
-    into ``post[C, d]`` (``sums``: d x C of room, None for one label; ``acc``: workers x C
-    of room; ``parts``: the last sweep level by level, each level in up to that many pieces
-    on every core, or 0: in one sweep).
+    into ``post[C, d]`` (``acc``: workers x C of room; ``parts``: the last sweep level by
+    level, each level in up to that many pieces on every core, or 0: in one sweep).
 
     In label j, siblings (children of one tree parent; roots are the children of a virtual
     root) are ordered as they appear in label j's pseudo-random vertex order: blocks of
     ORDER_BLOCK consecutive ids in the order ``permuted_block``, and inside a block ids xored
     with a per-label constant. A vertex's post rank is the number of vertices finished before
     its subtree starts (the sizes of earlier siblings along its root path) plus its own size:
-    each label's sibling sums in a row of its own, turned into a row per vertex, then one
-    sweep down the order adds the parent's start to all d labels of a vertex at once.
+    each label's sibling sums in its column, then one sweep down the order adds the parent's
+    start to all d labels of a vertex at once.
     """
-    if sums is None:  # one label: its sums are the one column of ``post`` already
-        _all_sibling_sums(parent, size, seed, post.reshape(1, -1), acc)
-    else:
-        _all_sibling_sums(parent, size, seed, sums, acc)
-        on_cores(_transposed, cores(), sums, post, parent, size)
-    _starts_down(parent, order, offsets, size, post, parts, sums is not None)
+    _all_sibling_sums(parent, size, seed, post, acc)
+    _starts_down(parent, order, offsets, size, post, parts)

@@ -18,19 +18,20 @@ _JIT = dict(cache=True, nogil=True, boundscheck=False)
 @njit(**_JIT)
 def _count_levels(task, tasks, level, count):
     """``count[task + 1, L]``: the vertices of level L among task ``task``'s share of the
-    ids."""
+    ids (counted in a row of the task's own: the rows of two tasks share cache lines)."""
     lo, hi = task_range(level.shape[0], task, tasks)
-    row = count[task + 1]
+    row = np.zeros(count.shape[1], np.int64)
     for v in range(lo, hi):
         row[level[v]] += 1
+    count[task + 1] = row
 
 
 @njit(**_JIT)
 def _place_by_level(task, tasks, level, start, order):
     """Task ``task``'s share of the ids, each at its level's next place (``start[task]``,
-    the places of its first vertex of each level)."""
+    the places of its first vertex of each level, advanced in a copy of the task's own)."""
     lo, hi = task_range(level.shape[0], task, tasks)
-    at = start[task]
+    at = start[task].copy()
     for v in range(lo, hi):
         lv = level[v]
         order[at[lv]] = v

@@ -203,26 +203,37 @@ def buckets_of(n: int) -> int:
     return max(1, -(-n // (1 << ROW_BITS)))
 
 
+#: what :func:`grouped_by_source` finds: edges in no order of sources; grouped by source in
+#: source order; and, besides, each source's targets increasing and none the source itself
+#: (the packed edges strictly increasing, without self-loops: a CSR's rows already)
+UNGROUPED, GROUPED, ROWS = 0, 1, 2
+
+
 @njit(**_JIT)
 def _grouped_part(task, tasks, pairs, out):
-    """``out[task]``: 1 when task ``task``'s share of the packed edges (and the edge
-    before it) lists its sources in order."""
+    """``out[task]``: what :func:`grouped_by_source` finds of task ``task``'s share of the
+    packed edges (and the edge before it)."""
     lo, hi = task_range(pairs.shape[0], task, tasks)
-    ok = 1
+    rows = 1
+    if lo < hi and (pairs[lo] >> np.uint64(32)) == (pairs[lo] & _LOW):
+        rows = 0
     for e in range(max(lo, 1), hi):
         if (pairs[e] >> np.uint64(32)) < (pairs[e - 1] >> np.uint64(32)):
-            ok = 0
-            break
-    out[task] = ok
+            out[task] = UNGROUPED
+            return
+        if pairs[e] <= pairs[e - 1] or (pairs[e] >> np.uint64(32)) == (pairs[e] & _LOW):
+            rows = 0
+    out[task] = GROUPED + rows
 
 
-def grouped_by_source(pairs) -> bool:
+def grouped_by_source(pairs) -> int:
     """Whether packed edges come grouped by source in source order (an edge list read
-    from rows, a generator's output): then each row is a run of the input already."""
+    from rows, a generator's output: then each row is a run of the input already), and
+    whether those runs are rows of a CSR already: ``UNGROUPED``, ``GROUPED`` or ``ROWS``."""
     tasks = max(1, min(cores(), pairs.shape[0] // 4096))
     out = np.zeros(tasks, np.int64)
     on_cores(_grouped_part, tasks, pairs, out)
-    return bool(out.all())
+    return int(out.min())
 
 
 @njit(**_JIT)
@@ -295,14 +306,37 @@ def _runs_gathered(task, tasks, pairs, bounds, kept_of, indptr, indices):
         indptr[v + 1] = acc
 
 
-def csr_of_runs(pairs, n: int):
+@njit(**_JIT)
+def _rows_as_they_are(task, tasks, pairs, bounds, indptr, indices):
+    """Task ``task``'s rows (``bounds``) of packed edges that are rows already
+    (:data:`ROWS`): each target at its own edge's place, each row's start in ``indptr``
+    (``indptr[n]`` is set by the caller)."""
+    lo, hi = bounds[task, 0], bounds[task + 1, 0]
+    v_next = bounds[task, 1]
+    for e in range(lo, hi):
+        v = np.int64(pairs[e] >> np.uint64(32))
+        while v_next <= v:
+            indptr[v_next] = e
+            v_next += 1
+        indices[e] = np.int32(pairs[e] & _LOW)
+    for r in range(v_next, bounds[task + 1, 1]):
+        indptr[r] = hi
+
+
+def csr_of_runs(pairs, n: int, rows: bool = False):
     """:func:`csr_of_pairs` of packed edges grouped by source in source order, each
-    row made from its run in place (no buckets); ``pairs`` is overwritten."""
+    row made from its run in place (no buckets); ``pairs`` is overwritten. ``rows``: the
+    runs are rows already (:data:`ROWS`): their targets are copied to their places."""
     m = pairs.shape[0]
     tasks = max(1, min(cores(), m // 4096))
     bounds = np.empty((tasks + 1, 2), np.int64)
     _run_bounds(pairs, n, bounds)
     indptr = roomy(np, (n + 1,), np.int64)  # the index's rows: room for appended ones
+    if rows:
+        indices = roomy(np, (m,), np.int32)
+        on_cores(_rows_as_they_are, tasks, pairs, bounds, indptr, indices)
+        indptr[n] = m
+        return indptr, indices
     kept_of = np.zeros(tasks + 1, np.int64)
     on_cores(_runs_kept, tasks, pairs, bounds, indptr, kept_of)
     np.cumsum(kept_of, out=kept_of)

@@ -10,9 +10,12 @@ import argparse
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from benchmarks import paths
 from grail_duckdb.engine.index import GrailIndex
+
+pytestmark = pytest.mark.slow  # a bench's check: with the long runs
 
 
 def test_hash_draws_compare_each_vertex_with_its_own_exact_counts(monkeypatch):

@@ -37,8 +37,7 @@ struct KeyLookup {
 // Status code of one valid pair (cpu/classify._classify): unknown keys (equal: SAME_KEY), same
 // vertex, same component, then with prune the level cut, the positive tree cut, the negative
 // label and hub tests, the positive hub cuts (the window hubs' counted as HUB_CUT); UNDECIDED
-// when none
-// settles it. u and t: its components.
+// when none settles it. u and t: its components.
 __device__ __forceinline__ int classify_pair(const KeyLookup& look, i64 ka, i64 kb,
                                              const int* comp, const LabelView& lab, int prune,
                                              int& u, int& t) {

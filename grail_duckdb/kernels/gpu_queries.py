@@ -291,7 +291,7 @@ class GpuQueries:
         after, most = self.settings.wide_search
         if most <= 0 or cap < after or pending > most:
             return False
-        words = min(-(-pending // 64), self.settings.max_words)
+        words = self.search_words(n, pending, -(-pending // 64), 0)  # as the search takes
         return (WIDE_BYTES + 24 * words) * n <= self._free_device_bytes()
 
     @staticmethod

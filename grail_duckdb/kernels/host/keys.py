@@ -64,10 +64,7 @@ def pieces_of(ks) -> tuple:
 
 def widened(pieces: tuple) -> tuple:
     """``pieces`` with the 8- and 16-bit ones as int32 (the classification's key types)."""
-    for p in pieces:
-        if p.dtype.itemsize < 4:
-            break
-    else:
+    if all(p.dtype.itemsize >= 4 for p in pieces):
         return pieces
     return tuple(read_only(p.astype(np.int32)) if p.dtype.itemsize < 4 else p for p in pieces)
 
